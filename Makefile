@@ -1,0 +1,46 @@
+# libinbox — the two commands: `make demo` and `make test`.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build build-asan test test-fast demo bench install clean format
+
+all: build
+
+deps:
+	@if [ "$$(id -u)" -eq 0 ]; then sh scripts/install-deps.sh; \
+	else echo "make deps: not root, skipping package installation"; fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DINBOX_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+# Builds twice (plain and ASan+UBSan), starts every server the tests need
+# on 127.0.0.1 in a temp dir, runs the whole suite against both builds,
+# stops the servers by PID.
+test: build build-asan
+	sh tests/run-suite.sh $(BUILD) $(ASAN_BUILD)
+
+# Only the plain build (quicker while developing).
+test-fast: build
+	sh tests/run-suite.sh $(BUILD)
+
+demo: build
+	sh scripts/demo.sh $(BUILD)
+
+bench: build
+	sh bench/run $(BUILD)
+
+install: build
+	cmake --install $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

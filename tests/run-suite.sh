@@ -1,0 +1,53 @@
+#!/bin/sh
+# Run the whole test suite: start the servers the tests need (on 127.0.0.1,
+# non-default ports, in a temp dir), run ctest in each build dir given,
+# stop the servers by PID whatever happens.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+builds="$*"
+[ -n "$builds" ] || builds=build
+
+tmp=$(mktemp -d /tmp/inbox-test.XXXXXX)
+chmod 755 "$tmp"
+stop_all() {
+	sh "$here/servers/pg.sh" stop "$tmp/pg" >/dev/null 2>&1 || true
+	sh "$here/servers/extra.sh" stop "$tmp" >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+}
+trap stop_all EXIT INT TERM
+
+# Ports: a base derived from our PID keeps parallel runs apart; if the
+# port is taken, try another base.
+tries=0
+while :; do
+	base=$((20000 + (($$ + tries * 7919) % 2000) * 10))
+	if INBOX_TEST_PG_URL=$(sh "$here/servers/pg.sh" start "$tmp/pg" "$base"); then
+		break
+	fi
+	tries=$((tries + 1))
+	if [ $tries -ge 5 ]; then
+		echo "run-suite: cannot start PostgreSQL" >&2
+		exit 1
+	fi
+done
+export INBOX_TEST_PG_URL
+export INBOX_TEST_TMP="$tmp"
+export INBOX_TEST_PORT_BASE="$base"
+echo "run-suite: PostgreSQL at $INBOX_TEST_PG_URL"
+if [ -f "$here/servers/extra.sh" ]; then
+	# Brokers (RabbitMQ, Redis, NATS, Kafka mock) export their URLs here.
+	sh "$here/servers/extra.sh" start "$tmp" "$base" >"$tmp/servers.sh" || {
+		echo "run-suite: cannot start the brokers" >&2
+		exit 1
+	}
+	. "$tmp/servers.sh"
+fi
+
+status=0
+for b in $builds; do
+	echo "run-suite: ctest in $b"
+	if ! (cd "$b" && ctest --output-on-failure -j2 --timeout 900); then
+		status=1
+	fi
+done
+exit $status
