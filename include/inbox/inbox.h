@@ -1,0 +1,496 @@
+/*
+ * libinbox — effectively-once message processing.
+ *
+ * Brokers deliver at least once. libinbox records each message's key in an
+ * inbox table in the same database transaction as the business effect, so a
+ * redelivered message is detected and dropped, and tells the caller when the
+ * message may be acknowledged (only after that transaction committed).
+ *
+ * This header is the authoritative documentation of the public API.
+ *
+ * Conventions
+ *   - Every fallible function returns an int that is INBOX_OK (0) or a
+ *     negative inbox_err. A duplicate, a conflict or a dead letter is an
+ *     *outcome* (inbox_outcome), never an error: rc < 0 always means the
+ *     machinery failed and nothing was acknowledged.
+ *   - Constructors are inbox_x_open(inbox_x **out, ...); destructors
+ *     inbox_x_close(inbox_x *) accept NULL.
+ *   - The detail of the last error (SQLSTATE, SQLite extended code, message)
+ *     lives on the handle: inbox_store_errmsg(), inbox_consumer_errmsg().
+ *     Connection URLs in messages never include a password.
+ *   - Handles are not thread-safe: use one store and one consumer per thread.
+ *     Different handles may be used from different threads concurrently.
+ */
+#ifndef INBOX_INBOX_H
+#define INBOX_INBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INBOX_VERSION_MAJOR 0
+#define INBOX_VERSION_MINOR 1
+#define INBOX_VERSION_PATCH 0
+#define INBOX_VERSION "0.1.0"
+
+/* ------------------------------------------------------------------ */
+/* Errors (append-only; values never change)                           */
+/* ------------------------------------------------------------------ */
+
+typedef enum inbox_err {
+	INBOX_OK = 0,
+	INBOX_ERR_NOMEM = -1,     /* allocation failed */
+	INBOX_ERR_INVALID = -2,   /* invalid argument or option */
+	INBOX_ERR_URL = -3,       /* malformed or unsupported URL scheme */
+	INBOX_ERR_CONNECT = -4,   /* cannot connect to the database/broker */
+	INBOX_ERR_STORE = -5,     /* database error; detail on the handle */
+	INBOX_ERR_SCHEMA = -6,    /* schema missing or newer than this library */
+	INBOX_ERR_TRANSIENT = -7, /* deadlock, serialization failure, busy,
+	                             lost connection: nothing committed, retry */
+	INBOX_ERR_BUSY = -8,      /* another process holds the lock (purge) */
+	INBOX_ERR_FENCED = -9,    /* lease lost: a newer holder owns the record */
+	INBOX_ERR_STATE = -10,    /* call not valid in the handle's state */
+	INBOX_ERR_NOTFOUND = -11, /* no such record */
+	INBOX_ERR_SOURCE = -12,   /* broker/source error; detail on the handle */
+	INBOX_ERR_CONFIG = -13,   /* configuration file error */
+	INBOX_ERR_IO = -14,       /* file or socket I/O error */
+	INBOX_ERR_TIMEOUT = -15,  /* operation timed out */
+	INBOX_ERR_HANDLER = -16   /* a handler returned an invalid verdict */
+} inbox_err;
+
+/* Static English description of an error code; never NULL. */
+const char *inbox_strerror(int err);
+/* Static symbolic name ("INBOX_ERR_STORE"); never NULL. */
+const char *inbox_err_name(int err);
+
+/* ------------------------------------------------------------------ */
+/* Outcomes: what happened to one message (values, not errors)          */
+/* ------------------------------------------------------------------ */
+
+typedef enum inbox_outcome {
+	INBOX_OUTCOME_NONE = 0,
+	/* The handler ran and its effect committed with the inbox record. */
+	INBOX_APPLIED = 1,
+	/* The key was already recorded with the same fingerprint: dropped. */
+	INBOX_DUPLICATE = 2,
+	/* The key was recorded with a *different* fingerprint. The message was
+	 * dead-lettered with both fingerprints; nothing was applied. */
+	INBOX_CONFLICT = 3,
+	/* The handler found the message older than the state it would update
+	 * (inbox_txn_upsert_versioned() or inbox_txn_mark_stale()). The inbox
+	 * record committed; the projection kept the newer version. */
+	INBOX_STALE = 4,
+	/* Transient failure: the effect was rolled back, the attempt counted.
+	 * Do not ack; let the broker redeliver (after a backoff). */
+	INBOX_RETRY = 5,
+	/* Permanent failure (invalid payload, rejected by the handler, max
+	 * attempts, too old to deduplicate): written to the dead letters with
+	 * its context. Ack it. */
+	INBOX_DEAD_LETTERED = 6,
+	/* Another worker holds a valid lease on this key. Do not ack; it will
+	 * be redelivered and then seen as a duplicate or taken over. */
+	INBOX_IN_PROGRESS = 7,
+	/* inbox_lease_acquire() only: the lease is yours, do the work. */
+	INBOX_ACQUIRED = 8
+} inbox_outcome;
+
+/* Static lower-case name ("applied", "duplicate", ...); never NULL. */
+const char *inbox_outcome_name(inbox_outcome o);
+
+/* Non-zero when a message with this outcome may be acknowledged to the
+ * broker once the call that produced it returned INBOX_OK (its transaction
+ * committed). RETRY and IN_PROGRESS must not be acked. */
+int inbox_outcome_ackable(inbox_outcome o);
+
+/* ------------------------------------------------------------------ */
+/* Deliveries: a message as it came from the broker                    */
+/* ------------------------------------------------------------------ */
+
+/* A delivery is a plain descriptor filled by the caller (or a source). The
+ * library never keeps pointers into it after the processing call returns.
+ * Zero-initialize it ({0}) and set what you know. */
+typedef struct inbox_delivery {
+	/* Producer's message id. NULL: taken from the payload at the consumer's
+	 * id_pointer (default "/id"). */
+	const char *id;
+	/* Raw payload bytes; must be a UTF-8 JSON document. Not NUL-terminated
+	 * necessarily. */
+	const char *payload;
+	size_t payload_len;
+	/* Optional broker headers as a JSON object text (NUL-terminated), kept
+	 * in dead letters. NULL when none. */
+	const char *headers;
+	/* Optional source position ("orders/3/1042", "file.jsonl:17"), kept in
+	 * dead letters. NULL when unknown. */
+	const char *position;
+	/* Producer timestamp, milliseconds since the Unix epoch; 0 = unknown.
+	 * Used by the replay guard. */
+	int64_t timestamp_ms;
+	/* Broker's delivery count for this message (1 = first delivery);
+	 * 0 = unknown. Feeds the attempt counter. */
+	int32_t delivery_count;
+	/* Reserved for sources (an ack token); the library ignores it. */
+	uint64_t source_token;
+} inbox_delivery;
+
+/* The result for one delivery. `reason` points into memory owned by the
+ * consumer, valid until the next processing call on the same consumer. */
+typedef struct inbox_result {
+	inbox_outcome outcome;
+	int32_t attempts; /* attempts counted for this key so far */
+	const char *key;    /* the resolved inbox key, NULL if none */
+	const char *reason; /* why: dead letter / retry / conflict; or NULL */
+	int64_t dead_letter_id; /* id of the dead letter written, or 0 */
+} inbox_result;
+
+/* ------------------------------------------------------------------ */
+/* Store: the database holding inbox, dead letters and outbox          */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_store inbox_store;
+
+typedef struct inbox_store_options {
+	unsigned version; /* INBOX_STORE_OPTIONS_VERSION */
+	/* Prefix prepended to every table name ("billing_" ->
+	 * billing_inbox). Letters, digits and '_' only. NULL or "" = none. */
+	const char *table_prefix;
+	/* PostgreSQL schema holding the tables (created by migrate). NULL =
+	 * the connection's search_path. Ignored by SQLite. */
+	const char *schema;
+	/* Run migrations on open (default 1). When 0, a missing or older
+	 * schema makes open fail with INBOX_ERR_SCHEMA. */
+	int auto_migrate;
+	/* SQLite: busy timeout in ms (default 5000). */
+	int busy_timeout_ms;
+} inbox_store_options;
+
+#define INBOX_STORE_OPTIONS_VERSION 1
+#define INBOX_STORE_OPTIONS_INIT {INBOX_STORE_OPTIONS_VERSION, NULL, NULL, 1, 5000}
+
+/* Open a store by URL:
+ *   postgresql://user:pass@host:port/db?…   (also postgres://)
+ *   sqlite:PATH     (sqlite::memory: for a private in-memory database)
+ * `opts` may be NULL for defaults. On failure *out is NULL unless the
+ * handle could be allocated, in which case *out holds it so the caller can
+ * read inbox_store_errmsg() and must close it.
+ * Errors: INBOX_ERR_URL, INBOX_ERR_CONNECT, INBOX_ERR_SCHEMA, NOMEM. */
+int inbox_store_open(inbox_store **out, const char *url,
+                     const inbox_store_options *opts);
+
+/* Close the store and free it. NULL is a no-op. */
+void inbox_store_close(inbox_store *st);
+
+/* Create or upgrade the schema to this library's version. Idempotent and
+ * safe to run concurrently from several processes. */
+int inbox_store_migrate(inbox_store *st);
+
+/* Schema version the database is at (0 = none). */
+int inbox_store_schema_version(inbox_store *st, int *version);
+
+/* Message of the last error on this handle ("" if none). Never contains
+ * a password. Valid until the next call on the handle. */
+const char *inbox_store_errmsg(const inbox_store *st);
+/* SQLSTATE (PostgreSQL) or extended result code name (SQLite) of the last
+ * error, or "". */
+const char *inbox_store_errcode(const inbox_store *st);
+/* "postgresql" or "sqlite". */
+const char *inbox_store_kind(const inbox_store *st);
+
+/* Run one SQL statement outside any inbox transaction (autocommit), with
+ * text parameters $1..$n like inbox_txn_exec(). For your own schema
+ * (CREATE TABLE …) and tools; handlers use inbox_txn_exec() instead.
+ * INBOX_ERR_STATE inside a transaction. */
+int inbox_store_exec(inbox_store *st, const char *sql, int nparams,
+                     const char *const *params, int64_t *rows);
+
+/* Run a query outside any inbox transaction; fn is called per row (see
+ * inbox_row_fn below). */
+int inbox_store_query(inbox_store *st, const char *sql, int nparams,
+                      const char *const *params,
+                      int (*fn)(int ncols, const char *const *values,
+                                void *payload),
+                      void *payload);
+
+/* Delete inbox records of `consumer` (NULL = every registered consumer,
+ * each with its own registered window) processed more than
+ * `retention_seconds` ago (<= 0: the consumer's registered window), in
+ * statements deleting at most `batch_limit` rows each, each its own short
+ * transaction, so consumers are never blocked for long. Records inside the
+ * window are never deleted. Only one purger runs at a time: another gets
+ * INBOX_ERR_BUSY. `*deleted` receives the total. With `dry_run`, counts
+ * what would be deleted and deletes nothing. */
+int inbox_store_purge(inbox_store *st, const char *consumer,
+                      int64_t retention_seconds, int batch_limit, int dry_run,
+                      int64_t *deleted);
+
+/* ------------------------------------------------------------------ */
+/* Consumer                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_consumer inbox_consumer;
+typedef struct inbox_txn inbox_txn;
+typedef struct inbox_msg inbox_msg;
+
+/* What a handler returns. */
+typedef enum inbox_verdict {
+	INBOX_HANDLER_OK = 0,     /* commit the effect */
+	INBOX_HANDLER_RETRY = 1,  /* transient: roll back, redeliver later */
+	INBOX_HANDLER_REJECT = 2  /* permanent: roll back, dead-letter */
+} inbox_verdict;
+
+/* A handler runs inside the inbox transaction, under its own savepoint,
+ * only for messages whose key is new (or being retried). Whatever it
+ * writes through `txn` commits atomically with the inbox record, or not at
+ * all. It must not commit or roll back the transaction itself. It may call
+ * inbox_txn_set_reason() to explain a RETRY or REJECT. `payload` is the
+ * consumer option's handler_payload. */
+typedef int (*inbox_handler_fn)(inbox_txn *txn, const inbox_msg *msg,
+                                void *payload);
+
+/* What to do with a message whose timestamp is older than the retention
+ * window and whose key is not (or no longer) in the inbox. */
+typedef enum inbox_replay_policy {
+	INBOX_REPLAY_DEAD_LETTER = 0, /* dead letter "too old to deduplicate" */
+	INBOX_REPLAY_DROP = 1,        /* count it as a duplicate and drop it */
+	INBOX_REPLAY_APPLY = 2        /* apply it anyway (you accept the risk) */
+} inbox_replay_policy;
+
+typedef struct inbox_consumer_options {
+	unsigned version; /* INBOX_CONSUMER_OPTIONS_VERSION */
+	/* Consumer name, e.g. "billing.order-created.v1". Required. */
+	const char *name;
+	/* Key template. NULL or "{id}" = the message id. Text with
+	 * placeholders: {id} = message id, {/json/pointer} = value at that RFC
+	 * 6901 pointer (string or number); "{{" and "}}" are literal braces.
+	 * Example: "create-invoice:{/data/orderId}". */
+	const char *key_template;
+	/* Pointer of the message id inside the payload when the delivery
+	 * carries none. NULL = "/id". */
+	const char *id_pointer;
+	/* Part of the payload to fingerprint (RFC 6901 pointer). NULL or "" =
+	 * the whole payload. */
+	const char *fingerprint_pointer;
+	/* Retention window in seconds (default 7 days). Records are kept at
+	 * least this long; older messages meet the replay guard. */
+	int64_t retention_seconds;
+	/* Attempts before a transiently failing message is dead-lettered
+	 * (default 5). */
+	int max_attempts;
+	/* Lease length for long handlers, in milliseconds (default 30000). */
+	int64_t lease_ms;
+	/* Largest payload accepted, in bytes (default 1 MiB). */
+	size_t max_payload;
+	inbox_replay_policy replay_policy;
+	/* Handler for inbox_consumer_process*(). */
+	inbox_handler_fn handler;
+	void *handler_payload;
+} inbox_consumer_options;
+
+#define INBOX_CONSUMER_OPTIONS_VERSION 1
+#define INBOX_CONSUMER_OPTIONS_INIT                                            \
+	{INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,               \
+	 7 * 24 * 3600, 5, 30000, 1024 * 1024, INBOX_REPLAY_DEAD_LETTER, NULL, NULL}
+
+/* Create a consumer on `st` (borrowed: it must outlive the consumer; one
+ * consumer per store handle at a time). Registers the consumer name and
+ * its retention window in the store. Errors: INVALID (bad name, template
+ * or pointer; see inbox_consumer_errmsg of NULL... see *out), STORE, NOMEM.
+ * On INVALID, *out is NULL and the reason is written to `err` if non-NULL
+ * (up to errlen bytes). */
+int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
+                        const inbox_consumer_options *opts, char *err,
+                        size_t errlen);
+
+void inbox_consumer_close(inbox_consumer *c);
+
+/* Process one delivery in its own transaction. On INBOX_OK, *res holds the
+ * outcome and the transaction has committed: ack if
+ * inbox_outcome_ackable(res->outcome). On error nothing committed; do not
+ * ack. */
+int inbox_consumer_process(inbox_consumer *c, const inbox_delivery *d,
+                           inbox_result *res);
+
+/* Process n deliveries in one transaction: all keys are claimed in one
+ * statement (in sorted order, so overlapping batches of two workers cannot
+ * deadlock), the handler runs for new keys only, each under a savepoint so
+ * one failure rolls back only itself, and the batch commits once.
+ * res[i] is the result of d[i]. Deliveries with the same key inside the
+ * batch: the first is processed, the others are duplicates (or conflicts).
+ * On error nothing committed; do not ack any of them. Transient database
+ * errors are retried internally a few times before INBOX_ERR_TRANSIENT. */
+int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
+                                 size_t n, inbox_result *res);
+
+const char *inbox_consumer_errmsg(const inbox_consumer *c);
+const char *inbox_consumer_name(const inbox_consumer *c);
+
+/* ------------------------------------------------------------------ */
+/* Long handlers: processing / completed / failed with a lease         */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_lease inbox_lease;
+
+/* Record the delivery as `processing` under a lease of opts.lease_ms and
+ * commit at once, so the work can run without holding a transaction.
+ * *outcome: ACQUIRED (you hold the lease; *lease is set, also after a
+ * takeover of an expired lease, which is counted), DUPLICATE, CONFLICT,
+ * DEAD_LETTERED (invalid input, max attempts), IN_PROGRESS (another holder's
+ * lease is still valid). *lease is NULL unless ACQUIRED. */
+int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
+                        inbox_lease **lease, inbox_outcome *outcome);
+
+/* Extend the lease by opts.lease_ms from now. INBOX_ERR_FENCED if the lease
+ * was taken over. */
+int inbox_lease_extend(inbox_lease *l);
+
+/* Complete: run `fn` (may be NULL) in a transaction that also moves the
+ * record to `completed`, only if this lease's fencing token is still the
+ * current one. INBOX_ERR_FENCED (nothing committed) when another worker
+ * took the record over. The verdict of fn decides: OK -> *outcome APPLIED
+ * (or STALE); RETRY -> record moves to `failed`, counted, RETRY; REJECT ->
+ * dead letter. */
+int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
+                         inbox_outcome *outcome);
+
+/* Give the lease up after a failure: the record moves to `failed` and the
+ * attempt is counted, so a redelivery retries it. FENCED if lost. */
+int inbox_lease_fail(inbox_lease *l, const char *reason);
+
+/* Fencing token of the lease (grows by one on every acquisition). */
+int64_t inbox_lease_fence(const inbox_lease *l);
+const char *inbox_lease_key(const inbox_lease *l);
+/* The parsed message, valid while the lease lives. */
+const inbox_msg *inbox_lease_msg(const inbox_lease *l);
+void inbox_lease_free(inbox_lease *l);
+
+/* ------------------------------------------------------------------ */
+/* Messages as the handler sees them                                    */
+/* ------------------------------------------------------------------ */
+
+/* All returned pointers are borrowed and valid during the handler call. */
+const char *inbox_msg_key(const inbox_msg *m);
+const char *inbox_msg_id(const inbox_msg *m);
+const char *inbox_msg_fingerprint(const inbox_msg *m); /* 64 hex chars */
+const char *inbox_msg_payload(const inbox_msg *m, size_t *len);
+int32_t inbox_msg_attempt(const inbox_msg *m); /* 1 on the first try */
+const inbox_delivery *inbox_msg_delivery(const inbox_msg *m);
+
+/* The value at an RFC 6901 pointer rendered as text: a string's content
+ * (unescaped), a number in its shortest form, "true"/"false", objects and
+ * arrays as canonical JSON. *out is NULL for JSON null. Returns
+ * INBOX_ERR_NOTFOUND if the pointer resolves to nothing,
+ * INBOX_ERR_INVALID if it is malformed. The text lives as long as the
+ * message. */
+int inbox_msg_get(const inbox_msg *m, const char *pointer, const char **out);
+
+/* ------------------------------------------------------------------ */
+/* The transaction handle given to handlers                             */
+/* ------------------------------------------------------------------ */
+
+/* Native connections, for handlers that want the full driver API. NULL
+ * when the store is of the other kind. Do not COMMIT/ROLLBACK on them. */
+struct pg_conn;
+struct sqlite3;
+struct pg_conn *inbox_txn_pgconn(inbox_txn *t);
+struct sqlite3 *inbox_txn_sqlite3(inbox_txn *t);
+inbox_store *inbox_txn_store(inbox_txn *t);
+
+/* Execute one SQL statement with text parameters $1..$n (both stores
+ * accept $N placeholders; NULL params are SQL NULL). *rows (may be NULL)
+ * receives the number of rows changed. On error returns INBOX_ERR_STORE or
+ * INBOX_ERR_TRANSIENT, the detail is on the store, and the handler should
+ * return RETRY or REJECT: a handler returning OK after a failed statement
+ * is treated as RETRY. */
+int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
+                   const char *const *params, int64_t *rows);
+
+/* Called once per result row with the row's columns as text (NULL for SQL
+ * NULL). Return non-zero to stop early. */
+typedef int (*inbox_row_fn)(int ncols, const char *const *values,
+                            void *payload);
+
+/* Execute a query and call fn for each row. */
+int inbox_txn_query(inbox_txn *t, const char *sql, int nparams,
+                    const char *const *params, inbox_row_fn fn, void *payload);
+
+/* Projection helper: insert or update a row of `table` keyed by
+ * key_column = key_value, but only if `version` is newer than the stored
+ * one:
+ *   INSERT INTO table (key_column, version_column, cols...) VALUES (...)
+ *   ON CONFLICT (key_column) DO UPDATE SET ... WHERE stored < incoming
+ * Identifiers are quoted ("schema.table" is split on the dot); values are
+ * bound as parameters. key_column must be unique. *applied (may be NULL)
+ * is 1 if written, 0 if the stored version was newer or equal — in that
+ * case the message's outcome becomes INBOX_STALE. */
+int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
+                               const char *key_column, const char *key_value,
+                               const char *version_column, int64_t version,
+                               int ncols, const char *const *columns,
+                               const char *const *values, int *applied);
+
+/* Mark the current message stale (outcome INBOX_STALE) from a handler that
+ * checks versions itself. */
+void inbox_txn_mark_stale(inbox_txn *t);
+
+/* Reason text kept with a RETRY or REJECT (copied). */
+void inbox_txn_set_reason(inbox_txn *t, const char *reason);
+
+/* ------------------------------------------------------------------ */
+/* Counters                                                              */
+/* ------------------------------------------------------------------ */
+
+#define INBOX_LATENCY_BUCKETS 12
+/* Upper bounds, in seconds, of the processing-time histogram buckets;
+ * the last bucket is +Inf. */
+extern const double inbox_latency_bounds[INBOX_LATENCY_BUCKETS];
+
+typedef struct inbox_stats {
+	uint64_t applied;
+	uint64_t duplicates;
+	uint64_t conflicts;
+	uint64_t stale;
+	uint64_t retries;
+	uint64_t dead_letters;
+	uint64_t lease_takeovers;
+	uint64_t in_progress;   /* deliveries answered IN_PROGRESS */
+	uint64_t fenced;        /* late completions refused */
+	uint64_t batches;
+	uint64_t messages;      /* deliveries seen */
+	/* Batches run again after a transient database error (deadlock,
+	 * serialization failure, busy, lost connection). */
+	uint64_t transient_retries;
+	/* Processing time per message (claim to commit), seconds. */
+	double processing_seconds_sum;
+	uint64_t processing_count;
+	uint64_t processing_buckets[INBOX_LATENCY_BUCKETS]; /* cumulative */
+} inbox_stats;
+
+/* Snapshot of the consumer's counters since it was opened. */
+void inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* Utilities                                                             */
+/* ------------------------------------------------------------------ */
+
+/* RFC 8785 canonical JSON of a JSON text. *out is malloc'ed
+ * (NUL-terminated), *outlen its length; free() it. INBOX_ERR_INVALID on
+ * malformed JSON (the reason in err, if non-NULL). */
+int inbox_json_canonicalize(const char *json, size_t len, char **out,
+                            size_t *outlen, char *err, size_t errlen);
+
+/* SHA-256 of the canonical JSON of the value at `pointer` ("" = whole
+ * document) in `json`, as 64 lower-case hex digits plus NUL in hex[65]. */
+int inbox_fingerprint(const char *json, size_t len, const char *pointer,
+                      char hex[65], char *err, size_t errlen);
+
+/* Copy of `url` with any password replaced by "***" (malloc'ed). */
+char *inbox_redact_url(const char *url);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INBOX_INBOX_H */

@@ -1,0 +1,186 @@
+/*
+ * libinbox — the store backend interface, for backend authors.
+ *
+ * A store is a database that holds the inbox, dead letters and outbox. A
+ * backend fills an inbox_store_vtable and registers it by URL scheme. The
+ * vtable only ever grows at the end; `version` says how much of it a
+ * backend provides. Every slot is mandatory unless marked optional;
+ * registration asserts it.
+ *
+ * Tables (each name preceded by the configured prefix, quoted):
+ *   inbox(consumer, key, fingerprint, status, attempts, fence,
+ *         lease_until, message_id, created_at, processed_at, updated_at)
+ *         PRIMARY KEY (consumer, key); index (consumer, processed_at)
+ *   dead_letters(id, consumer, key, message_id, payload BLOB/bytea,
+ *         headers, position, attempts, reason, fingerprint,
+ *         stored_fingerprint, created_at, replayed_at)
+ *   consumers(name PRIMARY KEY, retention_seconds, updated_at)
+ *   schema_version(version)
+ *
+ * Status values of an inbox record.
+ */
+#ifndef INBOX_SYS_STORE_H
+#define INBOX_SYS_STORE_H
+
+#include "../inbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum inbox_status {
+	INBOX_ST_NONE = 0,       /* no record (claim result only) */
+	INBOX_ST_COMPLETED = 1,  /* effect committed: later copies are dups */
+	INBOX_ST_PROCESSING = 2, /* held under a lease by a long handler */
+	INBOX_ST_FAILED = 3,     /* transient failure: retry on redelivery */
+	INBOX_ST_DEAD = 4        /* dead-lettered: later copies are dups */
+} inbox_status;
+
+/* Text form stored in the `status` column: "completed", "processing",
+ * "failed", "dead". */
+const char *inbox__status_name(inbox_status s);
+inbox_status inbox__status_parse(const char *s);
+
+/* One key to claim. The core sorts claims by key before the call. */
+typedef struct inbox_claim {
+	/* in */
+	const char *key;
+	const char *fingerprint; /* 64 hex */
+	const char *message_id;  /* may be NULL */
+	/* out */
+	int is_new;               /* the row was inserted by this claim */
+	inbox_status status;      /* existing row's status (NONE if invisible) */
+	char stored_fingerprint[65];
+	int32_t attempts;         /* stored attempts (0 when new) */
+	int64_t fence;            /* stored fencing token (1 when new) */
+	int lease_expired;        /* PROCESSING and lease_until < now */
+} inbox_claim;
+
+/* A dead letter to write. */
+typedef struct inbox_dead_letter {
+	const char *consumer;
+	const char *key;          /* may be NULL (no key could be derived) */
+	const char *message_id;   /* may be NULL */
+	const char *payload;      /* raw bytes, may be invalid UTF-8 */
+	size_t payload_len;
+	const char *headers;      /* JSON text or NULL */
+	const char *position;     /* or NULL */
+	int32_t attempts;
+	const char *reason;
+	const char *fingerprint;        /* or NULL */
+	const char *stored_fingerprint; /* conflicts: the recorded one */
+} inbox_dead_letter;
+
+typedef struct inbox_store_vtable inbox_store_vtable;
+
+/* The common part of every store; a backend's struct embeds it first. */
+struct inbox_store {
+	const inbox_store_vtable *vt;
+	char prefix[64];  /* validated table prefix ("" = none) */
+	char schema[64];  /* validated schema name ("" = none) */
+	char errmsg[512];
+	char errcode[32];
+	int in_txn;
+};
+
+#define INBOX_STORE_VTABLE_VERSION 1
+
+struct inbox_store_vtable {
+	unsigned version; /* INBOX_STORE_VTABLE_VERSION the backend was built for */
+	const char *scheme; /* URL scheme without ':' ("postgresql") */
+	const char *kind;   /* "postgresql", "sqlite" */
+
+	/* Connect. `url` is the whole URL. Must set *out (even on failure, when
+	 * allocation succeeded, so the caller can read the message). */
+	int (*open)(inbox_store **out, const char *url,
+	            const inbox_store_options *opts);
+	void (*close)(inbox_store *st);
+
+	/* Create/upgrade the schema; safe concurrently. */
+	int (*migrate)(inbox_store *st);
+	int (*schema_version)(inbox_store *st, int *version);
+
+	/* Transactions. begin() reconnects first if the connection was lost.
+	 * A single savepoint level is enough for the core. */
+	int (*begin)(inbox_store *st);
+	int (*commit)(inbox_store *st);
+	int (*rollback)(inbox_store *st);
+	int (*savepoint)(inbox_store *st);
+	int (*release)(inbox_store *st);
+	int (*rollback_to)(inbox_store *st);
+
+	/* Generic statements with $1..$n text parameters (handlers). */
+	int (*exec)(inbox_store *st, const char *sql, int nparams,
+	            const char *const *params, int64_t *rows);
+	int (*query)(inbox_store *st, const char *sql, int nparams,
+	             const char *const *params, inbox_row_fn fn, void *payload);
+
+	/* Upsert the consumer registry row (name, retention). */
+	int (*register_consumer)(inbox_store *st, const char *consumer,
+	                         int64_t retention_seconds);
+
+	/* In the open transaction: insert a record for every claim whose key is
+	 * not yet present, in the given (sorted) order, in one statement, with
+	 * `status` (COMPLETED or PROCESSING), attempts 1, fence 1, and, for
+	 * PROCESSING, lease_until = now + lease_ms. Fill the out fields of every
+	 * claim: is_new, or the existing row's status/fingerprint/attempts/
+	 * fence/lease_expired. A row inserted concurrently by another
+	 * transaction that committed while we waited must be reported with its
+	 * status (re-read it); never as new. */
+	int (*claim)(inbox_store *st, const char *consumer, inbox_claim *claims,
+	             size_t n, inbox_status status, int64_t lease_ms);
+
+	/* In the open transaction: take over an existing record that is FAILED,
+	 * or PROCESSING with an expired lease: set status (COMPLETED or
+	 * PROCESSING with a new lease), attempts += 1, fence += 1, row-locked so
+	 * two takers cannot both win (the loser sees 0 rows). *taken = 1 if this
+	 * call took it; then *attempts and *fence hold the new values. */
+	int (*reclaim)(inbox_store *st, const char *consumer, const char *key,
+	               inbox_status status, int64_t lease_ms, int *taken,
+	               int32_t *attempts, int64_t *fence);
+
+	/* In the open transaction: set the record's status (and attempts when
+	 * attempts > 0), only if its fence equals `fence` (fence <= 0: any) and,
+	 * when expect != NONE, its status is `expect`. *rows = rows changed.
+	 * COMPLETED and DEAD set processed_at = now; lease_until is cleared. */
+	int (*finish)(inbox_store *st, const char *consumer, const char *key,
+	              int64_t fence, inbox_status expect, inbox_status status,
+	              int32_t attempts, int64_t *rows);
+
+	/* In the open transaction: extend a PROCESSING lease held with `fence`.
+	 * *rows = 0 when fenced out. */
+	int (*extend)(inbox_store *st, const char *consumer, const char *key,
+	              int64_t fence, int64_t lease_ms, int64_t *rows);
+
+	/* In the open transaction: write a dead letter; *id its id. */
+	int (*dead_letter)(inbox_store *st, const inbox_dead_letter *dl,
+	                   int64_t *id);
+
+	/* Outside a transaction: purge (see inbox_store_purge). */
+	int (*purge)(inbox_store *st, const char *consumer,
+	             int64_t retention_seconds, int batch_limit, int dry_run,
+	             int64_t *deleted);
+
+	/* Native handles: PGconn* / sqlite3* (the other returns NULL). */
+	void *(*native)(inbox_store *st);
+};
+
+/* Register a backend (the built-in ones are registered automatically).
+ * Returns INBOX_ERR_INVALID if a mandatory slot is missing or the scheme is
+ * taken. Not thread-safe: call at start-up. */
+int inbox_store_register(const inbox_store_vtable *vt);
+
+/* Helpers for backends. */
+void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
+                         ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 3, 4)))
+#endif
+	;
+void inbox__store_clearerr(inbox_store *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INBOX_SYS_STORE_H */

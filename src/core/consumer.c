@@ -1,0 +1,661 @@
+/*
+ * The consumer: deduplicate a batch of deliveries in one transaction.
+ *
+ *   prepare  parse every delivery, derive id, key, fingerprint (no I/O);
+ *            what cannot be parsed becomes a dead letter without a record
+ *   claim    one statement inserts every new key, in sorted key order
+ *   decide   per delivery, in delivery order: duplicate, conflict, in
+ *            progress, retry of a failed record, or new -> handler under
+ *            a savepoint
+ *   commit   once; counters move only after the commit
+ *
+ * A transient database error anywhere rolls the whole batch back and the
+ * batch is run again (a few times) before INBOX_ERR_TRANSIENT is returned.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/consumer.h"
+
+#define BATCH_TRANSIENT_TRIES 4
+
+const double inbox_latency_bounds[INBOX_LATENCY_BUCKETS] = {
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+	0.05,   0.1,   0.25,   0.5,   1.0,  1e300};
+
+static int valid_name(const char *s)
+{
+	if (!s || !*s || strlen(s) > 200)
+		return 0;
+	for (const char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x21 || *p == 0x7f)
+			return 0;
+	return 1;
+}
+
+int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
+                        const inbox_consumer_options *o, char *err,
+                        size_t errlen)
+{
+	char dummy[8];
+	if (!err) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	if (errlen)
+		err[0] = '\0';
+	if (!out)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	if (!st || !o || o->version < 1) {
+		snprintf(err, errlen, "store and options are required");
+		return INBOX_ERR_INVALID;
+	}
+	if (!valid_name(o->name)) {
+		snprintf(err, errlen,
+		         "consumer name must be 1-200 printable characters "
+		         "without spaces");
+		return INBOX_ERR_INVALID;
+	}
+	const char *idp = o->id_pointer ? o->id_pointer : "/id";
+	const char *fpp = o->fingerprint_pointer ? o->fingerprint_pointer : "";
+	if (!inbox__pointer_valid(idp)) {
+		snprintf(err, errlen, "id_pointer \"%s\" is not a JSON pointer",
+		         idp);
+		return INBOX_ERR_INVALID;
+	}
+	if (!inbox__pointer_valid(fpp)) {
+		snprintf(err, errlen,
+		         "fingerprint pointer \"%s\" is not a JSON pointer", fpp);
+		return INBOX_ERR_INVALID;
+	}
+	if (o->retention_seconds <= 0 || o->max_attempts <= 0 ||
+	    o->lease_ms <= 0 || o->max_payload == 0) {
+		snprintf(err, errlen,
+		         "retention, max_attempts, lease and max_payload must "
+		         "be positive");
+		return INBOX_ERR_INVALID;
+	}
+	inbox_consumer *c = calloc(1, sizeof(*c));
+	if (!c)
+		return INBOX_ERR_NOMEM;
+	if (inbox__keytmpl_compile(&c->tmpl, o->key_template, err, errlen) !=
+	    0) {
+		free(c);
+		return INBOX_ERR_INVALID;
+	}
+	c->st = st;
+	c->name = strdup(o->name);
+	c->id_pointer = strdup(idp);
+	c->fp_pointer = strdup(fpp);
+	c->retention_s = o->retention_seconds;
+	c->max_attempts = o->max_attempts;
+	c->lease_ms = o->lease_ms;
+	c->max_payload = o->max_payload;
+	c->replay = o->replay_policy;
+	c->handler = o->handler;
+	c->handler_payload = o->handler_payload;
+	if (!c->name || !c->id_pointer || !c->fp_pointer) {
+		inbox_consumer_close(c);
+		return INBOX_ERR_NOMEM;
+	}
+	int rc = st->vt->register_consumer(st, c->name, c->retention_s);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot register consumer: %s",
+		         st->errmsg);
+		inbox_consumer_close(c);
+		return rc;
+	}
+	*out = c;
+	return INBOX_OK;
+}
+
+void inbox_consumer_close(inbox_consumer *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->slots_cap; i++) {
+		inbox__msg_reset(&c->slots[i].msg);
+		inbox__buf_free(&c->slots[i].msg.key);
+	}
+	free(c->slots);
+	free(c->claims);
+	free(c->order);
+	inbox__keytmpl_free(c->tmpl);
+	free(c->name);
+	free(c->id_pointer);
+	free(c->fp_pointer);
+	free(c);
+}
+
+const char *inbox_consumer_errmsg(const inbox_consumer *c)
+{
+	return c ? c->errmsg : "no consumer";
+}
+
+const char *inbox_consumer_name(const inbox_consumer *c)
+{
+	return c ? c->name : NULL;
+}
+
+void inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out)
+{
+	if (c && out)
+		*out = c->stats;
+}
+
+void inbox__set_err(inbox_consumer *c, int rc, const char *what)
+{
+	snprintf(c->errmsg, sizeof(c->errmsg), "%s: %s%s%s", what,
+	         inbox_strerror(rc), c->st->errmsg[0] ? ": " : "",
+	         c->st->errmsg);
+}
+
+void inbox__observe(inbox_consumer *c, inbox_outcome o, double seconds,
+                    int takeover)
+{
+	inbox_stats *s = &c->stats;
+	s->messages++;
+	switch (o) {
+	case INBOX_APPLIED:
+		s->applied++;
+		break;
+	case INBOX_DUPLICATE:
+		s->duplicates++;
+		break;
+	case INBOX_CONFLICT:
+		s->conflicts++;
+		s->dead_letters++;
+		break;
+	case INBOX_STALE:
+		s->stale++;
+		break;
+	case INBOX_RETRY:
+		s->retries++;
+		break;
+	case INBOX_DEAD_LETTERED:
+		s->dead_letters++;
+		break;
+	case INBOX_IN_PROGRESS:
+		s->in_progress++;
+		break;
+	default:
+		break;
+	}
+	if (takeover)
+		s->lease_takeovers++;
+	if (seconds >= 0) {
+		s->processing_seconds_sum += seconds;
+		s->processing_count++;
+		for (int i = 0; i < INBOX_LATENCY_BUCKETS; i++)
+			if (seconds <= inbox_latency_bounds[i])
+				s->processing_buckets[i]++;
+	}
+}
+
+int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
+                             const char *reason, int32_t attempts,
+                             const char *stored_fp, int64_t *id)
+{
+	const inbox_delivery *d = m->d;
+	inbox_dead_letter dl = {
+		.consumer = c->name,
+		.key = m->key.len ? m->key.data : NULL,
+		.message_id = m->id,
+		.payload = d->payload ? d->payload : "",
+		.payload_len = d->payload ? d->payload_len : 0,
+		.headers = d->headers,
+		.position = d->position,
+		.attempts = attempts,
+		.reason = reason,
+		.fingerprint = m->fp[0] ? m->fp : NULL,
+		.stored_fingerprint = stored_fp,
+	};
+	return c->st->vt->dead_letter(c->st, &dl, id);
+}
+
+/* Run fn under a savepoint. On return *verdict is OK, RETRY or REJECT and
+ * the savepoint is released (rolled back first unless OK). */
+int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
+                       void *payload, int *verdict, int *stale, char *reason,
+                       size_t rlen)
+{
+	inbox_store *st = c->st;
+	*stale = 0;
+	reason[0] = '\0';
+	if (!fn) {
+		*verdict = INBOX_HANDLER_OK;
+		return INBOX_OK;
+	}
+	int rc = st->vt->savepoint(st);
+	if (rc < 0)
+		return rc;
+	inbox_txn t;
+	inbox__txn_init(&t, c, m);
+	int v = fn(&t, m, payload);
+	if (v == INBOX_HANDLER_OK && t.failed) {
+		v = INBOX_HANDLER_RETRY;
+		if (!t.reason[0])
+			snprintf(t.reason, sizeof(t.reason),
+			         "a statement failed: %s", st->errmsg);
+	}
+	if (v != INBOX_HANDLER_OK && v != INBOX_HANDLER_RETRY &&
+	    v != INBOX_HANDLER_REJECT) {
+		snprintf(t.reason, sizeof(t.reason),
+		         "handler returned invalid verdict %d", v);
+		v = INBOX_HANDLER_RETRY;
+	}
+	if (v != INBOX_HANDLER_OK) {
+		rc = st->vt->rollback_to(st);
+		if (rc < 0)
+			return rc;
+		if (!t.reason[0])
+			snprintf(t.reason, sizeof(t.reason), "%s",
+			         v == INBOX_HANDLER_RETRY
+			                 ? "handler asked to retry"
+			                 : "handler rejected the message");
+	}
+	rc = st->vt->release(st);
+	if (rc < 0)
+		return rc;
+	*verdict = v;
+	*stale = t.stale;
+	snprintf(reason, rlen, "%s", t.reason);
+	return INBOX_OK;
+}
+
+static int grow(inbox_consumer *c, size_t n)
+{
+	if (n <= c->slots_cap)
+		return 0;
+	size_t cap = c->slots_cap ? c->slots_cap : 16;
+	while (cap < n)
+		cap *= 2;
+	inbox__slot *s = realloc(c->slots, cap * sizeof(*s));
+	if (!s)
+		return -1;
+	memset(s + c->slots_cap, 0, (cap - c->slots_cap) * sizeof(*s));
+	c->slots = s;
+	inbox_claim *cl = realloc(c->claims, cap * sizeof(*cl));
+	if (!cl)
+		return -1;
+	c->claims = cl;
+	size_t *o = realloc(c->order, cap * sizeof(*o));
+	if (!o)
+		return -1;
+	c->order = o;
+	c->slots_cap = c->claims_cap = cap;
+	return 0;
+}
+
+/* qsort context: slots are sorted through an index array. */
+static inbox__slot *sort_slots;
+
+static int cmp_key(const void *a, const void *b)
+{
+	const inbox__slot *x = &sort_slots[*(const size_t *)a];
+	const inbox__slot *y = &sort_slots[*(const size_t *)b];
+	int r = strcmp(x->msg.key.data, y->msg.key.data);
+	if (r)
+		return r;
+	/* same key: the earliest delivery first */
+	return x < y ? -1 : x > y;
+}
+
+/* Parse every delivery, find repeated keys, build the sorted claim list.
+ * Returns the number of claims. */
+static size_t prepare_batch(inbox_consumer *c, const inbox_delivery *d,
+                            size_t n)
+{
+	int64_t now = inbox__now_ms();
+	size_t np = 0;
+	for (size_t i = 0; i < n; i++) {
+		inbox__slot *s = &c->slots[i];
+		s->reason[0] = '\0';
+		s->too_old = 0;
+		if (inbox__msg_prepare(c, &s->msg, &d[i], s->reason,
+		                       sizeof(s->reason)) != 0) {
+			s->kind = SLOT_BAD;
+			continue;
+		}
+		s->kind = SLOT_PRIMARY;
+		if (d[i].timestamp_ms > 0 &&
+		    now - d[i].timestamp_ms > c->retention_s * 1000)
+			s->too_old = 1;
+		c->order[np++] = i;
+	}
+	sort_slots = c->slots;
+	qsort(c->order, np, sizeof(*c->order), cmp_key);
+	size_t nc = 0;
+	for (size_t k = 0; k < np; k++) {
+		size_t i = c->order[k];
+		inbox__slot *s = &c->slots[i];
+		if (k > 0) {
+			size_t p = c->order[k - 1];
+			inbox__slot *prev = &c->slots[p];
+			if (strcmp(prev->msg.key.data, s->msg.key.data) == 0) {
+				s->kind = SLOT_REPEAT;
+				s->first = prev->kind == SLOT_REPEAT
+				                   ? prev->first
+				                   : p;
+				continue;
+			}
+		}
+		s->claim = nc;
+		inbox_claim *cl = &c->claims[nc++];
+		memset(cl, 0, sizeof(*cl));
+		cl->key = s->msg.key.data;
+		cl->fingerprint = s->msg.fp;
+		cl->message_id = s->msg.id;
+	}
+	return nc;
+}
+
+static void set_result(inbox__slot *s, inbox_outcome o, int32_t attempts)
+{
+	s->res.outcome = o;
+	s->res.attempts = attempts;
+	s->res.key = s->msg.key.len ? s->msg.key.data : NULL;
+	s->res.reason = s->reason[0] ? s->reason : NULL;
+	s->res.dead_letter_id = s->dl_id;
+}
+
+/* Dead-letter a claimed record: move it to DEAD and keep the message. */
+static int bury(inbox_consumer *c, inbox__slot *s, int32_t attempts,
+                inbox_status expect)
+{
+	inbox_store *st = c->st;
+	int64_t rows;
+	int rc = st->vt->finish(st, c->name, s->msg.key.data, 0, expect,
+	                        INBOX_ST_DEAD, attempts, &rows);
+	if (rc < 0)
+		return rc;
+	if (rows == 0) {
+		/* Someone else moved the record first: it is theirs now. */
+		snprintf(s->reason, sizeof(s->reason),
+		         "taken by another worker");
+		set_result(s, INBOX_IN_PROGRESS, attempts);
+		return INBOX_OK;
+	}
+	rc = inbox__write_dead_letter(c, &s->msg, s->reason, attempts, NULL,
+	                              &s->dl_id);
+	if (rc < 0)
+		return rc;
+	set_result(s, INBOX_DEAD_LETTERED, attempts);
+	return INBOX_OK;
+}
+
+/* Run the handler for a claimed key and record what came of it. */
+static int apply(inbox_consumer *c, inbox__slot *s, int32_t attempt,
+                 int stored_attempts)
+{
+	inbox_store *st = c->st;
+	int verdict, stale, rc;
+	int64_t rows;
+	s->msg.attempt = attempt;
+	rc = inbox__run_handler(c, &s->msg, c->handler, c->handler_payload,
+	                        &verdict, &stale, s->reason, sizeof(s->reason));
+	if (rc < 0)
+		return rc;
+	if (verdict == INBOX_HANDLER_OK) {
+		if (attempt != stored_attempts) {
+			rc = st->vt->finish(st, c->name, s->msg.key.data, 0,
+			                    INBOX_ST_NONE, INBOX_ST_COMPLETED,
+			                    attempt, &rows);
+			if (rc < 0)
+				return rc;
+		}
+		set_result(s, stale ? INBOX_STALE : INBOX_APPLIED, attempt);
+		return INBOX_OK;
+	}
+	if (verdict == INBOX_HANDLER_REJECT)
+		return bury(c, s, attempt, INBOX_ST_NONE);
+	if (attempt >= c->max_attempts) {
+		char why[512];
+		snprintf(why, sizeof(why), "max attempts (%d) reached: %s",
+		         c->max_attempts, s->reason);
+		snprintf(s->reason, sizeof(s->reason), "%s", why);
+		return bury(c, s, attempt, INBOX_ST_NONE);
+	}
+	rc = st->vt->finish(st, c->name, s->msg.key.data, 0, INBOX_ST_NONE,
+	                    INBOX_ST_FAILED, attempt, &rows);
+	if (rc < 0)
+		return rc;
+	set_result(s, INBOX_RETRY, attempt);
+	return INBOX_OK;
+}
+
+static int32_t next_attempt(const inbox_msg *m, int32_t stored)
+{
+	int32_t a = stored + 1;
+	if (m->d->delivery_count > a)
+		a = m->d->delivery_count;
+	return a;
+}
+
+/* Decide one primary delivery from its claim. */
+static int decide(inbox_consumer *c, inbox__slot *s)
+{
+	inbox_store *st = c->st;
+	inbox_claim *cl = &c->claims[s->claim];
+	s->takeover = 0;
+	s->dl_id = 0;
+	if (cl->is_new) {
+		int32_t attempt = s->msg.d->delivery_count > 1
+		                          ? s->msg.d->delivery_count
+		                          : 1;
+		if (s->too_old && c->replay == INBOX_REPLAY_DEAD_LETTER) {
+			snprintf(s->reason, sizeof(s->reason),
+			         "too old to deduplicate: message time is older "
+			         "than the %llds retention window",
+			         (long long)c->retention_s);
+			return bury(c, s, attempt, INBOX_ST_NONE);
+		}
+		if (s->too_old && c->replay == INBOX_REPLAY_DROP) {
+			snprintf(s->reason, sizeof(s->reason),
+			         "older than the retention window: dropped");
+			set_result(s, INBOX_DUPLICATE, 0);
+			return INBOX_OK;
+		}
+		if (attempt > c->max_attempts) {
+			snprintf(s->reason, sizeof(s->reason),
+			         "max attempts (%d) reached: delivered %d times",
+			         c->max_attempts, attempt);
+			return bury(c, s, attempt, INBOX_ST_NONE);
+		}
+		return apply(c, s, attempt, 1);
+	}
+	if (cl->status != INBOX_ST_NONE &&
+	    strcmp(cl->stored_fingerprint, s->msg.fp) != 0) {
+		snprintf(s->reason, sizeof(s->reason),
+		         "fingerprint conflict: key \"%s\" was recorded with "
+		         "fingerprint %s, this message has %s",
+		         s->msg.key.data, cl->stored_fingerprint, s->msg.fp);
+		int rc = inbox__write_dead_letter(c, &s->msg, s->reason,
+		                                  cl->attempts,
+		                                  cl->stored_fingerprint,
+		                                  &s->dl_id);
+		if (rc < 0)
+			return rc;
+		set_result(s, INBOX_CONFLICT, cl->attempts);
+		return INBOX_OK;
+	}
+	switch (cl->status) {
+	case INBOX_ST_COMPLETED:
+	case INBOX_ST_DEAD:
+		set_result(s, INBOX_DUPLICATE, cl->attempts);
+		return INBOX_OK;
+	case INBOX_ST_PROCESSING:
+		if (!cl->lease_expired) {
+			snprintf(s->reason, sizeof(s->reason),
+			         "held under a lease by another worker");
+			set_result(s, INBOX_IN_PROGRESS, cl->attempts);
+			return INBOX_OK;
+		}
+		s->takeover = 1;
+		/* an expired lease is retried like a failure */
+		__attribute__((fallthrough));
+	case INBOX_ST_FAILED: {
+		int32_t attempt = next_attempt(&s->msg, cl->attempts);
+		if (attempt > c->max_attempts) {
+			snprintf(s->reason, sizeof(s->reason),
+			         "max attempts (%d) reached", c->max_attempts);
+			return bury(c, s, attempt - 1, cl->status);
+		}
+		int taken = 0;
+		int32_t att = 0;
+		int64_t fence = 0;
+		int rc = st->vt->reclaim(st, c->name, s->msg.key.data,
+		                         INBOX_ST_COMPLETED, 0, &taken, &att,
+		                         &fence);
+		if (rc < 0)
+			return rc;
+		if (!taken) {
+			s->takeover = 0;
+			snprintf(s->reason, sizeof(s->reason),
+			         "taken by another worker");
+			set_result(s, INBOX_IN_PROGRESS, cl->attempts);
+			return INBOX_OK;
+		}
+		if (att > attempt)
+			attempt = att;
+		return apply(c, s, attempt, att);
+	}
+	default:
+		/* Invisible to us and not new: another transaction holds it. */
+		snprintf(s->reason, sizeof(s->reason),
+		         "claimed concurrently by another worker");
+		set_result(s, INBOX_IN_PROGRESS, 0);
+		return INBOX_OK;
+	}
+}
+
+/* Resolve a repeat of a key inside the batch from its primary. */
+static int decide_repeat(inbox_consumer *c, inbox__slot *s)
+{
+	inbox__slot *p = &c->slots[s->first];
+	s->dl_id = 0;
+	s->takeover = 0;
+	if (strcmp(p->msg.fp, s->msg.fp) != 0) {
+		snprintf(s->reason, sizeof(s->reason),
+		         "fingerprint conflict: key \"%s\" appears earlier in "
+		         "the batch with fingerprint %s, this message has %s",
+		         s->msg.key.data, p->msg.fp, s->msg.fp);
+		int rc = inbox__write_dead_letter(c, &s->msg, s->reason, 0,
+		                                  p->msg.fp, &s->dl_id);
+		if (rc < 0)
+			return rc;
+		set_result(s, INBOX_CONFLICT, 0);
+		return INBOX_OK;
+	}
+	inbox_outcome po = p->res.outcome;
+	/* A primary that will be redelivered keeps its repeats unacked too. */
+	if (po == INBOX_RETRY || po == INBOX_IN_PROGRESS) {
+		memmove(s->reason, p->reason, strlen(p->reason) + 1);
+		set_result(s, po, p->res.attempts);
+	} else {
+		set_result(s, INBOX_DUPLICATE, p->res.attempts);
+	}
+	return INBOX_OK;
+}
+
+static int run_batch(inbox_consumer *c, size_t n, size_t nclaims)
+{
+	inbox_store *st = c->st;
+	int rc = st->vt->begin(st);
+	if (rc < 0)
+		return rc;
+	if (nclaims > 0) {
+		rc = st->vt->claim(st, c->name, c->claims, nclaims,
+		                   INBOX_ST_COMPLETED, 0);
+		if (rc < 0)
+			goto fail;
+	}
+	/* Handlers run in delivery order, so order within a partition holds. */
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		inbox__slot *s = &c->slots[i];
+		if (s->kind == SLOT_PRIMARY) {
+			rc = decide(c, s);
+		} else if (s->kind == SLOT_BAD) {
+			s->dl_id = 0;
+			rc = inbox__write_dead_letter(c, &s->msg, s->reason,
+			                              s->msg.d->delivery_count,
+			                              NULL, &s->dl_id);
+			if (rc >= 0)
+				set_result(s, INBOX_DEAD_LETTERED,
+				           s->msg.d->delivery_count);
+		}
+	}
+	for (size_t i = 0; i < n && rc >= 0; i++)
+		if (c->slots[i].kind == SLOT_REPEAT)
+			rc = decide_repeat(c, &c->slots[i]);
+	if (rc < 0)
+		goto fail;
+	rc = st->vt->commit(st);
+	if (rc < 0)
+		goto fail;
+	return INBOX_OK;
+fail:
+	if (st->in_txn)
+		st->vt->rollback(st);
+	return rc;
+}
+
+static void backoff_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
+                                 size_t n, inbox_result *res)
+{
+	if (!c || (n > 0 && (!d || !res)))
+		return INBOX_ERR_INVALID;
+	if (c->st->in_txn)
+		return INBOX_ERR_STATE;
+	c->errmsg[0] = '\0';
+	if (n == 0)
+		return INBOX_OK;
+	if (grow(c, n) < 0)
+		return INBOX_ERR_NOMEM;
+	double t0 = inbox__mono_seconds();
+	size_t nclaims = prepare_batch(c, d, n);
+	int rc = INBOX_OK;
+	for (int attempt = 0; attempt < BATCH_TRANSIENT_TRIES; attempt++) {
+		for (size_t i = 0; i < n; i++)
+			memset(&c->slots[i].res, 0, sizeof(c->slots[i].res));
+		for (size_t k = 0; k < nclaims; k++) {
+			inbox_claim *cl = &c->claims[k];
+			cl->is_new = 0;
+			cl->status = INBOX_ST_NONE;
+			cl->stored_fingerprint[0] = '\0';
+		}
+		inbox__store_clearerr(c->st);
+		rc = run_batch(c, n, nclaims);
+		if (rc != INBOX_ERR_TRANSIENT)
+			break;
+		c->stats.transient_retries++;
+		backoff_ms(10 << attempt);
+	}
+	if (rc < 0) {
+		inbox__set_err(c, rc, "batch rolled back");
+		return rc;
+	}
+	double dt = inbox__mono_seconds() - t0;
+	c->stats.batches++;
+	for (size_t i = 0; i < n; i++) {
+		inbox__slot *s = &c->slots[i];
+		inbox__observe(c, s->res.outcome, dt, s->takeover);
+		res[i] = s->res;
+	}
+	return INBOX_OK;
+}
+
+int inbox_consumer_process(inbox_consumer *c, const inbox_delivery *d,
+                           inbox_result *res)
+{
+	return inbox_consumer_process_batch(c, d, 1, res);
+}

@@ -1,0 +1,101 @@
+/* Internal structure of consumers, messages and transactions. */
+#ifndef INBOX_CORE_CONSUMER_H
+#define INBOX_CORE_CONSUMER_H
+
+#include <jansson.h>
+
+#include "core/buf.h"
+#include "core/internal.h"
+#include "core/json.h"
+
+/* A string allocated for inbox_msg_get(), freed with the message. */
+typedef struct inbox__str {
+	struct inbox__str *next;
+	char text[];
+} inbox__str;
+
+struct inbox_msg {
+	const inbox_delivery *d;
+	json_t *root;      /* parsed payload, NULL if it did not parse */
+	char *id;          /* message id (owned), may be NULL */
+	inbox__buf key;    /* rendered key (empty if none) */
+	char fp[65];       /* fingerprint, "" if none */
+	int32_t attempt;   /* this attempt's number, 1 on the first */
+	inbox__str *strs;  /* inbox_msg_get() results */
+};
+
+struct inbox_txn {
+	inbox_consumer *c;
+	inbox_store *st;
+	inbox_msg *msg;
+	int failed; /* a statement failed: OK becomes RETRY */
+	int stale;
+	char reason[512];
+};
+
+/* Per-delivery state of a batch. */
+typedef enum slot_kind {
+	SLOT_BAD = 0,   /* cannot be claimed: dead letter without a record */
+	SLOT_PRIMARY,   /* first delivery of its key in the batch */
+	SLOT_REPEAT     /* same key as an earlier delivery of the batch */
+} slot_kind;
+
+typedef struct inbox__slot {
+	inbox_msg msg;
+	slot_kind kind;
+	int too_old;
+	size_t first;      /* SLOT_REPEAT: index of the primary */
+	size_t claim;      /* SLOT_PRIMARY: index into claims */
+	char reason[512];
+	inbox_result res;
+	int takeover;      /* took over an expired lease */
+	int64_t dl_id;
+} inbox__slot;
+
+struct inbox_consumer {
+	inbox_store *st;
+	char *name;
+	inbox__keytmpl *tmpl;
+	char *id_pointer;
+	char *fp_pointer;
+	int64_t retention_s;
+	int max_attempts;
+	int64_t lease_ms;
+	size_t max_payload;
+	inbox_replay_policy replay;
+	inbox_handler_fn handler;
+	void *handler_payload;
+	char errmsg[512];
+
+	/* batch scratch, reused between calls */
+	inbox__slot *slots;
+	size_t slots_cap;
+	inbox_claim *claims;
+	size_t *order; /* primaries sorted by key */
+	size_t claims_cap;
+
+	inbox_stats stats;
+};
+
+/* msg.c */
+void inbox__msg_reset(inbox_msg *m);
+/* Parse and derive id, key and fingerprint. 0 when claimable; -1 with a
+ * reason for a dead letter. */
+int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
+                       char *reason, size_t rlen);
+
+/* txn.c */
+void inbox__txn_init(inbox_txn *t, inbox_consumer *c, inbox_msg *m);
+
+/* consumer.c, shared with lease.c */
+int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
+                       void *payload, int *verdict, int *stale, char *reason,
+                       size_t rlen);
+int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
+                             const char *reason, int32_t attempts,
+                             const char *stored_fp, int64_t *id);
+void inbox__set_err(inbox_consumer *c, int rc, const char *what);
+void inbox__observe(inbox_consumer *c, inbox_outcome o, double seconds,
+                    int takeover);
+
+#endif

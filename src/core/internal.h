@@ -1,0 +1,29 @@
+/* Internal names shared between files of the library (prefix inbox__). */
+#ifndef INBOX_CORE_INTERNAL_H
+#define INBOX_CORE_INTERNAL_H
+
+#include <inbox/inbox.h>
+#include <inbox/sys/store.h>
+
+/* The schema version this library's stores migrate to. */
+#define INBOX__SCHEMA_VERSION 1
+
+extern const inbox_store_vtable inbox__pg_vtable;
+extern const inbox_store_vtable inbox__sqlite_vtable;
+
+/* NULL-terminated list of the sources compiled in (src/source/builtin.c). */
+struct inbox_source_vtable;
+extern const struct inbox_source_vtable *const inbox__builtin_sources[];
+
+/* Quote an SQL identifier ("a""b") into out; 0 or -1. */
+struct inbox__buf;
+int inbox__quote_ident(struct inbox__buf *out, const char *ident);
+/* Append the quoted, prefixed table name ("schema"."prefix_name"). */
+int inbox__table_name(struct inbox__buf *out, const inbox_store *st,
+                      const char *name);
+
+/* Monotonic and wall clocks. */
+int64_t inbox__now_ms(void);
+double inbox__mono_seconds(void);
+
+#endif

@@ -1,0 +1,347 @@
+/*
+ * Long handlers: the record is committed as `processing` under a lease with
+ * a fencing token, the work runs outside any transaction, and completion
+ * commits only while the token is still the current one. An expired lease
+ * is taken over by the next delivery (fence + 1), so the first holder's
+ * late completion is refused.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/consumer.h"
+
+struct inbox_lease {
+	inbox_consumer *c;
+	inbox_delivery d; /* a private copy; strings below */
+	char *payload, *id, *headers, *position;
+	inbox_msg msg;
+	int64_t fence;
+	int32_t attempt;
+	int done;
+};
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static inbox_lease *lease_new(inbox_consumer *c, const inbox_delivery *d)
+{
+	inbox_lease *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->c = c;
+	l->d = *d;
+	l->payload = malloc(d->payload_len + 1);
+	if (!l->payload) {
+		free(l);
+		return NULL;
+	}
+	if (d->payload_len)
+		memcpy(l->payload, d->payload, d->payload_len);
+	l->payload[d->payload_len] = '\0';
+	l->id = dup_or_null(d->id);
+	l->headers = dup_or_null(d->headers);
+	l->position = dup_or_null(d->position);
+	l->d.payload = l->payload;
+	l->d.id = l->id;
+	l->d.headers = l->headers;
+	l->d.position = l->position;
+	return l;
+}
+
+void inbox_lease_free(inbox_lease *l)
+{
+	if (!l)
+		return;
+	inbox__msg_reset(&l->msg);
+	inbox__buf_free(&l->msg.key);
+	free(l->payload);
+	free(l->id);
+	free(l->headers);
+	free(l->position);
+	free(l);
+}
+
+int64_t inbox_lease_fence(const inbox_lease *l)
+{
+	return l ? l->fence : 0;
+}
+
+const char *inbox_lease_key(const inbox_lease *l)
+{
+	return l ? l->msg.key.data : NULL;
+}
+
+const inbox_msg *inbox_lease_msg(const inbox_lease *l)
+{
+	return l ? &l->msg : NULL;
+}
+
+/* Decide the claim of a lease; runs inside the open transaction. */
+static int acquire_in_txn(inbox_consumer *c, inbox_lease *l,
+                          inbox_outcome *outcome, int *takeover, char *reason,
+                          size_t rlen)
+{
+	inbox_store *st = c->st;
+	inbox_msg *m = &l->msg;
+	inbox_claim cl = {.key = m->key.data, .fingerprint = m->fp,
+	                  .message_id = m->id};
+	int64_t rows;
+	int rc = st->vt->claim(st, c->name, &cl, 1, INBOX_ST_PROCESSING,
+	                       c->lease_ms);
+	if (rc < 0)
+		return rc;
+	if (cl.is_new) {
+		l->fence = 1;
+		l->attempt = 1;
+		*outcome = INBOX_ACQUIRED;
+		return INBOX_OK;
+	}
+	if (cl.status != INBOX_ST_NONE &&
+	    strcmp(cl.stored_fingerprint, m->fp) != 0) {
+		snprintf(reason, rlen,
+		         "fingerprint conflict: key \"%s\" was recorded with "
+		         "fingerprint %s, this message has %s",
+		         m->key.data, cl.stored_fingerprint, m->fp);
+		*outcome = INBOX_CONFLICT;
+		return inbox__write_dead_letter(c, m, reason, cl.attempts,
+		                                cl.stored_fingerprint, &rows);
+	}
+	switch (cl.status) {
+	case INBOX_ST_COMPLETED:
+	case INBOX_ST_DEAD:
+		*outcome = INBOX_DUPLICATE;
+		return INBOX_OK;
+	case INBOX_ST_PROCESSING:
+		if (!cl.lease_expired) {
+			*outcome = INBOX_IN_PROGRESS;
+			return INBOX_OK;
+		}
+		*takeover = 1;
+		__attribute__((fallthrough));
+	case INBOX_ST_FAILED: {
+		if (cl.attempts >= c->max_attempts) {
+			snprintf(reason, rlen, "max attempts (%d) reached",
+			         c->max_attempts);
+			rc = st->vt->finish(st, c->name, m->key.data, cl.fence,
+			                    cl.status, INBOX_ST_DEAD,
+			                    cl.attempts, &rows);
+			if (rc < 0)
+				return rc;
+			*takeover = 0;
+			if (rows == 0) {
+				*outcome = INBOX_IN_PROGRESS;
+				return INBOX_OK;
+			}
+			*outcome = INBOX_DEAD_LETTERED;
+			return inbox__write_dead_letter(c, m, reason,
+			                                cl.attempts, NULL,
+			                                &rows);
+		}
+		int taken = 0;
+		rc = st->vt->reclaim(st, c->name, m->key.data,
+		                     INBOX_ST_PROCESSING, c->lease_ms, &taken,
+		                     &l->attempt, &l->fence);
+		if (rc < 0)
+			return rc;
+		if (!taken) {
+			*takeover = 0;
+			*outcome = INBOX_IN_PROGRESS;
+			return INBOX_OK;
+		}
+		*outcome = INBOX_ACQUIRED;
+		return INBOX_OK;
+	}
+	default:
+		*outcome = INBOX_IN_PROGRESS;
+		return INBOX_OK;
+	}
+}
+
+int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
+                        inbox_lease **lease, inbox_outcome *outcome)
+{
+	if (!c || !d || !lease || !outcome)
+		return INBOX_ERR_INVALID;
+	*lease = NULL;
+	*outcome = INBOX_OUTCOME_NONE;
+	if (c->st->in_txn)
+		return INBOX_ERR_STATE;
+	inbox_lease *l = lease_new(c, d);
+	if (!l)
+		return INBOX_ERR_NOMEM;
+	inbox_store *st = c->st;
+	char reason[512] = "";
+	int bad = inbox__msg_prepare(c, &l->msg, &l->d, reason,
+	                             sizeof(reason)) != 0;
+	double t0 = inbox__mono_seconds();
+	int rc, takeover = 0;
+	for (int tries = 0; tries < 3; tries++) {
+		takeover = 0;
+		rc = st->vt->begin(st);
+		if (rc < 0)
+			break;
+		if (bad) {
+			int64_t id;
+			rc = inbox__write_dead_letter(c, &l->msg, reason,
+			                              d->delivery_count, NULL,
+			                              &id);
+			*outcome = INBOX_DEAD_LETTERED;
+		} else {
+			rc = acquire_in_txn(c, l, outcome, &takeover, reason,
+			                    sizeof(reason));
+		}
+		if (rc >= 0)
+			rc = st->vt->commit(st);
+		if (rc < 0 && st->in_txn)
+			st->vt->rollback(st);
+		if (rc != INBOX_ERR_TRANSIENT)
+			break;
+	}
+	if (rc < 0) {
+		inbox__set_err(c, rc, "lease acquisition rolled back");
+		inbox_lease_free(l);
+		return rc;
+	}
+	inbox__observe(c, *outcome == INBOX_ACQUIRED ? INBOX_OUTCOME_NONE
+	                                              : *outcome,
+	               *outcome == INBOX_ACQUIRED ? -1.0
+	                                          : inbox__mono_seconds() - t0,
+	               takeover);
+	if (*outcome == INBOX_ACQUIRED) {
+		l->msg.attempt = l->attempt;
+		*lease = l;
+	} else {
+		inbox_lease_free(l);
+	}
+	return INBOX_OK;
+}
+
+int inbox_lease_extend(inbox_lease *l)
+{
+	if (!l || l->done)
+		return INBOX_ERR_STATE;
+	inbox_store *st = l->c->st;
+	int64_t rows = 0;
+	int rc = st->vt->begin(st);
+	if (rc >= 0)
+		rc = st->vt->extend(st, l->c->name, l->msg.key.data, l->fence,
+		                    l->c->lease_ms, &rows);
+	if (rc >= 0 && rows == 0)
+		rc = INBOX_ERR_FENCED;
+	if (rc >= 0)
+		return st->vt->commit(st);
+	if (st->in_txn)
+		st->vt->rollback(st);
+	return rc;
+}
+
+/* Move the record from PROCESSING (with our fence) to `status`. */
+static int fenced_finish(inbox_lease *l, inbox_status expect,
+                         inbox_status status, int32_t attempts)
+{
+	inbox_store *st = l->c->st;
+	int64_t rows = 0;
+	int rc = st->vt->finish(st, l->c->name, l->msg.key.data, l->fence,
+	                        expect, status, attempts, &rows);
+	if (rc < 0)
+		return rc;
+	return rows == 0 ? INBOX_ERR_FENCED : INBOX_OK;
+}
+
+int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
+                         inbox_outcome *outcome)
+{
+	if (!l || !outcome || l->done)
+		return INBOX_ERR_INVALID;
+	inbox_consumer *c = l->c;
+	inbox_store *st = c->st;
+	char reason[512] = "";
+	int verdict = INBOX_HANDLER_OK, stale = 0;
+	double t0 = inbox__mono_seconds();
+	*outcome = INBOX_OUTCOME_NONE;
+	int rc = st->vt->begin(st);
+	if (rc < 0)
+		goto out;
+	/* Taking the row first checks the fence and locks out a taker. */
+	rc = fenced_finish(l, INBOX_ST_PROCESSING, INBOX_ST_COMPLETED,
+	                   l->attempt);
+	if (rc < 0)
+		goto out;
+	rc = inbox__run_handler(c, &l->msg, fn, payload, &verdict, &stale,
+	                        reason, sizeof(reason));
+	if (rc < 0)
+		goto out;
+	if (verdict == INBOX_HANDLER_OK) {
+		*outcome = stale ? INBOX_STALE : INBOX_APPLIED;
+	} else if (verdict == INBOX_HANDLER_RETRY &&
+	           l->attempt < c->max_attempts) {
+		rc = fenced_finish(l, INBOX_ST_COMPLETED, INBOX_ST_FAILED,
+		                   l->attempt);
+		*outcome = INBOX_RETRY;
+	} else {
+		int64_t id;
+		rc = fenced_finish(l, INBOX_ST_COMPLETED, INBOX_ST_DEAD,
+		                   l->attempt);
+		if (rc >= 0)
+			rc = inbox__write_dead_letter(c, &l->msg, reason,
+			                              l->attempt, NULL, &id);
+		*outcome = INBOX_DEAD_LETTERED;
+	}
+	if (rc >= 0)
+		rc = st->vt->commit(st);
+out:
+	if (rc < 0 && st->in_txn)
+		st->vt->rollback(st);
+	if (rc == INBOX_ERR_FENCED) {
+		c->stats.fenced++;
+		snprintf(c->errmsg, sizeof(c->errmsg),
+		         "lease on \"%s\" (fence %lld) was taken over; "
+		         "completion refused",
+		         l->msg.key.data, (long long)l->fence);
+	} else if (rc < 0) {
+		inbox__set_err(c, rc, "lease completion rolled back");
+	}
+	if (rc < 0) {
+		*outcome = INBOX_OUTCOME_NONE;
+		return rc;
+	}
+	l->done = 1;
+	inbox__observe(c, *outcome, inbox__mono_seconds() - t0, 0);
+	return INBOX_OK;
+}
+
+int inbox_lease_fail(inbox_lease *l, const char *why)
+{
+	if (!l || l->done)
+		return INBOX_ERR_INVALID;
+	inbox_consumer *c = l->c;
+	inbox_store *st = c->st;
+	int dead = l->attempt >= c->max_attempts;
+	int rc = st->vt->begin(st);
+	if (rc >= 0)
+		rc = fenced_finish(l, INBOX_ST_PROCESSING,
+		                   dead ? INBOX_ST_DEAD : INBOX_ST_FAILED,
+		                   l->attempt);
+	if (rc >= 0 && dead) {
+		char reason[600];
+		int64_t id;
+		snprintf(reason, sizeof(reason), "max attempts (%d) reached: %s",
+		         c->max_attempts, why ? why : "failed");
+		rc = inbox__write_dead_letter(c, &l->msg, reason, l->attempt,
+		                              NULL, &id);
+	}
+	if (rc >= 0)
+		rc = st->vt->commit(st);
+	if (rc < 0 && st->in_txn)
+		st->vt->rollback(st);
+	if (rc == INBOX_ERR_FENCED)
+		c->stats.fenced++;
+	if (rc < 0)
+		return rc;
+	l->done = 1;
+	inbox__observe(c, dead ? INBOX_DEAD_LETTERED : INBOX_RETRY, -1.0, 0);
+	return INBOX_OK;
+}

@@ -1,0 +1,169 @@
+/* Messages: parsing a delivery into id, key and fingerprint. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/consumer.h"
+
+void inbox__msg_reset(inbox_msg *m)
+{
+	if (m->root)
+		json_decref(m->root);
+	m->root = NULL;
+	free(m->id);
+	m->id = NULL;
+	inbox__buf_reset(&m->key);
+	m->fp[0] = '\0';
+	m->attempt = 1;
+	m->d = NULL;
+	while (m->strs) {
+		inbox__str *n = m->strs->next;
+		free(m->strs);
+		m->strs = n;
+	}
+}
+
+static char *value_dup(json_t *v)
+{
+	inbox__buf b = INBOX__BUF_INIT;
+	if (!v || inbox__value_text(&b, v) != 0 || !b.data) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
+                       char *reason, size_t rlen)
+{
+	char err[400];
+	inbox__msg_reset(m);
+	m->d = d;
+	if (d->id && d->id[0])
+		m->id = strdup(d->id);
+	if (m->id && !inbox__utf8_valid(m->id, strlen(m->id))) {
+		/* A broker header; PostgreSQL would refuse it in a text
+		 * column and the whole batch with it. */
+		free(m->id);
+		m->id = NULL;
+		snprintf(reason, rlen, "message id is not valid UTF-8");
+		return -1;
+	}
+	if (!d->payload || d->payload_len == 0) {
+		snprintf(reason, rlen, "empty payload");
+		return -1;
+	}
+	if (d->payload_len > c->max_payload) {
+		snprintf(reason, rlen,
+		         "payload of %zu bytes exceeds max_payload %zu",
+		         d->payload_len, c->max_payload);
+		return -1;
+	}
+	if (inbox__json_parse(d->payload, d->payload_len, &m->root, err,
+	                      sizeof(err)) != 0) {
+		snprintf(reason, rlen, "%s", err);
+		return -1;
+	}
+	if (!m->id) {
+		json_t *v = inbox__pointer_get(m->root, c->id_pointer);
+		if (v && (json_is_string(v) || json_is_integer(v)))
+			m->id = value_dup(v);
+	}
+	if (inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
+	                          sizeof(err)) != 0) {
+		if (strcmp(err, "missing message id") == 0)
+			snprintf(reason, rlen, "missing message id (%s)",
+			         c->id_pointer[0] ? c->id_pointer : "delivery");
+		else
+			snprintf(reason, rlen, "%s", err);
+		return -1;
+	}
+	json_t *part = inbox__pointer_get(m->root, c->fp_pointer);
+	if (!part) {
+		snprintf(reason, rlen, "fingerprint field %s not found",
+		         c->fp_pointer);
+		return -1;
+	}
+	inbox__buf canon = INBOX__BUF_INIT;
+	if (inbox__canon_append(&canon, part) != 0) {
+		inbox__buf_free(&canon);
+		snprintf(reason, rlen, "cannot canonicalize payload");
+		return -1;
+	}
+	inbox__sha256_hex(canon.data ? canon.data : "", canon.len, m->fp);
+	inbox__buf_free(&canon);
+	return 0;
+}
+
+/* ---- public accessors ---- */
+
+const char *inbox_msg_key(const inbox_msg *m)
+{
+	return m && m->key.len ? m->key.data : NULL;
+}
+
+const char *inbox_msg_id(const inbox_msg *m)
+{
+	return m ? m->id : NULL;
+}
+
+const char *inbox_msg_fingerprint(const inbox_msg *m)
+{
+	return m ? m->fp : NULL;
+}
+
+const char *inbox_msg_payload(const inbox_msg *m, size_t *len)
+{
+	if (!m || !m->d) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
+	if (len)
+		*len = m->d->payload_len;
+	return m->d->payload;
+}
+
+int32_t inbox_msg_attempt(const inbox_msg *m)
+{
+	return m ? m->attempt : 0;
+}
+
+const inbox_delivery *inbox_msg_delivery(const inbox_msg *m)
+{
+	return m ? m->d : NULL;
+}
+
+int inbox_msg_get(const inbox_msg *cm, const char *pointer, const char **out)
+{
+	inbox_msg *m = (inbox_msg *)cm; /* the string list is a cache */
+	if (!m || !pointer || !out)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	if (!inbox__pointer_valid(pointer))
+		return INBOX_ERR_INVALID;
+	if (!m->root)
+		return INBOX_ERR_NOTFOUND;
+	json_t *v = inbox__pointer_get(m->root, pointer);
+	if (!v)
+		return INBOX_ERR_NOTFOUND;
+	if (json_is_null(v))
+		return INBOX_OK;
+	inbox__buf b = INBOX__BUF_INIT;
+	if (inbox__value_text(&b, v) < 0) {
+		inbox__buf_free(&b);
+		return INBOX_ERR_NOMEM;
+	}
+	inbox__str *s = malloc(sizeof(*s) + b.len + 1);
+	if (!s) {
+		inbox__buf_free(&b);
+		return INBOX_ERR_NOMEM;
+	}
+	memcpy(s->text, b.data ? b.data : "", b.len);
+	s->text[b.len] = '\0';
+	inbox__buf_free(&b);
+	s->next = m->strs;
+	m->strs = s;
+	*out = s->text;
+	return INBOX_OK;
+}

@@ -1,0 +1,50 @@
+/* Identifier quoting and clocks shared by the stores and the core. */
+#include <string.h>
+#include <time.h>
+
+#include "core/buf.h"
+#include "core/internal.h"
+
+int inbox__quote_ident(inbox__buf *out, const char *ident)
+{
+	if (inbox__buf_putc(out, '"') < 0)
+		return -1;
+	for (const char *p = ident; *p; p++) {
+		if (*p == '"' && inbox__buf_putc(out, '"') < 0)
+			return -1;
+		if (inbox__buf_putc(out, *p) < 0)
+			return -1;
+	}
+	return inbox__buf_putc(out, '"');
+}
+
+int inbox__table_name(inbox__buf *out, const inbox_store *st,
+                      const char *name)
+{
+	if (st->schema[0]) {
+		if (inbox__quote_ident(out, st->schema) < 0 ||
+		    inbox__buf_putc(out, '.') < 0)
+			return -1;
+	}
+	char full[128];
+	size_t pl = strlen(st->prefix), nl = strlen(name);
+	if (pl + nl + 1 > sizeof(full))
+		return -1;
+	memcpy(full, st->prefix, pl);
+	memcpy(full + pl, name, nl + 1);
+	return inbox__quote_ident(out, full);
+}
+
+int64_t inbox__now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double inbox__mono_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}

@@ -1,0 +1,235 @@
+/* Store registry, URL dispatch and the common store helpers. */
+#include <inbox/sys/store.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+#define MAX_STORES 8
+
+static const inbox_store_vtable *registry[MAX_STORES];
+static int nregistered;
+static int builtins_done;
+
+static void register_builtins(void)
+{
+	if (builtins_done)
+		return;
+	builtins_done = 1;
+	inbox_store_register(&inbox__pg_vtable);
+	inbox_store_register(&inbox__sqlite_vtable);
+}
+
+int inbox_store_register(const inbox_store_vtable *vt)
+{
+	if (!vt || !vt->scheme || !vt->kind || !vt->open || !vt->close ||
+	    !vt->migrate || !vt->schema_version || !vt->begin ||
+	    !vt->commit || !vt->rollback || !vt->savepoint || !vt->release ||
+	    !vt->rollback_to || !vt->exec || !vt->query ||
+	    !vt->register_consumer || !vt->claim || !vt->reclaim ||
+	    !vt->finish || !vt->extend || !vt->dead_letter || !vt->purge ||
+	    !vt->native || vt->version < 1)
+		return INBOX_ERR_INVALID;
+	for (int i = 0; i < nregistered; i++)
+		if (strcmp(registry[i]->scheme, vt->scheme) == 0)
+			return INBOX_ERR_INVALID;
+	if (nregistered == MAX_STORES)
+		return INBOX_ERR_INVALID;
+	registry[nregistered++] = vt;
+	return INBOX_OK;
+}
+
+static const inbox_store_vtable *find_scheme(const char *url)
+{
+	const char *colon = strchr(url, ':');
+	if (!colon)
+		return NULL;
+	size_t n = (size_t)(colon - url);
+	/* postgres:// is an accepted alias of postgresql:// */
+	if (n == 8 && strncmp(url, "postgres", 8) == 0)
+		return &inbox__pg_vtable;
+	for (int i = 0; i < nregistered; i++)
+		if (strlen(registry[i]->scheme) == n &&
+		    strncmp(registry[i]->scheme, url, n) == 0)
+			return registry[i];
+	return NULL;
+}
+
+static int valid_ident(const char *s, int allow_empty)
+{
+	if (!s || !*s)
+		return allow_empty;
+	if (strlen(s) > 48)
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_'))
+			return 0;
+	return 1;
+}
+
+int inbox_store_open(inbox_store **out, const char *url,
+                     const inbox_store_options *opts)
+{
+	inbox_store_options def = INBOX_STORE_OPTIONS_INIT;
+	if (!out)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	if (!url)
+		return INBOX_ERR_URL;
+	if (!opts)
+		opts = &def;
+	if (!valid_ident(opts->table_prefix, 1) ||
+	    !valid_ident(opts->schema, 1))
+		return INBOX_ERR_INVALID;
+	register_builtins();
+	const inbox_store_vtable *vt = find_scheme(url);
+	if (!vt)
+		return INBOX_ERR_URL;
+	int rc = vt->open(out, url, opts);
+	if (*out) {
+		(*out)->vt = vt;
+		if (opts->table_prefix)
+			snprintf((*out)->prefix, sizeof((*out)->prefix), "%s",
+			         opts->table_prefix);
+		/* SQLite has no schemas: the option applies to PostgreSQL. */
+		if (opts->schema && strcmp(vt->kind, "sqlite") != 0)
+			snprintf((*out)->schema, sizeof((*out)->schema), "%s",
+			         opts->schema);
+	}
+	if (rc == INBOX_OK && opts->auto_migrate) {
+		rc = vt->migrate(*out);
+	} else if (rc == INBOX_OK) {
+		int v = 0;
+		rc = vt->schema_version(*out, &v);
+		if (rc == INBOX_OK && v != INBOX__SCHEMA_VERSION) {
+			inbox__store_seterr(*out, "",
+			                    "schema version %d, this library "
+			                    "needs %d: run inbox migrate",
+			                    v, INBOX__SCHEMA_VERSION);
+			rc = INBOX_ERR_SCHEMA;
+		}
+	}
+	return rc;
+}
+
+void inbox_store_close(inbox_store *st)
+{
+	if (st)
+		st->vt->close(st);
+}
+
+int inbox_store_migrate(inbox_store *st)
+{
+	if (!st)
+		return INBOX_ERR_INVALID;
+	inbox__store_clearerr(st);
+	return st->vt->migrate(st);
+}
+
+int inbox_store_schema_version(inbox_store *st, int *version)
+{
+	if (!st || !version)
+		return INBOX_ERR_INVALID;
+	return st->vt->schema_version(st, version);
+}
+
+const char *inbox_store_errmsg(const inbox_store *st)
+{
+	return st ? st->errmsg : "no store";
+}
+
+const char *inbox_store_errcode(const inbox_store *st)
+{
+	return st ? st->errcode : "";
+}
+
+const char *inbox_store_kind(const inbox_store *st)
+{
+	return st ? st->vt->kind : "";
+}
+
+int inbox_store_purge(inbox_store *st, const char *consumer,
+                      int64_t retention_seconds, int batch_limit, int dry_run,
+                      int64_t *deleted)
+{
+	int64_t dummy;
+	if (!st || batch_limit < 0)
+		return INBOX_ERR_INVALID;
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
+	if (batch_limit == 0)
+		batch_limit = 1000;
+	inbox__store_clearerr(st);
+	return st->vt->purge(st, consumer, retention_seconds, batch_limit,
+	                     dry_run, deleted ? deleted : &dummy);
+}
+
+void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
+                         ...)
+{
+	va_list ap;
+	snprintf(st->errcode, sizeof(st->errcode), "%s", code ? code : "");
+	va_start(ap, fmt);
+	vsnprintf(st->errmsg, sizeof(st->errmsg), fmt, ap);
+	va_end(ap);
+	/* Trim trailing newlines that drivers like to add. */
+	size_t n = strlen(st->errmsg);
+	while (n && (st->errmsg[n - 1] == '\n' || st->errmsg[n - 1] == ' '))
+		st->errmsg[--n] = '\0';
+}
+
+void inbox__store_clearerr(inbox_store *st)
+{
+	st->errmsg[0] = '\0';
+	st->errcode[0] = '\0';
+}
+
+static const char *const status_names[] = {"none", "completed", "processing",
+                                           "failed", "dead"};
+
+const char *inbox__status_name(inbox_status s)
+{
+	if ((int)s < 0 || (size_t)s >= sizeof(status_names) / sizeof(*status_names))
+		return "none";
+	return status_names[s];
+}
+
+inbox_status inbox__status_parse(const char *s)
+{
+	if (!s)
+		return INBOX_ST_NONE;
+	for (size_t i = 1; i < sizeof(status_names) / sizeof(*status_names); i++)
+		if (strcmp(s, status_names[i]) == 0)
+			return (inbox_status)i;
+	return INBOX_ST_NONE;
+}
+
+int inbox_store_exec(inbox_store *st, const char *sql, int nparams,
+                     const char *const *params, int64_t *rows)
+{
+	int64_t dummy;
+	if (!st || !sql || nparams < 0 || (nparams > 0 && !params))
+		return INBOX_ERR_INVALID;
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
+	inbox__store_clearerr(st);
+	return st->vt->exec(st, sql, nparams, params, rows ? rows : &dummy);
+}
+
+int inbox_store_query(inbox_store *st, const char *sql, int nparams,
+                      const char *const *params,
+                      int (*fn)(int ncols, const char *const *values,
+                                void *payload),
+                      void *payload)
+{
+	if (!st || !sql || !fn || nparams < 0 || (nparams > 0 && !params))
+		return INBOX_ERR_INVALID;
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
+	inbox__store_clearerr(st);
+	return st->vt->query(st, sql, nparams, params, fn, payload);
+}

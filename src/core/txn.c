@@ -1,0 +1,150 @@
+/* The transaction handle handlers write through. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/consumer.h"
+
+void inbox__txn_init(inbox_txn *t, inbox_consumer *c, inbox_msg *m)
+{
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->st = c->st;
+	t->msg = m;
+}
+
+struct pg_conn *inbox_txn_pgconn(inbox_txn *t)
+{
+	if (!t || strcmp(t->st->vt->kind, "postgresql") != 0)
+		return NULL;
+	return t->st->vt->native(t->st);
+}
+
+struct sqlite3 *inbox_txn_sqlite3(inbox_txn *t)
+{
+	if (!t || strcmp(t->st->vt->kind, "sqlite") != 0)
+		return NULL;
+	return t->st->vt->native(t->st);
+}
+
+inbox_store *inbox_txn_store(inbox_txn *t)
+{
+	return t ? t->st : NULL;
+}
+
+int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
+                   const char *const *params, int64_t *rows)
+{
+	int64_t dummy;
+	if (!t || !sql || nparams < 0 || (nparams > 0 && !params))
+		return INBOX_ERR_INVALID;
+	int rc = t->st->vt->exec(t->st, sql, nparams, params,
+	                         rows ? rows : &dummy);
+	if (rc < 0)
+		t->failed = 1;
+	return rc;
+}
+
+int inbox_txn_query(inbox_txn *t, const char *sql, int nparams,
+                    const char *const *params, inbox_row_fn fn, void *payload)
+{
+	if (!t || !sql || !fn || nparams < 0 || (nparams > 0 && !params))
+		return INBOX_ERR_INVALID;
+	int rc = t->st->vt->query(t->st, sql, nparams, params, fn, payload);
+	if (rc < 0)
+		t->failed = 1;
+	return rc;
+}
+
+void inbox_txn_mark_stale(inbox_txn *t)
+{
+	if (t)
+		t->stale = 1;
+}
+
+void inbox_txn_set_reason(inbox_txn *t, const char *reason)
+{
+	if (t && reason)
+		snprintf(t->reason, sizeof(t->reason), "%s", reason);
+}
+
+/* Quote "a.b" as "a"."b". */
+static int quote_dotted(inbox__buf *b, const char *name)
+{
+	const char *dot = strchr(name, '.');
+	if (!dot)
+		return inbox__quote_ident(b, name);
+	char first[128];
+	size_t n = (size_t)(dot - name);
+	if (n == 0 || n >= sizeof(first) || !dot[1])
+		return -1;
+	memcpy(first, name, n);
+	first[n] = '\0';
+	if (inbox__quote_ident(b, first) < 0 || inbox__buf_putc(b, '.') < 0)
+		return -1;
+	return inbox__quote_ident(b, dot + 1);
+}
+
+#define MAX_UPSERT_COLS 62
+
+int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
+                               const char *key_column, const char *key_value,
+                               const char *version_column, int64_t version,
+                               int ncols, const char *const *columns,
+                               const char *const *values, int *applied)
+{
+	if (!t || !table || !key_column || !version_column || ncols < 0 ||
+	    ncols > MAX_UPSERT_COLS || (ncols > 0 && (!columns || !values)))
+		return INBOX_ERR_INVALID;
+	inbox__buf b = INBOX__BUF_INIT;
+	int bad = 0;
+	bad |= inbox__buf_puts(&b, "INSERT INTO ");
+	bad |= quote_dotted(&b, table);
+	bad |= inbox__buf_puts(&b, " AS cur (");
+	bad |= inbox__quote_ident(&b, key_column);
+	bad |= inbox__buf_puts(&b, ", ");
+	bad |= inbox__quote_ident(&b, version_column);
+	for (int i = 0; i < ncols; i++) {
+		bad |= inbox__buf_puts(&b, ", ");
+		bad |= inbox__quote_ident(&b, columns[i]);
+	}
+	bad |= inbox__buf_puts(&b, ") VALUES ($1, CAST($2 AS BIGINT)");
+	for (int i = 0; i < ncols; i++)
+		bad |= inbox__buf_printf(&b, ", $%d", i + 3);
+	bad |= inbox__buf_puts(&b, ") ON CONFLICT (");
+	bad |= inbox__quote_ident(&b, key_column);
+	bad |= inbox__buf_puts(&b, ") DO UPDATE SET ");
+	bad |= inbox__quote_ident(&b, version_column);
+	bad |= inbox__buf_puts(&b, " = EXCLUDED.");
+	bad |= inbox__quote_ident(&b, version_column);
+	for (int i = 0; i < ncols; i++) {
+		bad |= inbox__buf_puts(&b, ", ");
+		bad |= inbox__quote_ident(&b, columns[i]);
+		bad |= inbox__buf_puts(&b, " = EXCLUDED.");
+		bad |= inbox__quote_ident(&b, columns[i]);
+	}
+	bad |= inbox__buf_puts(&b, " WHERE cur.");
+	bad |= inbox__quote_ident(&b, version_column);
+	bad |= inbox__buf_puts(&b, " < EXCLUDED.");
+	bad |= inbox__quote_ident(&b, version_column);
+	if (bad) {
+		inbox__buf_free(&b);
+		return INBOX_ERR_INVALID;
+	}
+	const char *params[MAX_UPSERT_COLS + 2];
+	char vbuf[24];
+	snprintf(vbuf, sizeof(vbuf), "%lld", (long long)version);
+	params[0] = key_value;
+	params[1] = vbuf;
+	for (int i = 0; i < ncols; i++)
+		params[i + 2] = values[i];
+	int64_t rows = 0;
+	int rc = inbox_txn_exec(t, b.data, ncols + 2, params, &rows);
+	inbox__buf_free(&b);
+	if (rc < 0)
+		return rc;
+	if (applied)
+		*applied = rows > 0;
+	if (rows == 0)
+		t->stale = 1;
+	return INBOX_OK;
+}
