@@ -1,0 +1,361 @@
+/* The inbox statements of the PostgreSQL store: claim, reclaim, finish,
+ * extend, dead letters and the consumer registry. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_store.h"
+
+/* Longest lease accepted (ms): beyond it, now() + lease overflows. */
+#define MAX_LEASE_MS 1000000000000LL
+
+static void fmt_i64(char *out, size_t n, int64_t v)
+{
+	snprintf(out, n, "%lld", (long long)v);
+}
+
+static int64_t clamp_lease(int64_t ms)
+{
+	return ms < 0 ? 0 : ms > MAX_LEASE_MS ? MAX_LEASE_MS : ms;
+}
+
+static int bad_status(pg_store *s, const char *what, inbox_status st)
+{
+	inbox__store_seterr(&s->base, "", "%s: invalid status %d", what,
+	                    (int)st);
+	return INBOX_ERR_INVALID;
+}
+
+/* Append one element of a text[] literal: "..." with " and \ escaped, or
+ * NULL. */
+static int arr_put(inbox__buf *b, const char *v)
+{
+	if (b->len > 1 && inbox__buf_putc(b, ',') < 0)
+		return -1;
+	if (!v)
+		return inbox__buf_puts(b, "NULL");
+	size_t n = strlen(v);
+	if (inbox__buf_reserve(b, 2 * n + 2) < 0)
+		return -1;
+	char *p = b->data + b->len;
+	*p++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] == '"' || v[i] == '\\')
+			*p++ = '\\';
+		*p++ = v[i];
+	}
+	*p++ = '"';
+	*p = '\0';
+	b->len = (size_t)(p - b->data);
+	return 0;
+}
+
+static int build_arrays(pg_store *s, const inbox_claim *claims, size_t n)
+{
+	for (int a = 0; a < 3; a++) {
+		inbox__buf_reset(&s->arr[a]);
+		if (inbox__buf_putc(&s->arr[a], '{') < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (arr_put(&s->arr[0], claims[i].key) < 0 ||
+		    arr_put(&s->arr[1], claims[i].fingerprint) < 0 ||
+		    arr_put(&s->arr[2], claims[i].message_id) < 0)
+			return -1;
+	for (int a = 0; a < 3; a++)
+		if (inbox__buf_putc(&s->arr[a], '}') < 0)
+			return -1;
+	return 0;
+}
+
+/* Fill a claim that is not new from columns c..c+4 of row i: status,
+ * fingerprint, attempts, fence, lease expired. A NULL status means the
+ * row is invisible to this statement's snapshot. */
+static void fill_existing(inbox_claim *cl, const PGresult *r, int i, int c)
+{
+	cl->is_new = 0;
+	cl->lease_expired = 0;
+	if (PQgetisnull(r, i, c)) {
+		cl->status = INBOX_ST_NONE;
+		cl->stored_fingerprint[0] = '\0';
+		cl->attempts = 0;
+		cl->fence = 0;
+		return;
+	}
+	cl->status = inbox__status_parse(PQgetvalue(r, i, c));
+	snprintf(cl->stored_fingerprint, sizeof(cl->stored_fingerprint), "%s",
+	         PQgetvalue(r, i, c + 1));
+	cl->attempts = (int32_t)inbox__pg_int(r, i, c + 2);
+	cl->fence = inbox__pg_int(r, i, c + 3);
+	cl->lease_expired = PQgetvalue(r, i, c + 4)[0] == 't';
+}
+
+static void fill_new(inbox_claim *cl)
+{
+	cl->is_new = 1;
+	cl->status = INBOX_ST_NONE;
+	snprintf(cl->stored_fingerprint, sizeof(cl->stored_fingerprint), "%s",
+	         cl->fingerprint ? cl->fingerprint : "");
+	cl->attempts = 0;
+	cl->fence = 1;
+	cl->lease_expired = 0;
+}
+
+static int invisible(const inbox_claim *cl)
+{
+	return !cl->is_new && cl->status == INBOX_ST_NONE;
+}
+
+/* Keys inserted by a transaction that committed while the claim waited on
+ * the unique index are invisible to the claim's snapshot; a new statement
+ * (READ COMMITTED: a new snapshot) sees them. */
+static int reread(pg_store *s, const char *consumer, inbox_claim *claims,
+                  size_t n)
+{
+	inbox__buf *b = &s->arr[0];
+	inbox__buf_reset(b);
+	if (inbox__buf_putc(b, '{') < 0)
+		return INBOX_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (invisible(&claims[i]) && arr_put(b, claims[i].key) < 0)
+			return INBOX_ERR_NOMEM;
+	if (inbox__buf_putc(b, '}') < 0)
+		return INBOX_ERR_NOMEM;
+	const char *params[2] = {consumer, b->data};
+	int rc;
+	PGresult *r = inbox__pg_run(s, PGQ_CLAIM_REREAD, NULL, 2, params, NULL,
+	                            NULL, "claim", &rc);
+	if (!r)
+		return rc;
+	int rows = PQntuples(r);
+	for (size_t i = 0; i < n; i++) {
+		if (!invisible(&claims[i]))
+			continue;
+		for (int j = 0; j < rows; j++)
+			if (strcmp(PQgetvalue(r, j, 0), claims[i].key) == 0) {
+				fill_existing(&claims[i], r, j, 1);
+				break;
+			}
+		/* Still absent (deleted meanwhile): stays NONE, never new. */
+	}
+	PQclear(r);
+	return INBOX_OK;
+}
+
+int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
+                    size_t n, inbox_status status, int64_t lease_ms)
+{
+	pg_store *s = (pg_store *)st;
+	if (status != INBOX_ST_COMPLETED && status != INBOX_ST_PROCESSING)
+		return bad_status(s, "claim", status);
+	if (n == 0)
+		return INBOX_OK;
+	if (build_arrays(s, claims, n) < 0) {
+		inbox__store_seterr(st, "", "claim: out of memory");
+		return INBOX_ERR_NOMEM;
+	}
+	char lease[24];
+	fmt_i64(lease, sizeof(lease), clamp_lease(lease_ms));
+	const char *params[6] = {consumer,
+	                         s->arr[0].data,
+	                         s->arr[1].data,
+	                         s->arr[2].data,
+	                         inbox__status_name(status),
+	                         lease};
+	int rc;
+	PGresult *r = inbox__pg_run(s, PGQ_CLAIM, NULL, 6, params, NULL, NULL,
+	                            "claim", &rc);
+	if (!r)
+		return rc;
+	size_t missing = 0;
+	if ((size_t)PQntuples(r) != n) {
+		inbox__store_seterr(st, "", "claim: %d rows for %zu keys",
+		                    PQntuples(r), n);
+		PQclear(r);
+		return INBOX_ERR_STORE;
+	}
+	for (int i = 0; i < (int)n; i++) {
+		int64_t ord = inbox__pg_int(r, i, 0);
+		if (ord < 1 || (size_t)ord > n)
+			continue;
+		inbox_claim *cl = &claims[ord - 1];
+		if (PQgetvalue(r, i, 1)[0] == 't')
+			fill_new(cl);
+		else
+			fill_existing(cl, r, i, 2);
+		missing += invisible(cl);
+	}
+	PQclear(r);
+	return missing ? reread(s, consumer, claims, n) : INBOX_OK;
+}
+
+int inbox__pg_reclaim(inbox_store *st, const char *consumer, const char *key,
+                      inbox_status status, int64_t lease_ms, int *taken,
+                      int32_t *attempts, int64_t *fence)
+{
+	pg_store *s = (pg_store *)st;
+	*taken = 0;
+	if (status != INBOX_ST_COMPLETED && status != INBOX_ST_PROCESSING)
+		return bad_status(s, "reclaim", status);
+	char lease[24];
+	fmt_i64(lease, sizeof(lease), clamp_lease(lease_ms));
+	const char *params[4] = {consumer, key, inbox__status_name(status),
+	                         lease};
+	int rc;
+	PGresult *r = inbox__pg_run(s, PGQ_RECLAIM, NULL, 4, params, NULL, NULL,
+	                            "reclaim", &rc);
+	if (!r)
+		return rc;
+	if (PQntuples(r) == 1) {
+		*taken = 1;
+		*attempts = (int32_t)inbox__pg_int(r, 0, 0);
+		*fence = inbox__pg_int(r, 0, 1);
+	}
+	PQclear(r);
+	return INBOX_OK;
+}
+
+int inbox__pg_finish(inbox_store *st, const char *consumer, const char *key,
+                     int64_t fence, inbox_status expect, inbox_status status,
+                     int32_t attempts, int64_t *rows)
+{
+	pg_store *s = (pg_store *)st;
+	if (status == INBOX_ST_NONE || status > INBOX_ST_DEAD)
+		return bad_status(s, "finish", status);
+	char att[16], fen[24];
+	snprintf(att, sizeof(att), "%d", (int)attempts);
+	fmt_i64(fen, sizeof(fen), fence);
+	const char *params[6] = {
+	    consumer,
+	    key,
+	    inbox__status_name(status),
+	    att,
+	    fen,
+	    expect == INBOX_ST_NONE ? NULL : inbox__status_name(expect)};
+	int64_t dummy;
+	return inbox__pg_run_cmd(s, PGQ_FINISH, NULL, 6, params, "finish",
+	                         rows ? rows : &dummy);
+}
+
+int inbox__pg_extend(inbox_store *st, const char *consumer, const char *key,
+                     int64_t fence, int64_t lease_ms, int64_t *rows)
+{
+	pg_store *s = (pg_store *)st;
+	char fen[24], lease[24];
+	fmt_i64(fen, sizeof(fen), fence);
+	fmt_i64(lease, sizeof(lease), clamp_lease(lease_ms));
+	const char *params[4] = {consumer, key, fen, lease};
+	int64_t dummy;
+	return inbox__pg_run_cmd(s, PGQ_EXTEND, NULL, 4, params, "extend",
+	                         rows ? rows : &dummy);
+}
+
+int inbox__pg_register_consumer(inbox_store *st, const char *consumer,
+                                int64_t retention_seconds)
+{
+	pg_store *s = (pg_store *)st;
+	char ret[24];
+	fmt_i64(ret, sizeof(ret), retention_seconds);
+	const char *params[2] = {consumer, ret};
+	return inbox__pg_run_cmd(s, PGQ_REGISTER, NULL, 2, params,
+	                         "register_consumer", NULL);
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned c = s[0];
+	size_t n;
+	unsigned min;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		n = 2, min = 0x80;
+	else if (c >= 0xE0 && c <= 0xEF)
+		n = 3, min = 0x800;
+	else if (c >= 0xF0 && c <= 0xF4)
+		n = 4, min = 0x10000;
+	else
+		return 0;
+	unsigned cp = c & (0x7F >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3F);
+	}
+	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return n;
+}
+
+/* A text column refuses invalid UTF-8, but a dead letter must be kept:
+ * return v itself, or a copy in tmp with each bad byte as U+FFFD. */
+static const char *utf8_text(const char *v, inbox__buf *tmp, int *nomem)
+{
+	const unsigned char *p = (const unsigned char *)v;
+	size_t k;
+	if (!v)
+		return NULL;
+	while (*p && (k = utf8_seq(p)) > 0)
+		p += k;
+	if (!*p)
+		return v;
+	for (p = (const unsigned char *)v; *p; p += k ? k : 1) {
+		k = utf8_seq(p);
+		if ((k ? inbox__buf_append(tmp, p, k)
+		       : inbox__buf_puts(tmp, "\xEF\xBF\xBD")) < 0) {
+			*nomem = 1;
+			return NULL;
+		}
+	}
+	return tmp->data;
+}
+
+int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
+                          int64_t *id)
+{
+	pg_store *s = (pg_store *)st;
+	if (!dl || !dl->consumer) {
+		inbox__store_seterr(st, "", "dead_letter: no consumer");
+		return INBOX_ERR_INVALID;
+	}
+	char att[16];
+	snprintf(att, sizeof(att), "%d", (int)dl->attempts);
+	const char *v[10] = {dl->consumer,
+	                     dl->key,
+	                     dl->message_id,
+	                     dl->payload ? dl->payload : "",
+	                     dl->headers,
+	                     dl->position,
+	                     att,
+	                     dl->reason ? dl->reason : "unknown",
+	                     dl->fingerprint,
+	                     dl->stored_fingerprint};
+	inbox__buf tmp[10] = {INBOX__BUF_INIT};
+	int nomem = 0, rc;
+	for (int i = 0; i < 10; i++)
+		if (i != 3)
+			v[i] = utf8_text(v[i], &tmp[i], &nomem);
+	int lengths[10] = {0}, formats[10] = {0};
+	lengths[3] = dl->payload ? (int)dl->payload_len : 0;
+	formats[3] = 1; /* binary: the payload may be any bytes */
+	PGresult *r = NULL;
+	if (nomem) {
+		inbox__store_seterr(st, "", "dead_letter: out of memory");
+		rc = INBOX_ERR_NOMEM;
+	} else if (dl->payload_len > 0x7fffffff) {
+		inbox__store_seterr(st, "", "dead_letter: payload too large");
+		rc = INBOX_ERR_INVALID;
+	} else {
+		r = inbox__pg_run(s, PGQ_DEAD_LETTER, NULL, 10, v, lengths,
+		                  formats, "dead_letter", &rc);
+	}
+	if (r) {
+		if (id)
+			*id = inbox__pg_int(r, 0, 0);
+		PQclear(r);
+	}
+	for (int i = 0; i < 10; i++)
+		inbox__buf_free(&tmp[i]);
+	return rc;
+}

@@ -1,0 +1,151 @@
+/* Schema migrations of the PostgreSQL store: versioned, in one
+ * transaction, serialized between processes by an advisory lock. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_store.h"
+
+static int step(pg_store *s, const char *sql, const char *param, PGresult **out)
+{
+	PGresult *r =
+	    param ? PQexecParams(s->conn, sql, 1, NULL, &param, NULL, NULL, 0)
+	          : PQexec(s->conn, sql);
+	ExecStatusType t = PQresultStatus(r);
+	if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
+		int rc = inbox__pg_fail(s, r, "migrate");
+		PQclear(r);
+		return rc;
+	}
+	if (out)
+		*out = r;
+	else
+		PQclear(r);
+	return INBOX_OK;
+}
+
+static int current_version(pg_store *s, int *version)
+{
+	inbox__buf b = INBOX__BUF_INIT;
+	PGresult *r = NULL;
+	if (inbox__buf_printf(&b,
+	                      "CREATE TABLE IF NOT EXISTS %s "
+	                      "(version int NOT NULL)",
+	                      s->t_version.data) < 0)
+		return INBOX_ERR_NOMEM;
+	int rc = step(s, b.data, NULL, NULL);
+	inbox__buf_free(&b);
+	if (rc == INBOX_OK)
+		rc = step(s, s->sql[PGQ_VERSION], NULL, &r);
+	if (rc == INBOX_OK) {
+		*version = (int)inbox__pg_int(r, 0, 0);
+		PQclear(r);
+	}
+	return rc;
+}
+
+static int apply_v1(pg_store *s)
+{
+	char *ddl = inbox__pg_schema_v1(s);
+	if (!ddl)
+		return INBOX_ERR_NOMEM;
+	int rc = step(s, ddl, NULL, NULL);
+	free(ddl);
+	return rc;
+}
+
+static int record_version(pg_store *s, int v)
+{
+	inbox__buf b = INBOX__BUF_INIT;
+	if (inbox__buf_printf(&b, "INSERT INTO %s (version) VALUES (%d)",
+	                      s->t_version.data, v) < 0)
+		return INBOX_ERR_NOMEM;
+	int rc = step(s, b.data, NULL, NULL);
+	inbox__buf_free(&b);
+	return rc;
+}
+
+static int create_schema(pg_store *s)
+{
+	if (!s->base.schema[0])
+		return INBOX_OK;
+	inbox__buf b = INBOX__BUF_INIT;
+	int rc = INBOX_ERR_NOMEM;
+	if (inbox__buf_puts(&b, "CREATE SCHEMA IF NOT EXISTS ") == 0 &&
+	    inbox__quote_ident(&b, s->base.schema) == 0)
+		rc = step(s, b.data, NULL, NULL);
+	inbox__buf_free(&b);
+	return rc;
+}
+
+static int migrate_locked(pg_store *s)
+{
+	char key[32];
+	int version = 0;
+	snprintf(key, sizeof(key), "%lld",
+	         (long long)inbox__pg_lock_key(&s->base, "migrate"));
+	int rc = step(s, "SELECT pg_advisory_xact_lock($1::bigint)", key, NULL);
+	if (rc == INBOX_OK)
+		rc = create_schema(s);
+	if (rc == INBOX_OK)
+		rc = current_version(s, &version);
+	if (rc < 0)
+		return rc;
+	if (version > INBOX_PG_SCHEMA_VERSION) {
+		inbox__store_seterr(
+		    &s->base, "",
+		    "migrate: the database schema is at version "
+		    "%d, newer than this library's %d",
+		    version, INBOX_PG_SCHEMA_VERSION);
+		return INBOX_ERR_SCHEMA;
+	}
+	if (version < 1 && (rc = apply_v1(s)) == INBOX_OK)
+		rc = record_version(s, 1);
+	return rc;
+}
+
+int inbox__pg_migrate(inbox_store *st)
+{
+	pg_store *s = (pg_store *)st;
+	if (st->in_txn) {
+		inbox__store_seterr(st, "", "migrate: a transaction is open");
+		return INBOX_ERR_STATE;
+	}
+	if (PQstatus(s->conn) != CONNECTION_OK) {
+		PQreset(s->conn);
+		s->prepared = 0;
+	}
+	int rc = step(s, "BEGIN", NULL, NULL);
+	if (rc < 0)
+		return rc;
+	rc = migrate_locked(s);
+	if (rc == INBOX_OK)
+		rc = step(s, "COMMIT", NULL, NULL);
+	if (rc < 0)
+		PQclear(PQexec(s->conn, "ROLLBACK"));
+	return rc;
+}
+
+int inbox__pg_schema_version(inbox_store *st, int *version)
+{
+	pg_store *s = (pg_store *)st;
+	const char *name = s->t_version.data;
+	int rc;
+	*version = 0;
+	PGresult *r =
+	    inbox__pg_run(s, -1, "SELECT to_regclass($1) IS NOT NULL", 1, &name,
+	                  NULL, NULL, "schema_version", &rc);
+	if (!r)
+		return rc;
+	int exists = PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	if (!exists)
+		return INBOX_OK;
+	r = inbox__pg_run(s, PGQ_VERSION, NULL, 0, NULL, NULL, NULL,
+	                  "schema_version", &rc);
+	if (!r)
+		return rc;
+	*version = (int)inbox__pg_int(r, 0, 0);
+	PQclear(r);
+	return INBOX_OK;
+}

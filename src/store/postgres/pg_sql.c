@@ -1,0 +1,295 @@
+/* SQL text of the PostgreSQL store: built once per handle, because the
+ * table names depend on its prefix and schema. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_store.h"
+
+/* Type OIDs (pg_type.h is a server header; these never change). */
+#define OID_BOOL       16
+#define OID_BYTEA      17
+#define OID_INT8       20
+#define OID_INT4       23
+#define OID_TEXT       25
+#define OID_TEXT_ARRAY 1009
+
+/* In templates: {T} inbox, {D} dead_letters, {C} consumers,
+ * {V} schema_version (qualified, quoted), {P} the bare prefix (for index
+ * names, inside quotes), {S} the quoted schema. */
+/* clang-format off */
+static const char *const templates[PGQ_COUNT] = {
+	[PGQ_CLAIM] =
+	"WITH input AS ("
+	" SELECT t.k, t.f, t.m, t.ord,"
+	"  row_number() OVER (PARTITION BY t.k ORDER BY t.ord) AS rn"
+	" FROM unnest($2::text[], $3::text[], $4::text[])"
+	"  WITH ORDINALITY AS t(k, f, m, ord)),"
+	" ins AS ("
+	" INSERT INTO {T} AS x (consumer, key, fingerprint, status, attempts,"
+	"  fence, lease_until, message_id, processed_at)"
+	" SELECT $1, k, f, $5, 1, 1,"
+	"  CASE WHEN $5 = 'processing'"
+	"   THEN now() + $6 * interval '1 millisecond' END,"
+	"  m, CASE WHEN $5 = 'completed' THEN now() END"
+	" FROM input WHERE rn = 1 ORDER BY k COLLATE \"C\""
+	" ON CONFLICT DO NOTHING"
+	" RETURNING x.key, x.status, x.fingerprint)"
+	" SELECT input.ord, ins.key IS NOT NULL AND input.rn = 1,"
+	"  CASE WHEN ins.key IS NOT NULL THEN ins.status ELSE i.status END,"
+	"  CASE WHEN ins.key IS NOT NULL THEN ins.fingerprint"
+	"   ELSE i.fingerprint END,"
+	"  CASE WHEN ins.key IS NOT NULL THEN 1 ELSE i.attempts END,"
+	"  CASE WHEN ins.key IS NOT NULL THEN 1 ELSE i.fence END,"
+	"  CASE WHEN ins.key IS NOT NULL THEN false"
+	"   ELSE coalesce(i.lease_until < now(), false) END"
+	" FROM input LEFT JOIN ins ON ins.key = input.k"
+	/* LATERAL ... LIMIT 1 (a no-op on the primary key) keeps the plan
+	 * one index probe per key, whatever the statistics say: a hash join
+	 * over all of the consumer's rows would grow with the table. */
+	" LEFT JOIN LATERAL (SELECT y.status, y.fingerprint, y.attempts,"
+	"  y.fence, y.lease_until FROM {T} y"
+	"  WHERE y.consumer = $1 AND y.key = input.k LIMIT 1) i ON true"
+	" ORDER BY input.ord",
+
+	[PGQ_CLAIM_REREAD] =
+	"SELECT key, status, fingerprint, attempts, fence,"
+	" coalesce(lease_until < now(), false)"
+	" FROM {T} WHERE consumer = $1 AND key = ANY($2::text[])",
+
+	[PGQ_RECLAIM] =
+	"UPDATE {T} SET status = $3, attempts = attempts + 1,"
+	" fence = fence + 1,"
+	" lease_until = CASE WHEN $3 = 'processing'"
+	"  THEN now() + $4 * interval '1 millisecond' END,"
+	" processed_at = CASE WHEN $3 = 'completed' THEN now() END,"
+	" updated_at = now()"
+	" WHERE consumer = $1 AND key = $2 AND (status = 'failed'"
+	"  OR (status = 'processing' AND lease_until < now()))"
+	" RETURNING attempts, fence",
+
+	[PGQ_FINISH] =
+	"UPDATE {T} SET status = $3,"
+	" attempts = CASE WHEN $4 > 0 THEN $4 ELSE attempts END,"
+	" lease_until = NULL,"
+	" processed_at = CASE WHEN $3 IN ('completed', 'dead')"
+	"  THEN now() END,"
+	" updated_at = now()"
+	" WHERE consumer = $1 AND key = $2 AND ($5 <= 0 OR fence = $5)"
+	" AND ($6::text IS NULL OR status = $6)",
+
+	[PGQ_EXTEND] =
+	"UPDATE {T} SET lease_until = now() + $4 * interval '1 millisecond',"
+	" updated_at = now()"
+	" WHERE consumer = $1 AND key = $2 AND fence = $3"
+	" AND status = 'processing'",
+
+	[PGQ_DEAD_LETTER] =
+	"INSERT INTO {D} (consumer, key, message_id, payload, headers,"
+	" position, attempts, reason, fingerprint, stored_fingerprint)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+
+	[PGQ_REGISTER] =
+	"INSERT INTO {C} AS c (name, retention_seconds) VALUES ($1, $2)"
+	" ON CONFLICT (name) DO UPDATE"
+	" SET retention_seconds = excluded.retention_seconds,"
+	" updated_at = now()"
+	" WHERE c.retention_seconds <> excluded.retention_seconds",
+
+	[PGQ_RETENTION] = "SELECT retention_seconds FROM {C} WHERE name = $1",
+
+	[PGQ_CONSUMERS] =
+	"SELECT name, retention_seconds FROM {C} ORDER BY name",
+
+	/* By ctid, so the statement deletes at most $3 rows, oldest first
+	 * (the ORDER BY also makes the plan a range scan of the
+	 * (consumer, processed_at) index); the predicate is repeated so a row
+	 * changed meanwhile is re-checked, not deleted. */
+	[PGQ_PURGE_DELETE] =
+	"DELETE FROM {T} WHERE ctid = ANY(ARRAY("
+	" SELECT ctid FROM {T} WHERE consumer = $1"
+	" AND status IN ('completed', 'dead')"
+	" AND processed_at < now() - $2 * interval '1 second'"
+	" ORDER BY processed_at LIMIT $3))"
+	" AND consumer = $1 AND status IN ('completed', 'dead')"
+	" AND processed_at < now() - $2 * interval '1 second'",
+
+	[PGQ_PURGE_COUNT] =
+	"SELECT count(*) FROM {T} WHERE consumer = $1"
+	" AND status IN ('completed', 'dead')"
+	" AND processed_at < now() - $2 * interval '1 second'",
+
+	[PGQ_VERSION] = "SELECT coalesce(max(version), 0) FROM {V}",
+};
+/* clang-format on */
+
+static const Oid t_claim[] = {OID_TEXT,       OID_TEXT_ARRAY, OID_TEXT_ARRAY,
+                              OID_TEXT_ARRAY, OID_TEXT,       OID_INT8};
+static const Oid t_reread[] = {OID_TEXT, OID_TEXT_ARRAY};
+static const Oid t_reclaim[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_INT8};
+static const Oid t_finish[] = {OID_TEXT, OID_TEXT, OID_TEXT,
+                               OID_INT4, OID_INT8, OID_TEXT};
+static const Oid t_extend[] = {OID_TEXT, OID_TEXT, OID_INT8, OID_INT8};
+static const Oid t_dl[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA, OID_TEXT,
+                           OID_TEXT, OID_INT4, OID_TEXT, OID_TEXT,  OID_TEXT};
+static const Oid t_register[] = {OID_TEXT, OID_INT8};
+static const Oid t_text[] = {OID_TEXT};
+static const Oid t_purge[] = {OID_TEXT, OID_INT8, OID_INT4};
+static const Oid t_count[] = {OID_TEXT, OID_INT8};
+
+const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
+    [PGQ_CLAIM] = {6, t_claim},       [PGQ_CLAIM_REREAD] = {2, t_reread},
+    [PGQ_RECLAIM] = {4, t_reclaim},   [PGQ_FINISH] = {6, t_finish},
+    [PGQ_EXTEND] = {4, t_extend},     [PGQ_DEAD_LETTER] = {10, t_dl},
+    [PGQ_REGISTER] = {2, t_register}, [PGQ_RETENTION] = {1, t_text},
+    [PGQ_CONSUMERS] = {0, NULL},      [PGQ_PURGE_DELETE] = {3, t_purge},
+    [PGQ_PURGE_COUNT] = {2, t_count}, [PGQ_VERSION] = {0, NULL},
+};
+
+/* clang-format off */
+static const char schema_v1[] =
+	"CREATE TABLE IF NOT EXISTS {T} ("
+	" consumer text NOT NULL,"
+	" key text NOT NULL,"
+	" fingerprint text NOT NULL,"
+	" status text NOT NULL,"
+	" attempts int NOT NULL DEFAULT 1,"
+	" fence bigint NOT NULL DEFAULT 1,"
+	" lease_until timestamptz,"
+	" message_id text,"
+	" created_at timestamptz NOT NULL DEFAULT now(),"
+	" processed_at timestamptz,"
+	" updated_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (consumer, key));\n"
+	"CREATE INDEX IF NOT EXISTS \"{P}inbox_processed_idx\""
+	" ON {T} (consumer, processed_at);\n"
+	"CREATE TABLE IF NOT EXISTS {D} ("
+	" id bigserial PRIMARY KEY,"
+	" consumer text NOT NULL,"
+	" key text,"
+	" message_id text,"
+	" payload bytea NOT NULL,"
+	" headers text,"
+	" position text,"
+	" attempts int NOT NULL DEFAULT 0,"
+	" reason text NOT NULL,"
+	" fingerprint text,"
+	" stored_fingerprint text,"
+	" created_at timestamptz NOT NULL DEFAULT now(),"
+	" replayed_at timestamptz);\n"
+	"CREATE INDEX IF NOT EXISTS \"{P}dead_letters_consumer_idx\""
+	" ON {D} (consumer, created_at);\n"
+	"CREATE TABLE IF NOT EXISTS {C} ("
+	" name text PRIMARY KEY,"
+	" retention_seconds bigint NOT NULL,"
+	" created_at timestamptz NOT NULL DEFAULT now(),"
+	" updated_at timestamptz NOT NULL DEFAULT now());\n";
+/* clang-format on */
+
+static int expand(const pg_store *s, const char *tmpl, inbox__buf *out)
+{
+	for (const char *p = tmpl; *p; p++) {
+		const inbox__buf *name = NULL;
+		if (p[0] == '{' && p[1] && p[2] == '}') {
+			switch (p[1]) {
+			case 'T':
+				name = &s->t_inbox;
+				break;
+			case 'D':
+				name = &s->t_dl;
+				break;
+			case 'C':
+				name = &s->t_consumers;
+				break;
+			case 'V':
+				name = &s->t_version;
+				break;
+			case 'P':
+				if (inbox__buf_puts(out, s->base.prefix) < 0)
+					return -1;
+				p += 2;
+				continue;
+			default:
+				break;
+			}
+		}
+		if (name) {
+			if (inbox__buf_append(out, name->data, name->len) < 0)
+				return -1;
+			p += 2;
+		} else if (inbox__buf_putc(out, *p) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int build_names(pg_store *s)
+{
+	struct {
+		inbox__buf *b;
+		const char *name;
+	} t[] = {{&s->t_inbox, "inbox"},
+	         {&s->t_dl, "dead_letters"},
+	         {&s->t_consumers, "consumers"},
+	         {&s->t_version, "schema_version"}};
+	for (size_t i = 0; i < sizeof(t) / sizeof(*t); i++) {
+		inbox__buf_reset(t[i].b);
+		if (inbox__table_name(t[i].b, &s->base, t[i].name) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int inbox__pg_build_sql(pg_store *s)
+{
+	inbox__pg_free_sql(s);
+	if (build_names(s) < 0)
+		return -1;
+	for (int q = 0; q < PGQ_COUNT; q++) {
+		inbox__buf b = INBOX__BUF_INIT;
+		if (expand(s, templates[q], &b) < 0) {
+			inbox__buf_free(&b);
+			return -1;
+		}
+		s->sql[q] = b.data;
+	}
+	return 0;
+}
+
+void inbox__pg_free_sql(pg_store *s)
+{
+	for (int q = 0; q < PGQ_COUNT; q++) {
+		free(s->sql[q]);
+		s->sql[q] = NULL;
+	}
+	inbox__buf_free(&s->t_inbox);
+	inbox__buf_free(&s->t_dl);
+	inbox__buf_free(&s->t_consumers);
+	inbox__buf_free(&s->t_version);
+}
+
+char *inbox__pg_schema_v1(const pg_store *s)
+{
+	inbox__buf b = INBOX__BUF_INIT;
+	if (expand(s, schema_v1, &b) < 0) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+int64_t inbox__pg_lock_key(const inbox_store *st, const char *purpose)
+{
+	uint64_t h = 14695981039346656037ull;
+	const char *parts[] = {
+	    "libinbox:", purpose,
+	    ":",         st->schema,
+	    ".",         strcmp(purpose, "migrate") == 0 ? "" : st->prefix};
+	for (size_t i = 0; i < sizeof(parts) / sizeof(*parts); i++)
+		for (const unsigned char *p = (const unsigned char *)parts[i];
+		     *p; p++) {
+			h ^= *p;
+			h *= 1099511628211ull;
+		}
+	return (int64_t)h;
+}

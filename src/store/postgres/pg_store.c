@@ -1,0 +1,193 @@
+/* PostgreSQL store: connection, handle life cycle and the vtable. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_store.h"
+
+/* Notices ("relation already exists, skipping", "there is no transaction
+ * in progress") are not errors; a library must not print them. */
+static void ignore_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9');
+}
+
+/* Replace the occurrences of [secret, secret+n) in msg by "***". A short
+ * secret inside a word ("x" in "exist") is left alone: that is no leak,
+ * and scrubbing it would garble the message. */
+static void scrub(char *msg, size_t cap, const char *secret, size_t n)
+{
+	size_t len = strlen(msg), pos = 0;
+	while (n > 0 && pos + n <= len) {
+		if (memcmp(msg + pos, secret, n) != 0 ||
+		    (n < 6 && pos > 0 && alnum(msg[pos - 1]) &&
+		     alnum(msg[pos + n]))) {
+			pos++;
+			continue;
+		}
+		if (pos + 4 > cap) {
+			msg[pos] = '\0';
+			return;
+		}
+		size_t tail = len - pos - n;
+		if (pos + 3 + tail + 1 > cap)
+			tail = cap - pos - 4;
+		memmove(msg + pos + 3, msg + pos + n, tail);
+		memcpy(msg + pos, "***", 3);
+		msg[pos + 3 + tail] = '\0';
+		len = pos + 3 + tail;
+		pos += 3;
+	}
+}
+
+/* Scrub a password given as [v, v+n) in the URL, raw and decoded. */
+static void scrub_value(char *msg, size_t cap, const char *v, size_t n)
+{
+	char dec[256];
+	size_t k = 0;
+	scrub(msg, cap, v, n);
+	for (size_t i = 0; i < n && k + 1 < sizeof(dec); i++) {
+		if (v[i] == '%' && i + 2 < n && hexval(v[i + 1]) >= 0 &&
+		    hexval(v[i + 2]) >= 0) {
+			dec[k++] =
+			    (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
+			i += 2;
+		} else {
+			dec[k++] = v[i];
+		}
+	}
+	scrub(msg, cap, dec, k);
+}
+
+/* Connection errors from libpq can quote parts of the URL (a malformed
+ * percent-escape, say): remove the password, from the userinfo or from a
+ * password= query parameter, whatever libpq wrote. */
+static void scrub_password(char *msg, size_t cap, const char *url)
+{
+	const char *auth = strstr(url, "://");
+	if (!auth)
+		return;
+	auth += 3;
+	size_t alen = strcspn(auth, "/?#");
+	const char *at = NULL;
+	for (size_t i = 0; i < alen; i++)
+		if (auth[i] == '@')
+			at = auth + i;
+	const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (colon)
+		scrub_value(msg, cap, colon + 1, (size_t)(at - colon - 1));
+	for (const char *q = strchr(url, '?'); q; q = strchr(q + 1, '&')) {
+		if (strncmp(q + 1, "password=", 9) == 0)
+			scrub_value(msg, cap, q + 10, strcspn(q + 10, "&#"));
+	}
+}
+
+static int connect_db(pg_store *s, const char *url)
+{
+	/* The URL is expanded as a whole (expand_dbname); the later keywords
+	 * force UTF-8 and name the application unless the URL does. */
+	const char *const kw[] = {"dbname", "client_encoding",
+	                          "fallback_application_name", NULL};
+	const char *const val[] = {url, "UTF8", "libinbox", NULL};
+	s->conn = PQconnectdbParams(kw, val, 1);
+	if (!s->conn) {
+		inbox__store_seterr(&s->base, "", "connect: out of memory");
+		return INBOX_ERR_NOMEM;
+	}
+	if (PQstatus(s->conn) != CONNECTION_OK) {
+		inbox__store_seterr(&s->base, "08001", "connect: %s",
+		                    PQerrorMessage(s->conn));
+		scrub_password(s->base.errmsg, sizeof(s->base.errmsg), url);
+		for (char *p = s->base.errmsg; *p; p++)
+			if (*p == '\n' || *p == '\t')
+				*p = ' ';
+		return INBOX_ERR_CONNECT;
+	}
+	PQsetNoticeProcessor(s->conn, ignore_notice, NULL);
+	return INBOX_OK;
+}
+
+static int pg_open(inbox_store **out, const char *url,
+                   const inbox_store_options *opts)
+{
+	pg_store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return INBOX_ERR_NOMEM;
+	*out = &s->base;
+	s->base.vt = &inbox__pg_vtable;
+	/* The core copies these after open too; the SQL needs them now. */
+	if (opts && opts->table_prefix)
+		snprintf(s->base.prefix, sizeof(s->base.prefix), "%s",
+		         opts->table_prefix);
+	if (opts && opts->schema)
+		snprintf(s->base.schema, sizeof(s->base.schema), "%s",
+		         opts->schema);
+	if (inbox__pg_build_sql(s) < 0) {
+		inbox__store_seterr(&s->base, "", "open: out of memory");
+		return INBOX_ERR_NOMEM;
+	}
+	return connect_db(s, url);
+}
+
+static void pg_close(inbox_store *st)
+{
+	pg_store *s = (pg_store *)st;
+	PQfinish(s->conn);
+	inbox__pg_free_sql(s);
+	for (size_t i = 0; i < sizeof(s->arr) / sizeof(*s->arr); i++)
+		inbox__buf_free(&s->arr[i]);
+	free(s);
+}
+
+/* The caller is about to use the connection directly: whatever is queued
+ * (BEGIN, SAVEPOINT) must have reached the server first. */
+static void *pg_native(inbox_store *st)
+{
+	pg_store *s = (pg_store *)st;
+	inbox__pg_flush(s);
+	return s->conn;
+}
+
+const inbox_store_vtable inbox__pg_vtable = {
+    .version = INBOX_STORE_VTABLE_VERSION,
+    .scheme = "postgresql",
+    .kind = "postgresql",
+    .open = pg_open,
+    .close = pg_close,
+    .migrate = inbox__pg_migrate,
+    .schema_version = inbox__pg_schema_version,
+    .begin = inbox__pg_begin,
+    .commit = inbox__pg_commit,
+    .rollback = inbox__pg_rollback,
+    .savepoint = inbox__pg_savepoint,
+    .release = inbox__pg_release,
+    .rollback_to = inbox__pg_rollback_to,
+    .exec = inbox__pg_exec,
+    .query = inbox__pg_query,
+    .register_consumer = inbox__pg_register_consumer,
+    .claim = inbox__pg_claim,
+    .reclaim = inbox__pg_reclaim,
+    .finish = inbox__pg_finish,
+    .extend = inbox__pg_extend,
+    .dead_letter = inbox__pg_dead_letter,
+    .purge = inbox__pg_purge,
+    .native = pg_native,
+};

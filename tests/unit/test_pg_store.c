@@ -1,0 +1,1038 @@
+/* The PostgreSQL store backend, through the public API and its vtable,
+ * against the server in INBOX_TEST_PG_URL (the suite always sets it). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include <inbox/inbox.h>
+#include <inbox/sys/store.h>
+
+#include "store/postgres/pg_store.h"
+#include "test.h"
+
+#define FP_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define FP_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+static const char *url;
+static char prefix[48]; /* unique per run: pgt<pid>_ */
+static char schema[48]; /* for the schema test */
+static PGconn *admin;   /* a second connection: checks, locks, kills */
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static inbox_store *open_with(const char *pfx, const char *sch, int migrate)
+{
+	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
+	inbox_store *st = NULL;
+	o.table_prefix = pfx;
+	o.schema = sch;
+	o.auto_migrate = migrate;
+	int rc = inbox_store_open(&st, url, &o);
+	if (rc != INBOX_OK) {
+		fprintf(stderr, "  open: %d %s\n", rc,
+		        st ? inbox_store_errmsg(st) : "");
+		inbox_store_close(st);
+		return NULL;
+	}
+	return st;
+}
+
+static inbox_store *open_store(void)
+{
+	return open_with(prefix, NULL, 1);
+}
+
+static const inbox_store_vtable *VT(inbox_store *st)
+{
+	return st->vt;
+}
+
+/* One value from the admin connection, as an integer (-1 on error). */
+static long long scalar(const char *sql)
+{
+	PGresult *r = PQexec(admin, sql);
+	long long v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+	    !PQgetisnull(r, 0, 0))
+		v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	else if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fprintf(stderr, "  admin: %s", PQerrorMessage(admin));
+	PQclear(r);
+	return v;
+}
+
+static int admin_exec(const char *sql)
+{
+	PGresult *r = PQexec(admin, sql);
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+	         PQresultStatus(r) == PGRES_TUPLES_OK;
+	if (!ok)
+		fprintf(stderr, "  admin: %s", PQerrorMessage(admin));
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
+/* SQL with {T} replaced by the prefixed inbox table name. */
+static const char *tq(const char *fmt, const char *arg)
+{
+	static char buf[1024];
+	char table[128];
+	snprintf(table, sizeof(table), "\"%sinbox\"", prefix);
+	snprintf(buf, sizeof(buf), fmt, table, arg ? arg : "");
+	return buf;
+}
+
+static int claim1(inbox_store *st, const char *consumer, inbox_claim *cl,
+                  const char *key, const char *fp, inbox_status status,
+                  int64_t lease_ms)
+{
+	memset(cl, 0, sizeof(*cl));
+	cl->key = key;
+	cl->fingerprint = fp;
+	cl->message_id = "m-1";
+	return VT(st)->claim(st, consumer, cl, 1, status, lease_ms);
+}
+
+/* First column of the first row, as text. */
+struct first {
+	char v[256];
+	int rows;
+	int null;
+};
+
+static int first_row(int ncols, const char *const *values, void *payload)
+{
+	struct first *f = payload;
+	if (f->rows++ == 0 && ncols > 0) {
+		f->null = values[0] == NULL;
+		snprintf(f->v, sizeof(f->v), "%s", values[0] ? values[0] : "");
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+
+TEST(migrate_idempotent)
+{
+	char pfx[64];
+	snprintf(pfx, sizeof(pfx), "%smig_", prefix);
+	inbox_store *st = open_with(pfx, NULL, 0);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_STREQ(inbox_store_kind(st), "postgresql");
+	int v = -1;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 0);
+	ASSERT_OK(inbox_store_migrate(st));
+	ASSERT_OK(inbox_store_migrate(st));
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 1);
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 1);
+	inbox_store_close(st);
+}
+
+TEST(migrate_concurrent)
+{
+	char pfx[64];
+	snprintf(pfx, sizeof(pfx), "%sconc_", prefix);
+	pid_t kids[3];
+	for (int i = 0; i < 3; i++) {
+		kids[i] = fork();
+		ASSERT_TRUE(kids[i] >= 0);
+		if (kids[i] == 0) {
+			inbox_store *st = open_with(pfx, NULL, 1);
+			int ok = st != NULL;
+			inbox_store_close(st);
+			_exit(ok ? 0 : 1);
+		}
+	}
+	for (int i = 0; i < 3; i++) {
+		int status = 0;
+		ASSERT_EQ(waitpid(kids[i], &status, 0), kids[i]);
+		ASSERT_TRUE(WIFEXITED(status));
+		ASSERT_EQ(WEXITSTATUS(status), 0);
+	}
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 1);
+}
+
+TEST(claim_new_then_duplicate)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl[3] = {
+	    {.key = "k1", .fingerprint = FP_A},
+	    {.key = "k2", .fingerprint = FP_A, .message_id = "id-2"},
+	    {.key = "k\"3\\,{}", .fingerprint = FP_B}};
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(st->in_txn, 1);
+	ASSERT_OK(VT(st)->claim(st, "c1", cl, 3, INBOX_ST_COMPLETED, 0));
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(cl[i].is_new, 1);
+		ASSERT_EQ(cl[i].attempts, 0);
+		ASSERT_EQ(cl[i].fence, 1);
+	}
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(st->in_txn, 0);
+
+	memset(cl, 0, sizeof(cl));
+	cl[0].key = "k1", cl[0].fingerprint = FP_B;
+	cl[1].key = "k2", cl[1].fingerprint = FP_A;
+	cl[2].key = "k\"3\\,{}", cl[2].fingerprint = FP_B;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->claim(st, "c1", cl, 3, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(st)->commit(st));
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(cl[i].is_new, 0);
+		ASSERT_EQ(cl[i].status, INBOX_ST_COMPLETED);
+		ASSERT_EQ(cl[i].attempts, 1);
+		ASSERT_EQ(cl[i].fence, 1);
+		ASSERT_EQ(cl[i].lease_expired, 0);
+	}
+	ASSERT_STREQ(cl[0].stored_fingerprint, FP_A); /* a conflict */
+	ASSERT_STREQ(cl[1].stored_fingerprint, FP_A);
+	ASSERT_STREQ(cl[2].stored_fingerprint, FP_B);
+	/* Stored as given: message id and processed_at. */
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'c1' "
+	                    "AND key = 'k2' AND message_id = 'id-2' AND "
+	                    "processed_at IS NOT NULL AND status = "
+	                    "'completed'%s",
+	                    NULL)),
+	          1);
+	/* Same key, other consumer: new. */
+	inbox_claim one;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "c2", &one, "k1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(one.is_new, 1);
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_EQ(st->in_txn, 0);
+	inbox_store_close(st);
+}
+
+TEST(claim_repeated_key_in_input)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl[3] = {{.key = "r1", .fingerprint = FP_A},
+	                     {.key = "r1", .fingerprint = FP_B},
+	                     {.key = "r2", .fingerprint = FP_A}};
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->claim(st, "rep", cl, 3, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(cl[0].is_new, 1);
+	ASSERT_EQ(cl[1].is_new, 0);
+	ASSERT_EQ(cl[1].status, INBOX_ST_COMPLETED);
+	ASSERT_STREQ(cl[1].stored_fingerprint, FP_A);
+	ASSERT_EQ(cl[2].is_new, 1);
+	inbox_store_close(st);
+}
+
+/* A child claims K and holds its transaction open; our claim of K waits
+ * on the unique index, and must then report the committed row, not new. */
+TEST(claim_concurrent)
+{
+	int ready[2];
+	ASSERT_EQ(pipe(ready), 0);
+	pid_t kid = fork();
+	ASSERT_TRUE(kid >= 0);
+	if (kid == 0) {
+		close(ready[0]);
+		inbox_store *st = open_store();
+		inbox_claim cl;
+		int ok = st && VT(st)->begin(st) == 0 &&
+		         claim1(st, "conc", &cl, "K", FP_A, INBOX_ST_COMPLETED,
+		                0) == 0 &&
+		         cl.is_new;
+		(void)!write(ready[1], ok ? "1" : "0", 1);
+		sleep_ms(300);
+		ok = ok && VT(st)->commit(st) == 0;
+		inbox_store_close(st);
+		_exit(ok ? 0 : 1);
+	}
+	close(ready[1]);
+	char c = 0;
+	ASSERT_EQ(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	ASSERT_EQ(c, '1');
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl[2] = {{.key = "J", .fingerprint = FP_B},
+	                     {.key = "K", .fingerprint = FP_B}};
+	double t0 = now_s();
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->claim(st, "conc", cl, 2, INBOX_ST_COMPLETED, 0));
+	double waited = now_s() - t0;
+	ASSERT_OK(VT(st)->commit(st));
+	int status = 0;
+	ASSERT_EQ(waitpid(kid, &status, 0), kid);
+	ASSERT_EQ(WEXITSTATUS(status), 0);
+	ASSERT_TRUE(waited > 0.1); /* we did wait for the child */
+	ASSERT_EQ(cl[0].is_new, 1);
+	ASSERT_EQ(cl[1].is_new, 0);
+	ASSERT_EQ(cl[1].status, INBOX_ST_COMPLETED);
+	ASSERT_STREQ(cl[1].stored_fingerprint, FP_A);
+	ASSERT_EQ(cl[1].attempts, 1);
+	inbox_store_close(st);
+}
+
+TEST(reclaim_failed)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl;
+	int64_t rows = -1;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "rc", &cl, "R", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 1);
+	ASSERT_OK(VT(st)->finish(st, "rc", "R", 0, INBOX_ST_NONE,
+	                         INBOX_ST_FAILED, 1, &rows));
+	ASSERT_EQ(rows, 1);
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE key = 'R' AND "
+	                    "consumer = 'rc' AND processed_at IS NULL%s",
+	                    NULL)),
+	          1);
+
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "rc", &cl, "R", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 0);
+	ASSERT_EQ(cl.status, INBOX_ST_FAILED);
+	int taken = 0;
+	int32_t att = 0;
+	int64_t fence = 0;
+	ASSERT_OK(VT(st)->reclaim(st, "rc", "R", INBOX_ST_COMPLETED, 0, &taken,
+	                          &att, &fence));
+	ASSERT_EQ(taken, 1);
+	ASSERT_EQ(att, 2);
+	ASSERT_EQ(fence, 2);
+	ASSERT_OK(VT(st)->commit(st));
+
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->reclaim(st, "rc", "R", INBOX_ST_COMPLETED, 0, &taken,
+	                          &att, &fence));
+	ASSERT_EQ(taken, 0);
+	/* finish with expect: only from the expected status. */
+	ASSERT_OK(VT(st)->finish(st, "rc", "R", 0, INBOX_ST_FAILED,
+	                         INBOX_ST_DEAD, 0, &rows));
+	ASSERT_EQ(rows, 0);
+	ASSERT_OK(VT(st)->finish(st, "rc", "R", 2, INBOX_ST_COMPLETED,
+	                         INBOX_ST_DEAD, 7, &rows));
+	ASSERT_EQ(rows, 1);
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(scalar(tq("SELECT attempts FROM %s WHERE key = 'R' AND "
+	                    "consumer = 'rc' AND status = 'dead'%s",
+	                    NULL)),
+	          7);
+	inbox_store_close(st);
+}
+
+/* Two takers of one failed record: the row lock makes the second wait,
+ * re-check, and lose. */
+TEST(reclaim_concurrent)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl;
+	int64_t rows;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "rcc", &cl, "R2", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(st)->finish(st, "rcc", "R2", 0, INBOX_ST_NONE,
+	                         INBOX_ST_FAILED, 1, &rows));
+	ASSERT_OK(VT(st)->commit(st));
+	int ready[2];
+	ASSERT_EQ(pipe(ready), 0);
+	pid_t kid = fork();
+	ASSERT_TRUE(kid >= 0);
+	if (kid == 0) {
+		close(ready[0]);
+		inbox_store *k = open_store();
+		int taken = 0;
+		int32_t att;
+		int64_t fence;
+		int ok = k && VT(k)->begin(k) == 0 &&
+		         VT(k)->reclaim(k, "rcc", "R2", INBOX_ST_COMPLETED, 0,
+		                        &taken, &att, &fence) == 0 &&
+		         taken == 1 && fence == 2;
+		(void)!write(ready[1], ok ? "1" : "0", 1);
+		sleep_ms(300);
+		ok = ok && VT(k)->commit(k) == 0;
+		inbox_store_close(k);
+		_exit(ok ? 0 : 1);
+	}
+	close(ready[1]);
+	char c = 0;
+	ASSERT_EQ(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	ASSERT_EQ(c, '1');
+	int taken = -1;
+	int32_t att = 0;
+	int64_t fence = 0;
+	double t0 = now_s();
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->reclaim(st, "rcc", "R2", INBOX_ST_COMPLETED, 0,
+	                          &taken, &att, &fence));
+	double waited = now_s() - t0;
+	ASSERT_OK(VT(st)->commit(st));
+	int status = 0;
+	ASSERT_EQ(waitpid(kid, &status, 0), kid);
+	ASSERT_EQ(WEXITSTATUS(status), 0);
+	ASSERT_TRUE(waited > 0.1);
+	ASSERT_EQ(taken, 0);
+	inbox_store_close(st);
+}
+
+TEST(lease_expiry_and_fence)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "ls", &cl, "L", FP_A, INBOX_ST_PROCESSING, 100));
+	ASSERT_EQ(cl.is_new, 1);
+	ASSERT_OK(VT(st)->commit(st));
+
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "ls", &cl, "L", FP_A, INBOX_ST_PROCESSING, 100));
+	ASSERT_EQ(cl.is_new, 0);
+	ASSERT_EQ(cl.status, INBOX_ST_PROCESSING);
+	ASSERT_EQ(cl.lease_expired, 0);
+	int taken = -1;
+	int32_t att = 0;
+	int64_t fence = 0, rows = -1;
+	ASSERT_OK(VT(st)->reclaim(st, "ls", "L", INBOX_ST_PROCESSING, 30000,
+	                          &taken, &att, &fence));
+	ASSERT_EQ(taken, 0); /* the lease is still valid */
+	ASSERT_OK(VT(st)->commit(st));
+
+	sleep_ms(200);
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "ls", &cl, "L", FP_A, INBOX_ST_PROCESSING, 100));
+	ASSERT_EQ(cl.is_new, 0);
+	ASSERT_EQ(cl.status, INBOX_ST_PROCESSING);
+	ASSERT_EQ(cl.lease_expired, 1);
+	ASSERT_EQ(cl.fence, 1);
+	ASSERT_OK(VT(st)->reclaim(st, "ls", "L", INBOX_ST_PROCESSING, 30000,
+	                          &taken, &att, &fence));
+	ASSERT_EQ(taken, 1);
+	ASSERT_EQ(fence, 2);
+	ASSERT_EQ(att, 2);
+	ASSERT_OK(VT(st)->commit(st));
+
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->extend(st, "ls", "L", 1, 60000, &rows));
+	ASSERT_EQ(rows, 0); /* fenced out */
+	ASSERT_OK(VT(st)->extend(st, "ls", "L", 2, 60000, &rows));
+	ASSERT_EQ(rows, 1);
+	ASSERT_OK(VT(st)->finish(st, "ls", "L", 1, INBOX_ST_NONE,
+	                         INBOX_ST_COMPLETED, 0, &rows));
+	ASSERT_EQ(rows, 0);
+	ASSERT_OK(VT(st)->finish(st, "ls", "L", 2, INBOX_ST_PROCESSING,
+	                         INBOX_ST_COMPLETED, 0, &rows));
+	ASSERT_EQ(rows, 1);
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE key = 'L' AND "
+	                    "consumer = 'ls' AND lease_until IS NULL AND "
+	                    "processed_at IS NOT NULL AND fence = 2%s",
+	                    NULL)),
+	          1);
+	inbox_store_close(st);
+}
+
+TEST(dead_letter_binary_payload)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	static const char payload[] = "\xff\xfe\x00{\"a\":1}\x80";
+	inbox_dead_letter dl = {
+	    .consumer = "dl",
+	    .key = "bad\xc3(key",
+	    .message_id = "m-9",
+	    .payload = payload,
+	    .payload_len = sizeof(payload) - 1,
+	    .headers = "{\"h\":\"v\"}",
+	    .position = "p:1",
+	    .attempts = 3,
+	    .reason = "invalid UTF-8 at byte 0",
+	    .fingerprint = FP_A,
+	    .stored_fingerprint = FP_B,
+	};
+	int64_t id1 = 0, id2 = 0;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->dead_letter(st, &dl, &id1));
+	dl.key = NULL;
+	dl.payload = NULL;
+	dl.payload_len = 0;
+	ASSERT_OK(VT(st)->dead_letter(st, &dl, &id2));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_TRUE(id1 > 0);
+	ASSERT_EQ(id2, id1 + 1);
+
+	char sql[256], idtxt[24];
+	snprintf(sql, sizeof(sql),
+	         "SELECT encode(payload, 'hex'), key, attempts, reason, "
+	         "stored_fingerprint FROM \"%sdead_letters\" WHERE id = $1",
+	         prefix);
+	snprintf(idtxt, sizeof(idtxt), "%lld", (long long)id1);
+	const char *p[1] = {idtxt};
+	struct first f = {0};
+	ASSERT_OK(VT(st)->query(st, sql, 1, p, first_row, &f));
+	ASSERT_EQ(f.rows, 1);
+	ASSERT_STREQ(f.v, "fffe007b2261223a317d80");
+	/* The invalid key byte became U+FFFD; the row was kept. */
+	snprintf(sql, sizeof(sql),
+	         "SELECT key FROM \"%sdead_letters\" WHERE id = $1", prefix);
+	memset(&f, 0, sizeof(f));
+	ASSERT_OK(VT(st)->query(st, sql, 1, p, first_row, &f));
+	ASSERT_STREQ(f.v, "bad\xef\xbf\xbd(key");
+	snprintf(idtxt, sizeof(idtxt), "%lld", (long long)id2);
+	snprintf(sql, sizeof(sql),
+	         "SELECT key FROM \"%sdead_letters\" WHERE id = $1 AND "
+	         "payload = ''::bytea",
+	         prefix);
+	memset(&f, 0, sizeof(f));
+	ASSERT_OK(VT(st)->query(st, sql, 1, p, first_row, &f));
+	ASSERT_EQ(f.rows, 1);
+	ASSERT_EQ(f.null, 1);
+	inbox_store_close(st);
+}
+
+static int put_rows(inbox_store *st, const char *consumer, const char *pfx,
+                    int n, inbox_status status)
+{
+	char keys[16][32];
+	inbox_claim cl[16];
+	memset(cl, 0, sizeof(cl));
+	for (int i = 0; i < n; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "%s%02d", pfx, i);
+		cl[i].key = keys[i];
+		cl[i].fingerprint = FP_A;
+	}
+	int rc = VT(st)->begin(st);
+	if (rc == 0)
+		rc = VT(st)->claim(st, consumer, cl, (size_t)n, status, 60000);
+	if (rc == 0)
+		rc = VT(st)->commit(st);
+	return rc;
+}
+
+TEST(purge_batches)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(VT(st)->register_consumer(st, "pg", 3600));
+	ASSERT_OK(VT(st)->register_consumer(st, "pg", 3600)); /* upsert */
+	ASSERT_OK(put_rows(st, "pg", "old", 7, INBOX_ST_COMPLETED));
+	ASSERT_OK(put_rows(st, "pg", "new", 3, INBOX_ST_COMPLETED));
+	ASSERT_OK(put_rows(st, "pg", "run", 2, INBOX_ST_PROCESSING));
+	ASSERT_OK(put_rows(st, "pg", "err", 1, INBOX_ST_COMPLETED));
+	ASSERT_OK(put_rows(st, "other", "old", 2, INBOX_ST_COMPLETED));
+	int64_t rows = 0;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->finish(st, "pg", "err00", 0, INBOX_ST_NONE,
+	                         INBOX_ST_FAILED, 1, &rows));
+	ASSERT_OK(VT(st)->commit(st));
+	/* Age everything but the "new" rows, processing and failed included:
+	 * those must survive whatever their timestamps. */
+	ASSERT_OK(admin_exec(tq("UPDATE %s SET processed_at = now() - "
+	                        "interval '2 hours', created_at = now() - "
+	                        "interval '2 hours' WHERE key NOT LIKE "
+	                        "'new%%'%s",
+	                        NULL)));
+	int64_t n = -1;
+	ASSERT_OK(inbox_store_purge(st, "pg", 0, 3, 1, &n));
+	ASSERT_EQ(n, 7);
+	ASSERT_EQ(
+	    scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'pg'%s", NULL)),
+	    13);
+	ASSERT_OK(inbox_store_purge(st, "pg", 0, 3, 0, &n));
+	ASSERT_EQ(n, 7);
+	ASSERT_EQ(
+	    scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'pg'%s", NULL)),
+	    6);
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'pg' "
+	                    "AND key LIKE 'old%%'%s",
+	                    NULL)),
+	          0);
+	/* Explicit window larger than the age: nothing. */
+	ASSERT_OK(inbox_store_purge(st, "other", 3 * 3600, 3, 0, &n));
+	ASSERT_EQ(n, 0);
+	/* Unregistered and no window: refused. */
+	ASSERT_EQ(inbox_store_purge(st, "other", 0, 3, 0, &n),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_store_errmsg(st), "other");
+	/* All registered consumers, each with its window: "other" is not
+	 * registered, so its (old) rows are kept. */
+	ASSERT_OK(put_rows(st, "pg", "late", 2, INBOX_ST_COMPLETED));
+	ASSERT_OK(admin_exec(tq("UPDATE %s SET processed_at = now() - "
+	                        "interval '2 hours' WHERE key LIKE 'late%%'%s",
+	                        NULL)));
+	ASSERT_OK(inbox_store_purge(st, NULL, 0, 0, 1, &n));
+	ASSERT_EQ(n, 2);
+	ASSERT_OK(inbox_store_purge(st, NULL, 0, 0, 0, &n));
+	ASSERT_EQ(n, 2);
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = "
+	                    "'other'%s",
+	                    NULL)),
+	          2);
+	ASSERT_OK(inbox_store_purge(st, "other", 60, 1, 0, &n));
+	ASSERT_EQ(n, 2);
+	/* Inside a transaction: refused by the core. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(inbox_store_purge(st, "pg", 0, 3, 0, &n), INBOX_ERR_STATE);
+	ASSERT_OK(VT(st)->rollback(st));
+	inbox_store_close(st);
+}
+
+TEST(purge_busy)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	char sql[128];
+	long long key = (long long)inbox__pg_lock_key(st, "purge");
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(%lld)", key);
+	ASSERT_OK(admin_exec(sql));
+	int64_t n = -1;
+	ASSERT_EQ(inbox_store_purge(st, "pg", 60, 10, 0, &n), INBOX_ERR_BUSY);
+	ASSERT_CONTAINS(inbox_store_errmsg(st), "another purge");
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%lld)", key);
+	ASSERT_OK(admin_exec(sql));
+	ASSERT_OK(inbox_store_purge(st, "pg", 60, 10, 0, &n));
+	/* Our own lock was released after the purge. */
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld)::int",
+	         key);
+	ASSERT_EQ(scalar(sql), 1);
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%lld)", key);
+	ASSERT_OK(admin_exec(sql));
+	inbox_store_close(st);
+}
+
+static int kill_backend(inbox_store *st)
+{
+	PGconn *c = VT(st)->native(st);
+	char sql[96];
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%d)::int",
+	         PQbackendPID(c));
+	if (scalar(sql) != 1)
+		return -1;
+	sleep_ms(50);
+	return 0;
+}
+
+TEST(transient_and_reconnect)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl;
+	/* Prepare the hot statements on this backend first. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "tr", &cl, "T1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(st)->commit(st));
+
+	ASSERT_OK(kill_backend(st));
+	int64_t rows;
+	ASSERT_EQ(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows),
+	          INBOX_ERR_TRANSIENT);
+	ASSERT_TRUE(inbox_store_errcode(st)[0] != '\0');
+	ASSERT_OK(VT(st)->begin(st)); /* reconnects */
+	ASSERT_OK(claim1(st, "tr", &cl, "T1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 0);
+	ASSERT_OK(claim1(st, "tr", &cl, "T2", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 1);
+	ASSERT_OK(VT(st)->commit(st));
+
+	/* Lost in the middle of a transaction: the claim fails transiently,
+	 * rollback succeeds, nothing was committed. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "tr", &cl, "T3", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(kill_backend(st));
+	ASSERT_EQ(claim1(st, "tr", &cl, "T4", FP_A, INBOX_ST_COMPLETED, 0),
+	          INBOX_ERR_TRANSIENT);
+	/* A commit now must not reconnect and "succeed" on a new session. */
+	ASSERT_EQ(VT(st)->commit(st), INBOX_ERR_TRANSIENT);
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_EQ(st->in_txn, 0);
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "tr", &cl, "T3", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 1);
+	ASSERT_OK(VT(st)->commit(st));
+
+	/* Lost before COMMIT. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "tr", &cl, "T5", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(kill_backend(st));
+	ASSERT_EQ(VT(st)->commit(st), INBOX_ERR_TRANSIENT);
+	ASSERT_EQ(st->in_txn, 0);
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'tr' "
+	                    "AND key = 'T5'%s",
+	                    NULL)),
+	          0);
+	inbox_store_close(st);
+}
+
+TEST(errors_and_sqlstate)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	int64_t rows;
+	ASSERT_EQ(VT(st)->exec(st, "SELEC 1", 0, NULL, &rows), INBOX_ERR_STORE);
+	ASSERT_STREQ(inbox_store_errcode(st), "42601");
+	ASSERT_CONTAINS(inbox_store_errmsg(st), "syntax error");
+	ASSERT_EQ(
+	    VT(st)->exec(st, "SELECT * FROM no_such_table_xyz", 0, NULL, &rows),
+	    INBOX_ERR_STORE);
+	ASSERT_STREQ(inbox_store_errcode(st), "42P01");
+	/* Inside a transaction, through the pipeline with BEGIN. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(
+	    VT(st)->exec(st, "SELECT * FROM no_such_table_xyz", 0, NULL, &rows),
+	    INBOX_ERR_STORE);
+	ASSERT_STREQ(inbox_store_errcode(st), "42P01");
+	/* COMMIT of an aborted transaction is an error, not a success. */
+	ASSERT_EQ(VT(st)->commit(st), INBOX_ERR_STORE);
+	ASSERT_EQ(st->in_txn, 0);
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows));
+	ASSERT_EQ(rows, 1);
+	ASSERT_OK(VT(st)->commit(st));
+	/* COPY is refused without wedging the connection. */
+	ASSERT_EQ(VT(st)->exec(st, "COPY (SELECT 1) TO STDOUT", 0, NULL, &rows),
+	          INBOX_ERR_STORE);
+	ASSERT_OK(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows));
+	ASSERT_OK(VT(st)->exec(st, "CREATE TEMP TABLE tcopy (k text)", 0, NULL,
+	                       &rows));
+	ASSERT_EQ(VT(st)->exec(st, "COPY tcopy FROM STDIN", 0, NULL, &rows),
+	          INBOX_ERR_STORE);
+	ASSERT_OK(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows));
+	/* ... also when it travels in the pipeline with BEGIN. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(VT(st)->exec(st, "COPY tcopy FROM STDIN", 0, NULL, &rows),
+	          INBOX_ERR_STORE);
+	ASSERT_STREQ(inbox_store_errcode(st), "0A000");
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(VT(st)->exec(st, "COPY (SELECT 1) TO STDOUT", 0, NULL, &rows),
+	          INBOX_ERR_STORE);
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_OK(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows));
+	/* States. */
+	ASSERT_EQ(VT(st)->commit(st), INBOX_ERR_STATE);
+	ASSERT_EQ(VT(st)->savepoint(st), INBOX_ERR_STATE);
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(VT(st)->begin(st), INBOX_ERR_STATE);
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_OK(VT(st)->rollback(st)); /* harmless when none is open */
+	inbox_store_close(st);
+
+	/* A prefix that would need quoting is refused by the core. */
+	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
+	o.table_prefix = "bad\"prefix";
+	st = NULL;
+	ASSERT_EQ(inbox_store_open(&st, url, &o), INBOX_ERR_INVALID);
+	ASSERT_TRUE(st == NULL);
+}
+
+TEST(connect_error_hides_password)
+{
+	inbox_store *st = NULL;
+	/* Nothing listens on port 1. */
+	int rc = inbox_store_open(
+	    &st, "postgresql://bob:hunter2@127.0.0.1:1/db?connect_timeout=2",
+	    NULL);
+	ASSERT_EQ(rc, INBOX_ERR_CONNECT);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_TRUE(strstr(inbox_store_errmsg(st), "hunter2") == NULL);
+	ASSERT_TRUE(inbox_store_errmsg(st)[0] != '\0');
+	inbox_store_close(st);
+	/* A malformed escape that libpq quotes back. */
+	st = NULL;
+	rc = inbox_store_open(&st, "postgresql://bob:se%zzcret@127.0.0.1:1/db",
+	                      NULL);
+	ASSERT_EQ(rc, INBOX_ERR_CONNECT);
+	ASSERT_TRUE(strstr(inbox_store_errmsg(st), "se%zzcret") == NULL);
+	ASSERT_TRUE(strstr(inbox_store_errmsg(st), "cret") == NULL);
+	inbox_store_close(st);
+	st = NULL;
+	rc = inbox_store_open(&st,
+	                      "postgres://127.0.0.1:1/db?password=p%2x9&"
+	                      "connect_timeout=2",
+	                      NULL);
+	ASSERT_EQ(rc, INBOX_ERR_CONNECT);
+	ASSERT_TRUE(strstr(inbox_store_errmsg(st), "p%2x9") == NULL);
+	inbox_store_close(st);
+}
+
+static int count_rows(inbox_store *st, const char *table)
+{
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
+	struct first f = {0};
+	if (VT(st)->query(st, sql, 0, NULL, first_row, &f) != 0)
+		return -1;
+	return atoi(f.v);
+}
+
+/* The deferred BEGIN/SAVEPOINT/RELEASE/ROLLBACK TO must behave exactly
+ * like the real thing. */
+TEST(savepoints)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	char t[64], sql[256];
+	snprintf(t, sizeof(t), "\"%ssp\"", prefix);
+	snprintf(sql, sizeof(sql), "CREATE TABLE %s (k text PRIMARY KEY)", t);
+	int64_t rows;
+	ASSERT_OK(VT(st)->exec(st, sql, 0, NULL, &rows));
+	snprintf(sql, sizeof(sql), "INSERT INTO %s VALUES ($1)", t);
+	const char *a[1] = {"a"}, *b[1] = {"b"}, *c[1] = {"c"}, *d[1] = {"d"};
+
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->savepoint(st));
+	ASSERT_OK(VT(st)->exec(st, sql, 1, a, &rows));
+	ASSERT_EQ(rows, 1);
+	ASSERT_OK(VT(st)->release(st));
+	ASSERT_OK(VT(st)->savepoint(st));
+	ASSERT_OK(VT(st)->exec(st, sql, 1, b, &rows));
+	ASSERT_EQ(VT(st)->exec(st, sql, 1, a, &rows), INBOX_ERR_STORE);
+	ASSERT_STREQ(inbox_store_errcode(st), "23505");
+	ASSERT_OK(VT(st)->rollback_to(st));
+	ASSERT_OK(VT(st)->release(st));
+	ASSERT_OK(VT(st)->savepoint(st)); /* empty: elided */
+	ASSERT_OK(VT(st)->rollback_to(st));
+	ASSERT_OK(VT(st)->release(st));
+	ASSERT_OK(VT(st)->savepoint(st));
+	ASSERT_OK(VT(st)->exec(st, sql, 1, c, &rows));
+	ASSERT_OK(VT(st)->rollback_to(st));
+	ASSERT_OK(VT(st)->rollback_to(st));
+	ASSERT_OK(VT(st)->release(st));
+	ASSERT_OK(VT(st)->savepoint(st));
+	ASSERT_OK(VT(st)->exec(st, sql, 1, d, &rows));
+	ASSERT_OK(VT(st)->release(st)); /* travels with COMMIT */
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(count_rows(st, t), 2); /* a, d */
+
+	/* Nothing ran: commit and rollback cost nothing and succeed. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->savepoint(st));
+	ASSERT_OK(VT(st)->release(st));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->rollback(st));
+
+	/* Rollback undoes everything. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->exec(st, sql, 1, b, &rows));
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_EQ(count_rows(st, t), 2);
+
+	/* The native connection sees the transaction already begun. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->savepoint(st));
+	PGconn *conn = VT(st)->native(st);
+	ASSERT_TRUE(conn != NULL);
+	ASSERT_EQ(PQtransactionStatus(conn), PQTRANS_INTRANS);
+	char ins[256];
+	snprintf(ins, sizeof(ins), "INSERT INTO %s VALUES ('n')", t);
+	PGresult *r = PQexec(conn, ins);
+	ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	ASSERT_OK(VT(st)->rollback_to(st));
+	ASSERT_OK(VT(st)->release(st));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(count_rows(st, t), 2);
+
+	/* Many savepoints in a row without statements overflow nothing. */
+	ASSERT_OK(VT(st)->begin(st));
+	for (int i = 0; i < 20; i++) {
+		ASSERT_OK(VT(st)->savepoint(st));
+		ASSERT_OK(VT(st)->exec(st, sql, 1, a, &rows) == INBOX_ERR_STORE
+		              ? 0
+		              : -1);
+		ASSERT_OK(VT(st)->rollback_to(st));
+		ASSERT_OK(VT(st)->release(st));
+	}
+	for (int i = 0; i < 20; i++)
+		ASSERT_OK(VT(st)->savepoint(st));
+	ASSERT_OK(VT(st)->exec(st, sql, 1, c, &rows));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(count_rows(st, t), 3);
+	inbox_store_close(st);
+}
+
+/* A statement prepared inside a rolled-back transaction still exists;
+ * a failure after the Parse in the same pipeline must not make us parse
+ * it again ("already exists"). */
+TEST(prepared_across_rollbacks)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_claim cl;
+	int taken;
+	int32_t att;
+	int64_t fence, rows;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "pr", &cl, "P1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(st)->rollback(st));
+	/* reclaim's first use fails after its Parse (lock timeout). */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "pr", &cl, "P1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 1);
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->finish(st, "pr", "P1", 0, INBOX_ST_NONE,
+	                         INBOX_ST_FAILED, 0, &rows));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_OK(admin_exec("BEGIN"));
+	ASSERT_OK(admin_exec(tq("SELECT 1 FROM %s WHERE consumer = 'pr' "
+	                        "FOR UPDATE%s",
+	                        NULL)));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->exec(st, "SET LOCAL lock_timeout = '50ms'", 0, NULL,
+	                       &rows));
+	ASSERT_EQ(VT(st)->reclaim(st, "pr", "P1", INBOX_ST_COMPLETED, 0, &taken,
+	                          &att, &fence),
+	          INBOX_ERR_TRANSIENT);
+	ASSERT_STREQ(inbox_store_errcode(st), "55P03");
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_OK(admin_exec("ROLLBACK"));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->reclaim(st, "pr", "P1", INBOX_ST_COMPLETED, 0, &taken,
+	                          &att, &fence));
+	ASSERT_EQ(taken, 1);
+	ASSERT_OK(VT(st)->commit(st));
+	inbox_store_close(st);
+}
+
+TEST(schema_option)
+{
+	inbox_store *st = open_with("s_", schema, 1);
+	ASSERT_TRUE(st != NULL);
+	int v = 0;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 1);
+	inbox_claim cl;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "sc", &cl, "S1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 1);
+	ASSERT_OK(VT(st)->commit(st));
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%s\".\"s_inbox\"",
+	         schema);
+	ASSERT_EQ(scalar(sql), 1);
+	inbox_store_close(st);
+	/* Same prefix, no schema: a different, empty world. */
+	st = open_with("s_", NULL, 0);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 0);
+	inbox_store_close(st);
+}
+
+TEST(big_batch)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	enum { N = 2000 };
+	static inbox_claim cl[N];
+	static char keys[N][24];
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++) {
+			snprintf(keys[i], sizeof(keys[i]), "b%05d", i);
+			memset(&cl[i], 0, sizeof(cl[i]));
+			cl[i].key = keys[i];
+			cl[i].fingerprint = FP_A;
+			cl[i].message_id = i % 2 ? NULL : keys[i];
+		}
+		ASSERT_OK(VT(st)->begin(st));
+		ASSERT_OK(
+		    VT(st)->claim(st, "big", cl, N, INBOX_ST_COMPLETED, 0));
+		ASSERT_OK(VT(st)->commit(st));
+		for (int i = 0; i < N; i++)
+			ASSERT_EQ(cl[i].is_new, round == 0);
+	}
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'big' "
+	                    "AND message_id IS NULL%s",
+	                    NULL)),
+	          N / 2);
+	inbox_store_close(st);
+}
+
+static void drop_all(void)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+	         "DO $$DECLARE t text; BEGIN FOR t IN SELECT tablename FROM "
+	         "pg_tables WHERE schemaname = current_schema() AND "
+	         "tablename LIKE '%s%%' LOOP EXECUTE format('DROP TABLE %%I "
+	         "CASCADE', t); END LOOP; END$$",
+	         prefix);
+	admin_exec(sql);
+	snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS \"%s\" CASCADE",
+	         schema);
+	admin_exec(sql);
+}
+
+int main(void)
+{
+	url = getenv("INBOX_TEST_PG_URL");
+	if (!url || !*url) {
+		fprintf(stderr, "test_pg_store: INBOX_TEST_PG_URL is not set "
+		                "(tests/run-suite.sh sets it)\n");
+		printf("0 passed, 1 failed\n");
+		return 1;
+	}
+	snprintf(prefix, sizeof(prefix), "pgt%d_", (int)getpid());
+	snprintf(schema, sizeof(schema), "pgt%d_schema", (int)getpid());
+	admin = PQconnectdb(url);
+	if (PQstatus(admin) != CONNECTION_OK) {
+		fprintf(stderr, "test_pg_store: cannot connect: %s",
+		        PQerrorMessage(admin));
+		printf("0 passed, 1 failed\n");
+		return 1;
+	}
+	PQclear(PQexec(admin, "SET client_min_messages = warning"));
+	drop_all();
+	RUN(migrate_idempotent);
+	RUN(migrate_concurrent);
+	RUN(claim_new_then_duplicate);
+	RUN(claim_repeated_key_in_input);
+	RUN(claim_concurrent);
+	RUN(reclaim_failed);
+	RUN(reclaim_concurrent);
+	RUN(lease_expiry_and_fence);
+	RUN(dead_letter_binary_payload);
+	RUN(purge_batches);
+	RUN(purge_busy);
+	RUN(transient_and_reconnect);
+	RUN(errors_and_sqlstate);
+	RUN(connect_error_hides_password);
+	RUN(savepoints);
+	RUN(prepared_across_rollbacks);
+	RUN(schema_option);
+	RUN(big_batch);
+	drop_all();
+	PQfinish(admin);
+	return test_summary();
+}
