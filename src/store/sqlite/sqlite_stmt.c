@@ -1,0 +1,154 @@
+/* The SQLite store's own statements: templates, lazy preparation, reuse. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "store/sqlite/sqlite_store.h"
+
+/* "{name}" is the quoted, prefixed table or index name. Every statement
+ * touches one row through the primary key (consumer, key), except purge. */
+static const char *const fixed_sql[SQ_NFIXED] = {
+    [SQ_BEGIN] = "BEGIN IMMEDIATE",
+    [SQ_COMMIT] = "COMMIT",
+    [SQ_ROLLBACK] = "ROLLBACK",
+    [SQ_SAVEPOINT] = "SAVEPOINT inbox_sp",
+    [SQ_RELEASE] = "RELEASE inbox_sp",
+    [SQ_ROLLBACK_TO] = "ROLLBACK TO inbox_sp",
+    [SQ_CLAIM_INSERT] =
+        "INSERT INTO {inbox} (consumer, key, fingerprint, status, "
+        "attempts, fence, lease_until, message_id, created_at, "
+        "processed_at, updated_at) "
+        "VALUES (?1, ?2, ?3, ?4, 1, 1, ?5, ?6, ?7, ?8, ?7) "
+        "ON CONFLICT (consumer, key) DO NOTHING",
+    [SQ_CLAIM_SELECT] =
+        "SELECT status, fingerprint, attempts, fence, lease_until "
+        "FROM {inbox} WHERE consumer = ?1 AND key = ?2",
+    [SQ_RECLAIM] = "UPDATE {inbox} SET status = ?3, attempts = attempts + 1, "
+                   "fence = fence + 1, lease_until = ?4, processed_at = ?5, "
+                   "updated_at = ?6 "
+                   "WHERE consumer = ?1 AND key = ?2 AND (status = 'failed' OR "
+                   "(status = 'processing' AND lease_until < ?6)) "
+                   "RETURNING attempts, fence",
+    [SQ_FINISH] =
+        "UPDATE {inbox} SET status = ?3, "
+        "attempts = CASE WHEN ?4 > 0 THEN ?4 ELSE attempts END, "
+        "processed_at = ?5, lease_until = NULL, updated_at = ?6 "
+        "WHERE consumer = ?1 AND key = ?2 AND (?7 <= 0 OR fence = ?7) "
+        "AND (?8 IS NULL OR status = ?8)",
+    [SQ_EXTEND] = "UPDATE {inbox} SET lease_until = ?3, updated_at = ?4 "
+                  "WHERE consumer = ?1 AND key = ?2 AND status = 'processing' "
+                  "AND (?5 <= 0 OR fence = ?5)",
+    [SQ_DEAD_LETTER] =
+        "INSERT INTO {dead_letters} (consumer, key, message_id, "
+        "payload, headers, position, attempts, reason, fingerprint, "
+        "stored_fingerprint, created_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+        "RETURNING id",
+    [SQ_REGISTER] =
+        "INSERT INTO {consumers} (name, retention_seconds, created_at, "
+        "updated_at) VALUES (?1, ?2, ?3, ?3) "
+        "ON CONFLICT (name) DO UPDATE SET "
+        "retention_seconds = excluded.retention_seconds, "
+        "updated_at = excluded.updated_at",
+    [SQ_RETENTION] =
+        "SELECT retention_seconds FROM {consumers} WHERE name = ?1",
+    [SQ_PURGE_COUNT] =
+        "SELECT count(*) FROM {inbox} WHERE consumer = ?1 "
+        "AND status IN ('completed', 'dead') AND processed_at < ?2",
+    /* The table is WITHOUT ROWID (see sqlite_schema.c): a batch is
+     * chosen through the (consumer, processed_at) index, whose entries
+     * carry the primary key, and deleted by primary key. */
+    [SQ_PURGE_DELETE] =
+        "DELETE FROM {inbox} WHERE consumer = ?1 AND key IN ("
+        "SELECT key FROM {inbox} WHERE consumer = ?1 "
+        "AND status IN ('completed', 'dead') AND processed_at < ?2 "
+        "LIMIT ?3)",
+};
+
+int inbox__sq_expand(const sq_store *s, inbox__buf *out, const char *tmpl)
+{
+	const char *p = tmpl;
+	while (*p) {
+		const char *open = strchr(p, '{');
+		if (!open)
+			return inbox__buf_puts(out, p);
+		const char *close = strchr(open, '}');
+		if (!close)
+			return -1; /* templates are ours: cannot happen */
+		char full[128];
+		size_t pl = strlen(s->base.prefix);
+		size_t nl = (size_t)(close - open - 1);
+		if (pl + nl + 1 > sizeof(full))
+			return -1;
+		memcpy(full, s->base.prefix, pl);
+		memcpy(full + pl, open + 1, nl);
+		full[pl + nl] = '\0';
+		if (inbox__buf_append(out, p, (size_t)(open - p)) < 0 ||
+		    inbox__quote_ident(out, full) < 0)
+			return -1;
+		p = close + 1;
+	}
+	return 0;
+}
+
+int inbox__sq_prepare_tmpl(sq_store *s, const char *tmpl, sqlite3_stmt **out)
+{
+	*out = NULL;
+	inbox__buf_reset(&s->sql);
+	if (inbox__sq_expand(s, &s->sql, tmpl) < 0) {
+		inbox__store_seterr(&s->base, "SQLITE_NOMEM",
+		                    "out of memory building SQL");
+		return INBOX_ERR_NOMEM;
+	}
+	int rc = sqlite3_prepare_v3(s->db, s->sql.data, (int)s->sql.len + 1,
+	                            SQLITE_PREPARE_PERSISTENT, out, NULL);
+	if (rc != SQLITE_OK)
+		return inbox__sq_fail(s, rc, "prepare");
+	return INBOX_OK;
+}
+
+int inbox__sq_fixed(sq_store *s, int id, sqlite3_stmt **out)
+{
+	if (!s->db) {
+		inbox__store_seterr(&s->base, "", "the database is not open");
+		return INBOX_ERR_STATE;
+	}
+	if (!s->fixed[id]) {
+		int err =
+		    inbox__sq_prepare_tmpl(s, fixed_sql[id], &s->fixed[id]);
+		if (err)
+			return err;
+	}
+	*out = s->fixed[id];
+	return INBOX_OK;
+}
+
+void inbox__sq_done(sqlite3_stmt *stmt)
+{
+	sqlite3_reset(stmt);
+	sqlite3_clear_bindings(stmt);
+}
+
+int inbox__sq_run(sq_store *s, sqlite3_stmt *stmt, const char *what)
+{
+	int rc;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+		;
+	int err = rc == SQLITE_DONE ? INBOX_OK : inbox__sq_fail(s, rc, what);
+	inbox__sq_done(stmt);
+	return err;
+}
+
+void inbox__sq_finalize_all(sq_store *s)
+{
+	for (int i = 0; i < SQ_NFIXED; i++) {
+		sqlite3_finalize(s->fixed[i]);
+		s->fixed[i] = NULL;
+	}
+	for (int i = 0; i < SQ_CACHE_SIZE; i++) {
+		sqlite3_finalize(s->cache[i].stmt);
+		free(s->cache[i].sql);
+		s->cache[i].stmt = NULL;
+		s->cache[i].sql = NULL;
+	}
+}
