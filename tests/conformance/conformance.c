@@ -1,0 +1,1047 @@
+/*
+ * The store conformance suite: the seed's eight scenarios and the rest of
+ * the core contract, run through the public API against one store URL
+ * (argv[1]). CTest runs it once per store (SQLite and PostgreSQL).
+ *
+ * Each test gets its own table prefix, so tests never see each other's
+ * rows. Effect tables have no unique constraint: a double effect shows as
+ * a second row.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <inbox/inbox.h>
+#include <inbox/sys/store.h>
+
+#include "test.h"
+
+static const char *URL;
+static int is_pg;
+static int test_seq;
+
+/* ---- per-test environment ---- */
+
+typedef struct env {
+	char prefix[48];
+	char invoices[96]; /* quoted table names */
+	char projection[96];
+	char saga[96];
+	char inbox_tbl[96];
+	char dl_tbl[96];
+	inbox_store *st;
+} env;
+
+static inbox_store *open_store(const env *e)
+{
+	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
+	so.table_prefix = e->prefix;
+	inbox_store *st = NULL;
+	int rc = inbox_store_open(&st, URL, &so);
+	if (rc != 0) {
+		fprintf(stderr, "store open: %d %s\n", rc,
+		        inbox_store_errmsg(st));
+		inbox_store_close(st);
+		return NULL;
+	}
+	return st;
+}
+
+static int sql(inbox_store *st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int sql(inbox_store *st, const char *fmt, ...)
+{
+	char q[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(q, sizeof(q), fmt, ap);
+	va_end(ap);
+	int64_t rows;
+	int rc = st->vt->exec(st, q, 0, NULL, &rows);
+	if (rc != 0)
+		fprintf(stderr, "sql failed: %s: %s\n", q, inbox_store_errmsg(st));
+	return rc;
+}
+
+static int first_col(int n, const char *const *v, void *p)
+{
+	char *out = p;
+	snprintf(out, 256, "%s", n > 0 && v[0] ? v[0] : "(null)");
+	return 1;
+}
+
+/* First column of the first row as text, into a static buffer. */
+static const char *scalar(inbox_store *st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static const char *scalar(inbox_store *st, const char *fmt, ...)
+{
+	static char out[256];
+	char q[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(q, sizeof(q), fmt, ap);
+	va_end(ap);
+	snprintf(out, sizeof(out), "(no row)");
+	if (st->vt->query(st, q, 0, NULL, first_col, out) != 0)
+		snprintf(out, sizeof(out), "(error: %s)",
+		         inbox_store_errmsg(st));
+	return out;
+}
+
+static long count(inbox_store *st, const char *table, const char *where)
+{
+	return atol(scalar(st, "SELECT COUNT(*) FROM %s%s%s", table,
+	                   where ? " WHERE " : "", where ? where : ""));
+}
+
+static int env_setup(env *e)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->prefix, sizeof(e->prefix), "c%d_%d_", (int)getpid(),
+	         ++test_seq);
+	snprintf(e->invoices, sizeof(e->invoices), "\"%sinvoices\"", e->prefix);
+	snprintf(e->projection, sizeof(e->projection), "\"%sorders\"",
+	         e->prefix);
+	snprintf(e->saga, sizeof(e->saga), "\"%ssaga\"", e->prefix);
+	snprintf(e->inbox_tbl, sizeof(e->inbox_tbl), "\"%sinbox\"", e->prefix);
+	snprintf(e->dl_tbl, sizeof(e->dl_tbl), "\"%sdead_letters\"",
+	         e->prefix);
+	e->st = open_store(e);
+	if (!e->st)
+		return -1;
+	if (sql(e->st, "CREATE TABLE %s (order_id TEXT, total BIGINT)",
+	        e->invoices) ||
+	    sql(e->st,
+	        "CREATE TABLE %s (id TEXT PRIMARY KEY, status TEXT, "
+	        "version BIGINT NOT NULL)",
+	        e->projection) ||
+	    sql(e->st, "CREATE TABLE %s (id TEXT PRIMARY KEY, step INT)",
+	        e->saga))
+		return -1;
+	return 0;
+}
+
+static void env_teardown(env *e)
+{
+	inbox_store_close(e->st);
+	e->st = NULL;
+}
+
+/* ---- handlers ---- */
+
+typedef struct hctx {
+	const env *e;
+	int retries_left; /* RETRY this many times first */
+	int always_retry;
+	int sleep_ms;
+	int calls;
+} hctx;
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Creates an invoice from /data/orderId and /data/totalCents. Negative
+ * totals are rejected (permanent), as a business rule would. */
+static int invoice_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	hctx *h = p;
+	h->calls++;
+	const char *order = NULL, *total = NULL;
+	if (inbox_msg_get(m, "/data/orderId", &order) != 0 ||
+	    inbox_msg_get(m, "/data/totalCents", &total) != 0) {
+		inbox_txn_set_reason(t, "schema: orderId/totalCents missing");
+		return INBOX_HANDLER_REJECT;
+	}
+	if (total && total[0] == '-') {
+		inbox_txn_set_reason(t, "negative total");
+		return INBOX_HANDLER_REJECT;
+	}
+	char q[256];
+	snprintf(q, sizeof(q), "INSERT INTO %s (order_id, total) VALUES ($1, $2)",
+	         h->e->invoices);
+	const char *params[] = {order, total};
+	if (inbox_txn_exec(t, q, 2, params, NULL) != 0)
+		return INBOX_HANDLER_RETRY;
+	if (h->sleep_ms)
+		sleep_ms(h->sleep_ms);
+	if (h->always_retry || h->retries_left > 0) {
+		h->retries_left--;
+		inbox_txn_set_reason(t, "gateway unavailable");
+		return INBOX_HANDLER_RETRY;
+	}
+	return INBOX_HANDLER_OK;
+}
+
+static int projection_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	hctx *h = p;
+	h->calls++;
+	const char *id, *status, *ver;
+	if (inbox_msg_get(m, "/data/orderId", &id) ||
+	    inbox_msg_get(m, "/data/status", &status) ||
+	    inbox_msg_get(m, "/data/version", &ver))
+		return INBOX_HANDLER_REJECT;
+	const char *cols[] = {"status"};
+	const char *vals[] = {status};
+	char tbl[64];
+	snprintf(tbl, sizeof(tbl), "%sorders", h->e->prefix);
+	int applied = -1;
+	if (inbox_txn_upsert_versioned(t, tbl, "id", id, "version",
+	                               atoll(ver), 1, cols, vals,
+	                               &applied) != 0)
+		return INBOX_HANDLER_RETRY;
+	return INBOX_HANDLER_OK;
+}
+
+/* A saga step: a non-idempotent increment, guarded only by the inbox. */
+static int saga_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	hctx *h = p;
+	h->calls++;
+	const char *saga;
+	if (inbox_msg_get(m, "/data/sagaId", &saga))
+		return INBOX_HANDLER_REJECT;
+	char q[256];
+	snprintf(q, sizeof(q), "UPDATE %s SET step = step + 1 WHERE id = $1",
+	         h->e->saga);
+	const char *params[] = {saga};
+	int64_t rows = 0;
+	if (inbox_txn_exec(t, q, 1, params, &rows) != 0 || rows != 1)
+		return INBOX_HANDLER_RETRY;
+	return INBOX_HANDLER_OK;
+}
+
+static inbox_consumer *open_consumer(inbox_store *st, inbox_handler_fn fn,
+                                     hctx *h, const char *key_template,
+                                     const char *fp_pointer)
+{
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "billing.order-created.v1";
+	o.key_template = key_template;
+	o.fingerprint_pointer = fp_pointer;
+	o.handler = fn;
+	o.handler_payload = h;
+	o.max_attempts = 3;
+	o.lease_ms = 300;
+	o.max_payload = 512;
+	o.retention_seconds = 3600;
+	inbox_consumer *c = NULL;
+	char err[256];
+	int rc = inbox_consumer_open(&c, st, &o, err, sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "consumer open: %d %s\n", rc, err);
+	return c;
+}
+
+static char *order_json(char *buf, size_t n, const char *id, const char *order,
+                        long total)
+{
+	snprintf(buf, n,
+	         "{\"id\":\"%s\",\"type\":\"order-created\",\"data\":{"
+	         "\"orderId\":\"%s\",\"totalCents\":%ld}}",
+	         id, order, total);
+	return buf;
+}
+
+static inbox_delivery delivery(const char *json)
+{
+	inbox_delivery d = {0};
+	d.payload = json;
+	d.payload_len = strlen(json);
+	d.position = "test:1";
+	return d;
+}
+
+static int process1(inbox_consumer *c, const char *json, inbox_result *r)
+{
+	inbox_delivery d = delivery(json);
+	int rc = inbox_consumer_process(c, &d, r);
+	if (rc != 0)
+		fprintf(stderr, "process: %d %s\n", rc, inbox_consumer_errmsg(c));
+	return rc;
+}
+
+/* ---- 1. the same message twice -> one effect ---- */
+TEST(same_message_twice)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	ASSERT_TRUE(c);
+	char js[256];
+	inbox_result r;
+	order_json(js, sizeof(js), "e-9f31", "o-1", 1500);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_STREQ(r.key, "e-9f31");
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(h.calls, 1);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	ASSERT_EQ(s.applied, 1);
+	ASSERT_EQ(s.duplicates, 1);
+	ASSERT_EQ(s.processing_count, 2);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- 2. two deliveries at once from two processes ---- */
+static int child_process_one(const env *e, const char *json, int go_fd,
+                             int sleep_in_handler)
+{
+	inbox_store *st = open_store(e);
+	if (!st)
+		return 100;
+	hctx h = {.e = e, .sleep_ms = sleep_in_handler};
+	inbox_consumer *c = open_consumer(st, invoice_handler, &h, NULL, NULL);
+	if (!c)
+		return 101;
+	char b;
+	if (read(go_fd, &b, 1) != 1) /* wait for the starting gun */
+		return 102;
+	inbox_result r;
+	inbox_delivery d = delivery(json);
+	int rc = inbox_consumer_process(c, &d, &r);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+	return rc != 0 ? 103 : 10 + (int)r.outcome;
+}
+
+TEST(two_deliveries_at_once)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	char js[256];
+	order_json(js, sizeof(js), "e-race", "o-race", 700);
+	int go[2];
+	ASSERT_OK(pipe(go));
+	pid_t kids[2];
+	for (int i = 0; i < 2; i++) {
+		kids[i] = fork();
+		if (kids[i] == 0) {
+			close(go[1]);
+			_exit(child_process_one(&e, js, go[0], 300));
+		}
+	}
+	close(go[0]);
+	sleep_ms(200); /* both children connected and waiting */
+	ASSERT_EQ(write(go[1], "xx", 2), 2);
+	close(go[1]);
+	int applied = 0, dup = 0, other = 0;
+	for (int i = 0; i < 2; i++) {
+		int status;
+		waitpid(kids[i], &status, 0);
+		int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		if (code == 10 + INBOX_APPLIED)
+			applied++;
+		else if (code == 10 + INBOX_DUPLICATE)
+			dup++;
+		else {
+			fprintf(stderr, "  child exit %d\n", code);
+			other++;
+		}
+	}
+	ASSERT_EQ(other, 0);
+	ASSERT_EQ(applied, 1);
+	ASSERT_EQ(dup, 1);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	env_teardown(&e);
+}
+
+/* ---- 3. crash after commit and before ack ---- */
+TEST(crash_after_commit_before_ack)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	char js[256];
+	order_json(js, sizeof(js), "e-crash", "o-crash", 990);
+	int ack[2];
+	ASSERT_OK(pipe(ack));
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(ack[0]);
+		inbox_store *st = open_store(&e);
+		hctx h = {.e = &e};
+		inbox_consumer *c =
+			open_consumer(st, invoice_handler, &h, NULL, NULL);
+		inbox_result r;
+		inbox_delivery d = delivery(js);
+		if (!c || inbox_consumer_process(c, &d, &r) != 0 ||
+		    r.outcome != INBOX_APPLIED)
+			_exit(1);
+		/* committed; die exactly here, before the ack */
+		raise(SIGKILL);
+		ssize_t w = write(ack[1], "A", 1);
+		(void)w;
+		_exit(0);
+	}
+	close(ack[1]);
+	int status;
+	waitpid(pid, &status, 0);
+	ASSERT_TRUE(WIFSIGNALED(status));
+	ASSERT_EQ(WTERMSIG(status), SIGKILL);
+	char b;
+	ASSERT_EQ(read(ack[0], &b, 1), 0); /* no ack ever came */
+	close(ack[0]);
+	/* the broker redelivers */
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_result r;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(h.calls, 0);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- 4. transient error: rollback, retry, max attempts ---- */
+TEST(transient_error_then_max_attempts)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e, .retries_left = 2};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	char js[256];
+	inbox_result r;
+	order_json(js, sizeof(js), "e-flaky", "o-flaky", 100);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_EQ(r.attempts, 1);
+	ASSERT_CONTAINS(r.reason, "gateway unavailable");
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 0); /* rolled back */
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_EQ(r.attempts, 2);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_EQ(r.attempts, 3);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	ASSERT_STREQ(scalar(e.st,
+	                    "SELECT attempts FROM %s WHERE key = 'e-flaky'",
+	                    e.inbox_tbl),
+	             "3");
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+
+	/* always failing: dead letter at the third attempt */
+	h.always_retry = 1;
+	order_json(js, sizeof(js), "e-broken", "o-broken", 100);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r.attempts, 3);
+	ASSERT_CONTAINS(r.reason, "max attempts (3)");
+	ASSERT_TRUE(r.dead_letter_id > 0);
+	ASSERT_STREQ(scalar(e.st,
+	                    "SELECT attempts || ' ' || reason FROM %s "
+	                    "WHERE key = 'e-broken'",
+	                    e.dl_tbl),
+	             "3 max attempts (3) reached: gateway unavailable");
+	ASSERT_OK(process1(c, js, &r)); /* redelivery after the dead letter */
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	ASSERT_EQ(s.retries, 4);
+	ASSERT_EQ(s.dead_letters, 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- 5. same key, different payload ---- */
+TEST(same_key_different_payload)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	char a[256], b[256];
+	inbox_result r;
+	order_json(a, sizeof(a), "e-1", "o-1", 1500);
+	order_json(b, sizeof(b), "e-1", "o-1", 9900);
+	ASSERT_OK(process1(c, a, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	char fp_a[65];
+	ASSERT_OK(inbox_fingerprint(a, strlen(a), "", fp_a, NULL, 0));
+	ASSERT_OK(process1(c, b, &r));
+	ASSERT_EQ(r.outcome, INBOX_CONFLICT);
+	ASSERT_CONTAINS(r.reason, "fingerprint conflict");
+	char fp_b[65];
+	ASSERT_OK(inbox_fingerprint(b, strlen(b), "", fp_b, NULL, 0));
+	ASSERT_STREQ(scalar(e.st, "SELECT stored_fingerprint FROM %s",
+	                    e.dl_tbl),
+	             fp_a);
+	ASSERT_STREQ(scalar(e.st, "SELECT fingerprint FROM %s", e.dl_tbl),
+	             fp_b);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	ASSERT_STREQ(scalar(e.st, "SELECT total FROM %s", e.invoices), "1500");
+	/* key order and whitespace do not make a conflict */
+	const char *same = "{ \"data\": {\"totalCents\": 1500, \"orderId\": "
+	                   "\"o-1\"}, \"type\": \"order-created\", "
+	                   "\"id\": \"e-1\" }";
+	ASSERT_OK(process1(c, same, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	ASSERT_EQ(s.conflicts, 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- 6. out of order: version 2, then version 1 ---- */
+TEST(out_of_order_versions)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+		open_consumer(e.st, projection_handler, &h, NULL, NULL);
+	inbox_result r;
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"v2\",\"data\":{\"orderId\":\"o-7\","
+	                   "\"status\":\"shipped\",\"version\":2}}",
+	                   &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"v1\",\"data\":{\"orderId\":\"o-7\","
+	                   "\"status\":\"created\",\"version\":1}}",
+	                   &r));
+	ASSERT_EQ(r.outcome, INBOX_STALE);
+	ASSERT_STREQ(scalar(e.st, "SELECT status || ':' || version FROM %s",
+	                    e.projection),
+	             "shipped:2");
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"v3\",\"data\":{\"orderId\":\"o-7\","
+	                   "\"status\":\"delivered\",\"version\":3}}",
+	                   &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_STREQ(scalar(e.st, "SELECT status || ':' || version FROM %s",
+	                    e.projection),
+	             "delivered:3");
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	ASSERT_EQ(s.stale, 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+static void age_inbox(env *e, int seconds)
+{
+	if (is_pg)
+		sql(e->st,
+		    "UPDATE %s SET processed_at = processed_at - "
+		    "interval '%d seconds'",
+		    e->inbox_tbl, seconds);
+	else
+		sql(e->st,
+		    "UPDATE %s SET processed_at = processed_at - %lld",
+		    e->inbox_tbl, (long long)seconds * 1000);
+}
+
+/* ---- 7. replay after retention ---- */
+TEST(replay_after_retention)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	char js[256];
+	order_json(js, sizeof(js), "e-old", "o-old", 500);
+	inbox_delivery d = delivery(js);
+	d.timestamp_ms = (int64_t)time(NULL) * 1000;
+	inbox_result r;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	/* a record inside the window is never purged */
+	int64_t deleted = -1;
+	ASSERT_OK(inbox_store_purge(e.st, "billing.order-created.v1", 0, 10, 0,
+	                            &deleted));
+	ASSERT_EQ(deleted, 0);
+	/* two hours later (the window is one hour) */
+	age_inbox(&e, 7200);
+	ASSERT_OK(inbox_store_purge(e.st, "billing.order-created.v1", 0, 10, 1,
+	                            &deleted));
+	ASSERT_EQ(deleted, 1); /* dry run */
+	ASSERT_OK(inbox_store_purge(e.st, "billing.order-created.v1", 0, 10, 0,
+	                            &deleted));
+	ASSERT_EQ(deleted, 1);
+	ASSERT_EQ(count(e.st, e.inbox_tbl, NULL), 0);
+	/* someone replays yesterday's queue */
+	d.timestamp_ms -= 7200 * 1000;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_CONTAINS(r.reason, "too old to deduplicate");
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+TEST(purge_in_bounded_batches)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_delivery d[25];
+	char js[25][160];
+	inbox_result r[25];
+	for (int i = 0; i < 25; i++) {
+		char id[16], o[16];
+		snprintf(id, sizeof(id), "old-%02d", i);
+		snprintf(o, sizeof(o), "o-%02d", i);
+		order_json(js[i], sizeof(js[i]), id, o, 100 + i);
+		d[i] = delivery(js[i]);
+	}
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 25, r));
+	age_inbox(&e, 7200);
+	for (int i = 0; i < 5; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "new-%02d", i);
+		order_json(js[i], sizeof(js[i]), id, id, 1);
+		d[i] = delivery(js[i]);
+	}
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 5, r));
+	int64_t deleted = 0;
+	ASSERT_OK(inbox_store_purge(e.st, NULL, 0, 10, 0, &deleted));
+	ASSERT_EQ(deleted, 25);
+	ASSERT_EQ(count(e.st, e.inbox_tbl, NULL), 5);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- 8. a long handler whose lease expires ---- */
+static int complete_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	return invoice_handler(t, m, p);
+}
+
+TEST(lease_expires_and_is_taken_over)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	inbox_store *st2 = open_store(&e);
+	ASSERT_TRUE(st2);
+	hctx h1 = {.e = &e}, h2 = {.e = &e};
+	inbox_consumer *w1 = open_consumer(e.st, invoice_handler, &h1, NULL, NULL);
+	inbox_consumer *w2 = open_consumer(st2, invoice_handler, &h2, NULL, NULL);
+	char js[256];
+	order_json(js, sizeof(js), "e-long", "o-long", 4200);
+	inbox_delivery d = delivery(js);
+	inbox_lease *l1 = NULL, *l2 = NULL;
+	inbox_outcome o;
+	ASSERT_OK(inbox_lease_acquire(w1, &d, &l1, &o));
+	ASSERT_EQ(o, INBOX_ACQUIRED);
+	ASSERT_EQ(inbox_lease_fence(l1), 1);
+	ASSERT_STREQ(scalar(e.st, "SELECT status FROM %s", e.inbox_tbl),
+	             "processing");
+	/* while the lease is valid, others see it in progress */
+	ASSERT_OK(inbox_lease_acquire(w2, &d, &l2, &o));
+	ASSERT_EQ(o, INBOX_IN_PROGRESS);
+	ASSERT_TRUE(l2 == NULL);
+	inbox_result r;
+	ASSERT_OK(inbox_consumer_process(w2, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_IN_PROGRESS);
+	ASSERT_EQ(inbox_lease_extend(l1), 0);
+	sleep_ms(450); /* the lease (300 ms) expires: worker 1 is stuck */
+	ASSERT_OK(inbox_lease_acquire(w2, &d, &l2, &o));
+	ASSERT_EQ(o, INBOX_ACQUIRED);
+	ASSERT_EQ(inbox_lease_fence(l2), 2);
+	/* worker 1 wakes up and tries to complete: refused */
+	ASSERT_EQ(inbox_lease_extend(l1), INBOX_ERR_FENCED);
+	ASSERT_EQ(inbox_lease_complete(l1, complete_handler, &h1, &o),
+	          INBOX_ERR_FENCED);
+	ASSERT_CONTAINS(inbox_consumer_errmsg(w1), "taken over");
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 0);
+	ASSERT_OK(inbox_lease_complete(l2, complete_handler, &h2, &o));
+	ASSERT_EQ(o, INBOX_APPLIED);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	ASSERT_STREQ(scalar(e.st, "SELECT status || ':' || fence FROM %s",
+	                    e.inbox_tbl),
+	             "completed:2");
+	inbox_lease_free(l1);
+	l1 = NULL;
+	ASSERT_OK(inbox_lease_acquire(w1, &d, &l1, &o));
+	ASSERT_EQ(o, INBOX_DUPLICATE);
+	inbox_stats s1, s2;
+	inbox_consumer_stats(w1, &s1);
+	inbox_consumer_stats(w2, &s2);
+	ASSERT_EQ(s1.fenced, 1);
+	ASSERT_EQ(s2.lease_takeovers, 1);
+	inbox_lease_free(l1);
+	inbox_lease_free(l2);
+	inbox_consumer_close(w1);
+	inbox_consumer_close(w2);
+	inbox_store_close(st2);
+	env_teardown(&e);
+}
+
+TEST(lease_fail_then_retry)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	char js[256];
+	order_json(js, sizeof(js), "e-lf", "o-lf", 1);
+	inbox_delivery d = delivery(js);
+	inbox_lease *l = NULL;
+	inbox_outcome o;
+	ASSERT_OK(inbox_lease_acquire(c, &d, &l, &o));
+	ASSERT_EQ(o, INBOX_ACQUIRED);
+	ASSERT_OK(inbox_lease_fail(l, "partner down"));
+	inbox_lease_free(l);
+	ASSERT_STREQ(scalar(e.st, "SELECT status || ':' || attempts FROM %s",
+	                    e.inbox_tbl),
+	             "failed:1");
+	ASSERT_OK(inbox_lease_acquire(c, &d, &l, &o));
+	ASSERT_EQ(o, INBOX_ACQUIRED);
+	ASSERT_EQ(inbox_msg_attempt(inbox_lease_msg(l)), 2);
+	ASSERT_OK(inbox_lease_complete(l, complete_handler, &h, &o));
+	ASSERT_EQ(o, INBOX_APPLIED);
+	inbox_lease_free(l);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- saga: a repeated reply advances the state once ---- */
+TEST(saga_step_advances_once)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	ASSERT_OK(sql(e.st, "INSERT INTO %s (id, step) VALUES ('s-1', 0)",
+	              e.saga));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+		open_consumer(e.st, saga_handler, &h,
+		              "saga:{/data/sagaId}:step:{/data/step}", "/data");
+	inbox_result r;
+	const char *reply = "{\"id\":\"r-1\",\"data\":{\"sagaId\":\"s-1\","
+	                    "\"step\":\"reserve-stock\",\"ok\":true}}";
+	const char *again = "{\"id\":\"r-2\",\"data\":{\"sagaId\":\"s-1\","
+	                    "\"step\":\"reserve-stock\",\"ok\":true}}";
+	ASSERT_OK(process1(c, reply, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_STREQ(r.key, "saga:s-1:step:reserve-stock");
+	ASSERT_OK(process1(c, reply, &r)); /* the same reply again */
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_OK(process1(c, again, &r)); /* new id, same saga step */
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_STREQ(scalar(e.st, "SELECT step FROM %s", e.saga), "1");
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- business key merges two message ids ---- */
+TEST(business_key_merges_ids)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+		open_consumer(e.st, invoice_handler, &h,
+		              "create-invoice:{/data/orderId}", "/data");
+	char a[256], b[256];
+	inbox_result r;
+	order_json(a, sizeof(a), "e-100", "o-42", 1234);
+	order_json(b, sizeof(b), "e-101", "o-42", 1234); /* producer retry */
+	ASSERT_OK(process1(c, a, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_STREQ(r.key, "create-invoice:o-42");
+	ASSERT_OK(process1(c, b, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- a batch with one failing message commits the others ---- */
+TEST(batch_with_failures_commits_the_rest)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	char js[6][256];
+	order_json(js[0], 256, "b-1", "o-1", 10);
+	order_json(js[1], 256, "b-2", "o-2", -5); /* rejected */
+	order_json(js[2], 256, "b-3", "o-3", 30);
+	order_json(js[3], 256, "b-1", "o-1", 10); /* repeat inside the batch */
+	order_json(js[4], 256, "b-5", "o-5", 50);
+	order_json(js[5], 256, "b-1", "o-1", 11); /* conflict inside batch */
+	inbox_delivery d[6];
+	inbox_result r[6];
+	for (int i = 0; i < 6; i++)
+		d[i] = delivery(js[i]);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 6, r));
+	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[1].outcome, INBOX_DEAD_LETTERED);
+	ASSERT_CONTAINS(r[1].reason, "negative total");
+	ASSERT_EQ(r[2].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[3].outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r[4].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[5].outcome, INBOX_CONFLICT);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 3);
+	ASSERT_EQ(count(e.st, e.invoices, "order_id = 'o-2'"), 0);
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 2);
+	/* the whole batch again: all settled */
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 6, r));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r[1].outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r[5].outcome, INBOX_CONFLICT);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 3);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- two processes, overlapping batches in opposite order ---- */
+#define POOL 120
+#define BATCH 40
+static int overlap_child(const env *e, int reverse, int go_fd)
+{
+	inbox_store *st = open_store(e);
+	if (!st)
+		return 100;
+	hctx h = {.e = e};
+	inbox_consumer *c = open_consumer(st, invoice_handler, &h, NULL, NULL);
+	if (!c)
+		return 101;
+	char b;
+	if (read(go_fd, &b, 1) != 1)
+		return 102;
+	static char js[POOL][160];
+	inbox_delivery d[BATCH];
+	inbox_result r[BATCH];
+	for (int i = 0; i < POOL; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "k-%03d", i);
+		order_json(js[i], sizeof(js[i]), id, id, i);
+	}
+	for (int round = 0; round < POOL / BATCH * 2; round++) {
+		for (int j = 0; j < BATCH; j++) {
+			int k = (round * BATCH / 2 + j) % POOL;
+			if (reverse)
+				k = POOL - 1 - k;
+			d[j] = delivery(js[k]);
+		}
+		int rc = inbox_consumer_process_batch(c, d, BATCH, r);
+		if (rc != 0) {
+			fprintf(stderr, "  overlap child: %d %s\n", rc,
+			        inbox_consumer_errmsg(c));
+			return 103;
+		}
+	}
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+	if (s.transient_retries) {
+		fprintf(stderr, "  overlap child: %llu transient retries\n",
+		        (unsigned long long)s.transient_retries);
+		return 104;
+	}
+	return 0;
+}
+
+TEST(overlapping_batches_opposite_order)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	int go[2];
+	ASSERT_OK(pipe(go));
+	pid_t kids[2];
+	for (int i = 0; i < 2; i++) {
+		kids[i] = fork();
+		if (kids[i] == 0) {
+			close(go[1]);
+			_exit(overlap_child(&e, i, go[0]));
+		}
+	}
+	close(go[0]);
+	sleep_ms(200);
+	ASSERT_EQ(write(go[1], "xx", 2), 2);
+	close(go[1]);
+	for (int i = 0; i < 2; i++) {
+		int status;
+		waitpid(kids[i], &status, 0);
+		ASSERT_TRUE(WIFEXITED(status));
+		ASSERT_EQ(WEXITSTATUS(status), 0);
+	}
+	ASSERT_EQ(count(e.st, e.invoices, NULL), POOL);
+	ASSERT_EQ(atol(scalar(e.st, "SELECT COUNT(DISTINCT order_id) FROM %s",
+	                      e.invoices)),
+	          POOL);
+	env_teardown(&e);
+}
+
+/* ---- bad input becomes dead letters and the consumer goes on ---- */
+TEST(bad_input_is_dead_lettered)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+		open_consumer(e.st, invoice_handler, &h,
+		              "create-invoice:{/data/orderId}", "/data");
+	char big[700];
+	memset(big, ' ', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, "{\"id\":\"big\"}", 12);
+	const char bad_utf8[] = "{\"id\":\"u\",\"data\":{\"orderId\":\"\xc3\x28\"}}";
+	const char *inputs[] = {
+		"{\"id\":\"m1\",\"data\":{\"orderId\":", /* malformed */
+		bad_utf8,
+		"{\"id\":\"m3\",\"data\":{\"totalCents\":5}}", /* no orderId */
+		big,
+		"{\"id\":\"m5\",\"data\":{\"orderId\":\"o-ok\",\"totalCents\":5}}",
+		"",
+	};
+	const char *want[] = {"malformed JSON", "invalid UTF-8",
+	                      "missing key field /data/orderId",
+	                      "exceeds max_payload", NULL, "empty payload"};
+	inbox_delivery d[6];
+	inbox_result r[6];
+	for (int i = 0; i < 6; i++)
+		d[i] = delivery(inputs[i]);
+	d[1].payload_len = sizeof(bad_utf8) - 1;
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 6, r));
+	for (int i = 0; i < 6; i++) {
+		if (!want[i]) {
+			ASSERT_EQ(r[i].outcome, INBOX_APPLIED);
+			continue;
+		}
+		ASSERT_EQ(r[i].outcome, INBOX_DEAD_LETTERED);
+		ASSERT_CONTAINS(r[i].reason, want[i]);
+		ASSERT_TRUE(r[i].dead_letter_id > 0);
+	}
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 5);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	/* the raw bytes are kept exactly, invalid UTF-8 included */
+	ASSERT_STREQ(scalar(e.st,
+	                    is_pg ? "SELECT length(payload) FROM %s WHERE "
+	                            "reason LIKE 'invalid UTF-8%%'"
+	                          : "SELECT length(CAST(payload AS BLOB)) "
+	                            "FROM %s WHERE reason LIKE 'invalid UTF-8%%'",
+	                    e.dl_tbl),
+	             "34");
+	ASSERT_STREQ(scalar(e.st, "SELECT position FROM %s WHERE reason LIKE "
+	                          "'malformed%%'",
+	                    e.dl_tbl),
+	             "test:1");
+	/* and the consumer goes on */
+	inbox_result r1;
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"m6\",\"data\":{\"orderId\":\"o-next\","
+	                   "\"totalCents\":6}}",
+	                   &r1));
+	ASSERT_EQ(r1.outcome, INBOX_APPLIED);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* ---- delivery counts from the broker feed attempts ---- */
+TEST(broker_delivery_count_feeds_attempts)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	char js[256];
+	order_json(js, sizeof(js), "e-dc", "o-dc", 1);
+	inbox_delivery d = delivery(js);
+	d.delivery_count = 7; /* the broker tried 7 times already (crashes) */
+	inbox_result r;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_CONTAINS(r.reason, "max attempts");
+	ASSERT_EQ(h.calls, 0);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+TEST(handler_statement_failure_is_retry)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	inbox_consumer *c = open_consumer(e.st, NULL, NULL, NULL, NULL);
+	ASSERT_TRUE(c);
+	inbox_result r;
+	ASSERT_OK(process1(c, "{\"id\":\"nohandler\"}", &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED); /* dedup only, no handler */
+	ASSERT_OK(process1(c, "{\"id\":\"nohandler\"}", &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+TEST(invalid_options_are_refused)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	inbox_consumer *c = NULL;
+	char err[256];
+	o.name = "bad name";
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	o.name = "ok";
+	o.key_template = "x:{data/orderId}";
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_TRUE(err[0] != '\0');
+	o.key_template = NULL;
+	o.fingerprint_pointer = "data";
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(err, "fingerprint");
+	ASSERT_TRUE(c == NULL);
+	env_teardown(&e);
+}
+
+int main(int argc, char **argv)
+{
+	URL = argc > 1 ? argv[1] : getenv("INBOX_TEST_STORE_URL");
+	if (!URL || !*URL) {
+		fprintf(stderr, "usage: conformance STORE_URL\n");
+		printf("0 passed, 1 failed\n");
+		return 1;
+	}
+	is_pg = strncmp(URL, "postgres", 8) == 0;
+	char *shown = inbox_redact_url(URL);
+	printf("store conformance against %s\n", shown ? shown : "?");
+	free(shown);
+	RUN(same_message_twice);
+	RUN(two_deliveries_at_once);
+	RUN(crash_after_commit_before_ack);
+	RUN(transient_error_then_max_attempts);
+	RUN(same_key_different_payload);
+	RUN(out_of_order_versions);
+	RUN(replay_after_retention);
+	RUN(purge_in_bounded_batches);
+	RUN(lease_expires_and_is_taken_over);
+	RUN(lease_fail_then_retry);
+	RUN(saga_step_advances_once);
+	RUN(business_key_merges_ids);
+	RUN(batch_with_failures_commits_the_rest);
+	RUN(overlapping_batches_opposite_order);
+	RUN(bad_input_is_dead_lettered);
+	RUN(broker_delivery_count_feeds_attempts);
+	RUN(handler_statement_failure_is_retry);
+	RUN(invalid_options_are_refused);
+	return test_summary();
+}
