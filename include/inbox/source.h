@@ -1,0 +1,106 @@
+/*
+ * libinbox — sources (brokers and files) and the runner that drives a
+ * consumer from one.
+ *
+ * A source is chosen by URL scheme:
+ *   jsonl:PATH[?follow=1&checkpoint=FILE]   one JSON message per line
+ *   jsonl:-                                  standard input
+ *   kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&id_header=H]
+ * (more schemes in later versions: amqp://, redis://, nats://)
+ *
+ * The runner loops: poll a batch -> inbox_consumer_process_batch() (one
+ * transaction) -> settle the batch with the source: ack what may be acked,
+ * arrange redelivery of the rest. Never ack before the commit.
+ */
+#ifndef INBOX_SOURCE_H
+#define INBOX_SOURCE_H
+
+#include <signal.h>
+
+#include "inbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct inbox_source inbox_source;
+
+typedef struct inbox_source_options {
+	unsigned version; /* INBOX_SOURCE_OPTIONS_VERSION */
+	/* Consumer name; the default consumer group / durable name and the
+	 * default checkpoint suffix. Required. */
+	const char *consumer;
+	/* Largest batch poll() will return (prefetch is sized to it). */
+	size_t max_batch;
+	/* Delay before a RETRY or IN_PROGRESS message is delivered again. */
+	int retry_delay_ms;
+	/* Messages larger than this are still delivered (the consumer
+	 * dead-letters them) but truncated to it + 1 byte. */
+	size_t max_payload;
+} inbox_source_options;
+
+#define INBOX_SOURCE_OPTIONS_VERSION 1
+#define INBOX_SOURCE_OPTIONS_INIT                                              \
+	{INBOX_SOURCE_OPTIONS_VERSION, NULL, 100, 1000, 1024 * 1024}
+
+/* Open a source by URL. Like inbox_store_open, *out may be set on failure
+ * so the error can be read; close it. Errors: URL, CONNECT, SOURCE, IO. */
+int inbox_source_open(inbox_source **out, const char *url,
+                      const inbox_source_options *opts);
+void inbox_source_close(inbox_source *src);
+
+/* Wait up to timeout_ms for messages; fill up to `max` deliveries. The
+ * deliveries and everything they point to stay valid until the next
+ * settle() or close(). *n = 0 on timeout. Returns INBOX_OK, or an error
+ * (the source may recover on a later call: a lost broker connection is
+ * retried inside). Reaching the end of a non-following file returns
+ * INBOX_OK with *n = 0 and sets *eof (may be NULL) to 1. */
+int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
+                      size_t *n, int timeout_ms, int *eof);
+
+/* After the batch's transaction committed: for each delivery of the last
+ * poll, ack it if inbox_outcome_ackable(res[i].outcome), else arrange its
+ * redelivery after retry_delay_ms. `res` NULL means the transaction failed:
+ * redeliver them all. Every polled batch must be settled before the next
+ * poll. */
+int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
+                        const inbox_result *res, size_t n);
+
+const char *inbox_source_errmsg(const inbox_source *src);
+
+/* ------------------------------------------------------------------ */
+/* The runner                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_runner_options {
+	unsigned version; /* INBOX_RUNNER_OPTIONS_VERSION */
+	size_t batch_size;      /* default 100 */
+	int poll_timeout_ms;    /* default 200 */
+	/* Exit when a non-following source reaches its end (default 1). */
+	int exit_at_eof;
+	/* Backoff after a failed batch: starts here, doubles, capped. */
+	int backoff_initial_ms; /* default 100 */
+	int backoff_max_ms;     /* default 5000 */
+	/* Called after each settled batch (may be NULL). */
+	void (*on_batch)(const inbox_delivery *d, const inbox_result *res,
+	                 size_t n, void *payload);
+	void *payload;
+} inbox_runner_options;
+
+#define INBOX_RUNNER_OPTIONS_VERSION 1
+#define INBOX_RUNNER_OPTIONS_INIT                                              \
+	{INBOX_RUNNER_OPTIONS_VERSION, 100, 200, 1, 100, 5000, NULL, NULL}
+
+/* Run until *stop becomes non-zero (set it from a signal handler) or the
+ * source ends. When stopping, the batch in hand is finished, committed and
+ * settled before returning (drain). Returns INBOX_OK, or the error that
+ * made it give up (store schema errors, a source that cannot be reopened);
+ * transient failures are retried with backoff and never lose a message. */
+int inbox_run(inbox_consumer *c, inbox_source *src,
+              const inbox_runner_options *opts, volatile sig_atomic_t *stop);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

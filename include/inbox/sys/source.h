@@ -1,0 +1,54 @@
+/*
+ * libinbox — the source backend interface, for backend authors.
+ *
+ * A source backend fills an inbox_source_vtable and is registered by URL
+ * scheme. The vtable only grows at the end. All slots are mandatory.
+ */
+#ifndef INBOX_SYS_SOURCE_H
+#define INBOX_SYS_SOURCE_H
+
+#include "../source.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct inbox_source_vtable inbox_source_vtable;
+
+/* The common part of every source; a backend's struct embeds it first. */
+struct inbox_source {
+	const inbox_source_vtable *vt;
+	inbox_source_options opts; /* copied at open; strings borrowed */
+	char errmsg[512];          /* never contains a password */
+};
+
+#define INBOX_SOURCE_VTABLE_VERSION 1
+
+struct inbox_source_vtable {
+	unsigned version;   /* INBOX_SOURCE_VTABLE_VERSION */
+	const char *scheme; /* "jsonl", "kafka", ... */
+
+	/* Parse the URL, connect. Set *out even on failure when allocated. */
+	int (*open)(inbox_source **out, const char *url,
+	            const inbox_source_options *opts);
+	void (*close)(inbox_source *src);
+	/* See inbox_source_poll. */
+	int (*poll)(inbox_source *src, inbox_delivery *out, size_t max,
+	            size_t *n, int timeout_ms, int *eof);
+	/* See inbox_source_settle. */
+	int (*settle)(inbox_source *src, const inbox_delivery *d,
+	              const inbox_result *res, size_t n);
+};
+
+int inbox_source_register(const inbox_source_vtable *vt);
+void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

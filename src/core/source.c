@@ -1,0 +1,111 @@
+/* Source registry and URL dispatch. */
+#include <inbox/sys/source.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+#define MAX_SOURCES 8
+
+static const inbox_source_vtable *registry[MAX_SOURCES];
+static int nregistered;
+static int builtins_done;
+
+static void register_builtins(void)
+{
+	if (builtins_done)
+		return;
+	builtins_done = 1;
+	for (const inbox_source_vtable *const *p = inbox__builtin_sources; *p;
+	     p++)
+		inbox_source_register(*p);
+}
+
+int inbox_source_register(const inbox_source_vtable *vt)
+{
+	if (!vt || vt->version < 1 || !vt->scheme || !vt->open ||
+	    !vt->close || !vt->poll || !vt->settle)
+		return INBOX_ERR_INVALID;
+	for (int i = 0; i < nregistered; i++)
+		if (strcmp(registry[i]->scheme, vt->scheme) == 0)
+			return INBOX_ERR_INVALID;
+	if (nregistered == MAX_SOURCES)
+		return INBOX_ERR_INVALID;
+	registry[nregistered++] = vt;
+	return INBOX_OK;
+}
+
+int inbox_source_open(inbox_source **out, const char *url,
+                      const inbox_source_options *opts)
+{
+	inbox_source_options def = INBOX_SOURCE_OPTIONS_INIT;
+	if (!out)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	if (!url)
+		return INBOX_ERR_URL;
+	if (!opts)
+		opts = &def;
+	if (!opts->consumer || !*opts->consumer || opts->max_batch == 0)
+		return INBOX_ERR_INVALID;
+	register_builtins();
+	const char *colon = strchr(url, ':');
+	if (!colon)
+		return INBOX_ERR_URL;
+	size_t n = (size_t)(colon - url);
+	for (int i = 0; i < nregistered; i++) {
+		const inbox_source_vtable *vt = registry[i];
+		if (strlen(vt->scheme) != n || strncmp(vt->scheme, url, n) != 0)
+			continue;
+		int rc = vt->open(out, url, opts);
+		if (*out) {
+			(*out)->vt = vt;
+			(*out)->opts = *opts;
+		}
+		return rc;
+	}
+	return INBOX_ERR_URL;
+}
+
+void inbox_source_close(inbox_source *src)
+{
+	if (src)
+		src->vt->close(src);
+}
+
+int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
+                      size_t *n, int timeout_ms, int *eof)
+{
+	int dummy;
+	if (!src || !out || !n || max == 0)
+		return INBOX_ERR_INVALID;
+	*n = 0;
+	if (!eof)
+		eof = &dummy;
+	*eof = 0;
+	src->errmsg[0] = '\0';
+	return src->vt->poll(src, out, max, n, timeout_ms, eof);
+}
+
+int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
+                        const inbox_result *res, size_t n)
+{
+	if (!src || (n > 0 && !d))
+		return INBOX_ERR_INVALID;
+	return src->vt->settle(src, d, res, n);
+}
+
+const char *inbox_source_errmsg(const inbox_source *src)
+{
+	return src ? src->errmsg : "no source";
+}
+
+void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(src->errmsg, sizeof(src->errmsg), fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,19 @@
+/* The sources compiled into the library, registered at first use. */
+#include <inbox/sys/source.h>
+
+#include "core/internal.h"
+
+extern const inbox_source_vtable inbox__jsonl_source;
+extern const inbox_source_vtable inbox__kafka_source;
+extern const inbox_source_vtable inbox__nats_source;
+extern const inbox_source_vtable inbox__redis_source;
+extern const inbox_source_vtable inbox__amqp_source;
+
+const inbox_source_vtable *const inbox__builtin_sources[] = {
+	&inbox__jsonl_source,
+	&inbox__kafka_source,
+	&inbox__nats_source,
+	&inbox__redis_source,
+	&inbox__amqp_source,
+	NULL,
+};
