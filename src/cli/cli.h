@@ -1,0 +1,69 @@
+/*
+ * The `inbox` command: shared declarations. Each subcommand is one file
+ * (cmd_NAME.c) exporting one cli_cmd_NAME function, listed in main.c's
+ * command table.
+ */
+#ifndef INBOX_CLI_H
+#define INBOX_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <inbox/inbox.h>
+
+/* Exit codes (documented in `inbox --help` and docs/cli.md). */
+enum {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_RUNTIME = 1, /* a consumer failed while running */
+	CLI_EXIT_USAGE = 2,   /* bad command line */
+	CLI_EXIT_CONFIG = 3,  /* config file error (nothing consumed) */
+	CLI_EXIT_CONNECT = 4, /* cannot open/connect the store or source */
+	CLI_EXIT_DRAIN = 5    /* drain deadline exceeded / second signal */
+};
+
+typedef struct cli_command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary; /* one line for `inbox --help` */
+	const char *usage;   /* full text for `inbox CMD --help` */
+} cli_command;
+
+int cli_cmd_run(int argc, char **argv);
+int cli_cmd_migrate(int argc, char **argv);
+int cli_cmd_stats(int argc, char **argv);
+int cli_cmd_demo(int argc, char **argv);
+
+extern const char cli_run_usage[];
+extern const char cli_migrate_usage[];
+extern const char cli_stats_usage[];
+extern const char cli_demo_usage[];
+
+/* Path of the running executable (for the demo's child processes). */
+extern const char *cli_argv0;
+
+/* "inbox: error: ..." on stderr. */
+void cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* 1 if arg is "-h" or "--help". */
+int cli_is_help(const char *arg);
+
+/* A store URL safe to print: the password replaced by "***". Writes into
+ * buf (truncated) and returns it. */
+const char *cli_redact(const char *url, char *buf, size_t len);
+
+/* Remove any copy of the password found in `url` from `msg` (in place):
+ * defence in depth for driver messages that might echo a connection
+ * string. */
+void cli_scrub(char *msg, const char *url);
+
+/* Exit code for a failed inbox_store_open / inbox_source_open. */
+int cli_open_exit_code(int rc);
+
+/* Monotonic seconds. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,209 @@
+/*
+ * inbox stats CONFIG: what the database says about each consumer — inbox
+ * records by status, dead letters (and how many are conflicts), the age of
+ * the oldest record. Read-only; the numbers survive restarts, unlike the
+ * daemon's in-memory counters.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <inbox/sys/store.h>
+
+#include "cli/cli.h"
+#include "cli/open.h"
+#include "cli/stats.h"
+#include "core/buf.h"
+#include "core/internal.h"
+
+const char cli_stats_usage[] =
+    "usage: inbox stats CONFIG [--consumer NAME] [--json]\n"
+    "\n"
+    "Per consumer, from its store: inbox records by status (completed, "
+    "dead,\nfailed, processing), dead letters (and how many are "
+    "fingerprint conflicts),\nthe age of the oldest inbox record. "
+    "--json prints one JSON object per line.\n"
+    "Exit codes: 0 ok, 2 usage, 3 config error, 4 cannot open the store "
+    "(or\nits tables do not exist yet: run inbox migrate).\n";
+
+static int one_row(int ncols, const char *const *v, void *payload)
+{
+	int64_t *out = payload;
+	for (int i = 0; i < ncols; i++)
+		out[i] = v[i] ? (int64_t)strtod(v[i], NULL) : -1;
+	return 0;
+}
+
+static int status_row(int ncols, const char *const *v, void *payload)
+{
+	cli_stats *s = payload;
+	if (ncols < 2 || !v[0] || !v[1])
+		return 0;
+	int64_t n = strtoll(v[1], NULL, 10);
+	if (!strcmp(v[0], "completed"))
+		s->completed = n;
+	else if (!strcmp(v[0], "dead"))
+		s->dead = n;
+	else if (!strcmp(v[0], "failed"))
+		s->failed = n;
+	else if (!strcmp(v[0], "processing"))
+		s->processing = n;
+	return 0;
+}
+
+static int table(inbox_store *st, inbox__buf *b, const char *fmt_pre,
+                 const char *name, const char *fmt_post)
+{
+	return inbox__buf_puts(b, fmt_pre) < 0 ||
+	       inbox__table_name(b, st, name) < 0 ||
+	       inbox__buf_puts(b, fmt_post) < 0;
+}
+
+int cli_stats_read(inbox_store *st, const char *consumer, cli_stats *s)
+{
+	int pg = !strcmp(inbox_store_kind(st), "postgresql");
+	const char *p[1] = {consumer};
+	inbox__buf b = INBOX__BUF_INIT;
+	int64_t row[5] = {-1, -1, -1, -1, -1};
+	memset(s, 0, sizeof(*s));
+	s->oldest_age_s = -1;
+	int rc = INBOX_ERR_NOMEM;
+	if (table(st, &b, "SELECT status, COUNT(*) FROM ", "inbox",
+	          " WHERE consumer = $1 GROUP BY status"))
+		goto out;
+	rc = st->vt->query(st, b.data, 1, p, status_row, s);
+	if (rc < 0)
+		goto out;
+	inbox__buf_reset(&b);
+	rc = INBOX_ERR_NOMEM;
+	if (table(
+	        st, &b,
+	        pg ? "SELECT EXTRACT(EPOCH FROM now() - MIN(created_at)) FROM "
+	           : "SELECT (CAST(strftime('%s','now') AS INTEGER) * 1000 "
+	             "- MIN(created_at)) / 1000.0 FROM ",
+	        "inbox", " WHERE consumer = $1"))
+		goto out;
+	rc = st->vt->query(st, b.data, 1, p, one_row, row);
+	if (rc < 0)
+		goto out;
+	s->oldest_age_s = row[0];
+	inbox__buf_reset(&b);
+	rc = INBOX_ERR_NOMEM;
+	if (table(st, &b,
+	          "SELECT COUNT(*), COUNT(stored_fingerprint), "
+	          "COUNT(DISTINCT position), COUNT(replayed_at), "
+	          "COUNT(DISTINCT CASE WHEN stored_fingerprint IS NOT NULL "
+	          "THEN position END) FROM ",
+	          "dead_letters", " WHERE consumer = $1"))
+		goto out;
+	rc = st->vt->query(st, b.data, 1, p, one_row, row);
+	if (rc < 0)
+		goto out;
+	s->dead_letters = row[0];
+	s->conflicts = row[1];
+	s->dead_letter_positions = row[2];
+	s->replayed = row[3];
+	s->conflict_positions = row[4];
+	s->records = s->completed + s->dead + s->failed + s->processing;
+out:
+	inbox__buf_free(&b);
+	return rc;
+}
+
+static void age_text(int64_t s, char *buf, size_t len)
+{
+	if (s < 0)
+		snprintf(buf, len, "none");
+	else if (s < 120)
+		snprintf(buf, len, "%llds ago", (long long)s);
+	else if (s < 7200)
+		snprintf(buf, len, "%lldm ago", (long long)(s / 60));
+	else if (s < 172800)
+		snprintf(buf, len, "%lldh ago", (long long)(s / 3600));
+	else
+		snprintf(buf, len, "%lldd ago", (long long)(s / 86400));
+}
+
+static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
+{
+	inbox_store *st = NULL;
+	int rc = cli_open_store(cfg, c, 0, &st);
+	if (rc)
+		return rc;
+	cli_stats s;
+	int err = cli_stats_read(st, c->name, &s);
+	char red[512], age[32];
+	cli_redact(cli_consumer_store(cfg, c), red, sizeof(red));
+	if (err < 0) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(st));
+		cli_scrub(msg, cli_consumer_store(cfg, c));
+		cli_error("consumer \"%s\": reading %s failed: %s", c->name,
+		          red, msg);
+		inbox_store_close(st);
+		return CLI_EXIT_CONNECT;
+	}
+	age_text(s.oldest_age_s, age, sizeof(age));
+	if (json)
+		printf(
+		    "{\"consumer\":\"%s\",\"records\":%lld,\"completed\":%lld,"
+		    "\"dead\":%lld,\"failed\":%lld,\"processing\":%lld,"
+		    "\"dead_letters\":%lld,\"conflicts\":%lld,"
+		    "\"replayed\":%lld,\"oldest_age_s\":%lld}\n",
+		    c->name, (long long)s.records, (long long)s.completed,
+		    (long long)s.dead, (long long)s.failed,
+		    (long long)s.processing, (long long)s.dead_letters,
+		    (long long)s.conflicts, (long long)s.replayed,
+		    (long long)s.oldest_age_s);
+	else
+		printf(
+		    "%s  (store %s)\n"
+		    "  inbox records ...... %lld  (completed %lld, dead %lld, "
+		    "failed %lld, processing %lld)\n"
+		    "  dead letters ....... %lld  (fingerprint conflicts "
+		    "%lld, replayed %lld)\n"
+		    "  oldest record ...... %s\n",
+		    c->name, red, (long long)s.records, (long long)s.completed,
+		    (long long)s.dead, (long long)s.failed,
+		    (long long)s.processing, (long long)s.dead_letters,
+		    (long long)s.conflicts, (long long)s.replayed, age);
+	inbox_store_close(st);
+	return 0;
+}
+
+int cli_cmd_stats(int argc, char **argv)
+{
+	const char *path = NULL, *only = NULL;
+	int json = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
+			only = argv[++i];
+		} else if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (argv[i][0] == '-' || path) {
+			cli_error("stats: unexpected argument \"%s\"", argv[i]);
+			fputs(cli_stats_usage, stderr);
+			return CLI_EXIT_USAGE;
+		} else {
+			path = argv[i];
+		}
+	}
+	if (!path) {
+		fputs(cli_stats_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	cli_config cfg;
+	int rc = cli_load(&cfg, path);
+	if (rc)
+		return rc;
+	const cli_consumer *sel = NULL;
+	if (only && !(sel = cli_find_consumer(&cfg, only))) {
+		cli_config_free(&cfg);
+		return CLI_EXIT_USAGE;
+	}
+	for (int i = 0; i < cfg.nconsumers && rc == 0; i++)
+		if (!sel || sel == &cfg.consumers[i])
+			rc = stats_one(&cfg, &cfg.consumers[i], json);
+	cli_config_free(&cfg);
+	return rc;
+}

@@ -1,0 +1,923 @@
+/*
+ * The YAML config file, loaded with libyaml into a node tree
+ * (yaml_parser_load) and walked with strict checks: every mapping lists the
+ * keys it accepts, so a typo is an error at its line rather than a silently
+ * ignored setting.
+ */
+#include "cli/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "cli/cli.h"
+#include "cli/effect.h"
+#include "core/buf.h"
+#include "core/json.h"
+
+typedef struct ctx {
+	yaml_document_t doc;
+	const char *path;
+	char dir[4096]; /* directory of the file, "" when it is the cwd */
+	char *err;
+	size_t errlen;
+} ctx;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int
+fail(ctx *x, const yaml_node_t *n, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n)
+		snprintf(x->err, x->errlen, "%s:%zu:%zu: %s", x->path,
+		         n->start_mark.line + 1, n->start_mark.column + 1, msg);
+	else
+		snprintf(x->err, x->errlen, "%s: %s", x->path, msg);
+	return -1;
+}
+
+static cli_pos pos_of(const yaml_node_t *n)
+{
+	cli_pos p = {(int)n->start_mark.line + 1,
+	             (int)n->start_mark.column + 1};
+	return p;
+}
+
+static yaml_node_t *node(ctx *x, int i)
+{
+	return yaml_document_get_node(&x->doc, i);
+}
+
+static const char *type_name(const yaml_node_t *n)
+{
+	switch (n->type) {
+	case YAML_SCALAR_NODE:
+		return "a single value";
+	case YAML_SEQUENCE_NODE:
+		return "a list";
+	case YAML_MAPPING_NODE:
+		return "a mapping";
+	default:
+		return "nothing";
+	}
+}
+
+static const char *sv(const yaml_node_t *n)
+{
+	return (const char *)n->data.scalar.value;
+}
+
+/* An unquoted ~, null or empty value. */
+static int is_null(const yaml_node_t *n)
+{
+	if (n->type != YAML_SCALAR_NODE ||
+	    n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return 0;
+	const char *s = sv(n);
+	return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
+	       strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
+}
+
+/* ---- key checking: unknown and duplicate keys ---------------------- */
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 40 || lb > 40)
+		return 99;
+	size_t d[41][41];
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+			c = c < del ? c : del;
+			d[i][j] = c < ins ? c : ins;
+		}
+	return d[la][lb];
+}
+
+static int check_keys(ctx *x, yaml_node_t *map, const char *what,
+                      const char *const *allowed)
+{
+	yaml_node_pair_t *p, *q;
+	for (p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+	     p++) {
+		yaml_node_t *k = node(x, p->key);
+		if (!k || k->type != YAML_SCALAR_NODE)
+			return fail(x, k, "%s: keys must be plain names", what);
+		int known = 0;
+		const char *near = NULL;
+		size_t best = 3;
+		for (const char *const *a = allowed; *a; a++) {
+			if (strcmp(*a, sv(k)) == 0) {
+				known = 1;
+				break;
+			}
+			size_t dist = edit_distance(*a, sv(k));
+			if (dist < best) {
+				best = dist;
+				near = *a;
+			}
+		}
+		if (!known) {
+			char list[512] = "";
+			size_t o = 0;
+			for (const char *const *a = allowed; *a && o < 400; a++)
+				o += (size_t)snprintf(
+				    list + o, sizeof(list) - o, "%s%s",
+				    a == allowed ? "" : ", ", *a);
+			if (near)
+				return fail(x, k,
+				            "unknown key \"%s\" in %s (did you "
+				            "mean \"%s\"?)",
+				            sv(k), what, near);
+			return fail(x, k,
+			            "unknown key \"%s\" in %s (known: %s)",
+			            sv(k), what, list);
+		}
+		for (q = map->data.mapping.pairs.start; q < p; q++) {
+			yaml_node_t *k2 = node(x, q->key);
+			if (k2 && k2->type == YAML_SCALAR_NODE &&
+			    strcmp(sv(k2), sv(k)) == 0)
+				return fail(
+				    x, k,
+				    "duplicate key \"%s\" in %s (first at "
+				    "line %zu)",
+				    sv(k), what, k2->start_mark.line + 1);
+		}
+	}
+	return 0;
+}
+
+/* Value node of `key` in a mapping, or NULL. */
+static yaml_node_t *get(ctx *x, yaml_node_t *map, const char *key)
+{
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+	     p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(x, p->key);
+		if (k && k->type == YAML_SCALAR_NODE && strcmp(sv(k), key) == 0)
+			return node(x, p->value);
+	}
+	return NULL;
+}
+
+static int want(ctx *x, yaml_node_t *n, yaml_node_type_t type, const char *what)
+{
+	if (n->type == type)
+		return 0;
+	const char *need = type == YAML_SCALAR_NODE     ? "a single value"
+	                   : type == YAML_SEQUENCE_NODE ? "a list"
+	                                                : "a mapping";
+	return fail(x, n, "%s must be %s, not %s", what, need, type_name(n));
+}
+
+/* ---- typed values -------------------------------------------------- */
+
+static int str_value(ctx *x, yaml_node_t *n, const char *what, char **out)
+{
+	if (want(x, n, YAML_SCALAR_NODE, what))
+		return -1;
+	if (is_null(n))
+		return fail(x, n, "%s needs a value", what);
+	free(*out);
+	*out = strdup(sv(n));
+	return *out ? 0 : fail(x, n, "out of memory");
+}
+
+static int int_value(ctx *x, yaml_node_t *n, const char *what, long long lo,
+                     long long hi, long long *out)
+{
+	if (want(x, n, YAML_SCALAR_NODE, what))
+		return -1;
+	char *end;
+	errno = 0;
+	long long v = strtoll(sv(n), &end, 10);
+	if (!*sv(n) || *end || errno)
+		return fail(x, n, "%s must be an integer, not \"%s\"", what,
+		            sv(n));
+	if (v < lo || v > hi)
+		return fail(x, n, "%s must be between %lld and %lld (got %lld)",
+		            what, lo, hi, v);
+	*out = v;
+	return 0;
+}
+
+static int bool_value(ctx *x, yaml_node_t *n, const char *what, int *out)
+{
+	if (want(x, n, YAML_SCALAR_NODE, what))
+		return -1;
+	const char *s = sv(n);
+	if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))
+		*out = 1;
+	else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))
+		*out = 0;
+	else
+		return fail(x, n, "%s must be true or false, not \"%s\"", what,
+		            s);
+	return 0;
+}
+
+int cli_parse_duration_ms(const char *s, int64_t *ms)
+{
+	char *end;
+	errno = 0;
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	double v = strtod(s, &end);
+	if (errno || end == s)
+		return -1;
+	double mul;
+	if (!strcmp(end, "ms"))
+		mul = 1;
+	else if (!strcmp(end, "s"))
+		mul = 1000;
+	else if (!strcmp(end, "m"))
+		mul = 60e3;
+	else if (!strcmp(end, "h"))
+		mul = 3600e3;
+	else if (!strcmp(end, "d"))
+		mul = 86400e3;
+	else
+		return -1;
+	double r = v * mul;
+	if (r > 9.2e15)
+		return -1;
+	*ms = (int64_t)(r + 0.5);
+	return 0;
+}
+
+int cli_parse_size(const char *s, size_t *bytes)
+{
+	char *end;
+	errno = 0;
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	unsigned long long mul;
+	if (!*end || !strcmp(end, "B"))
+		mul = 1;
+	else if (!strcmp(end, "KiB"))
+		mul = 1024ULL;
+	else if (!strcmp(end, "MiB"))
+		mul = 1024ULL * 1024;
+	else if (!strcmp(end, "GiB"))
+		mul = 1024ULL * 1024 * 1024;
+	else
+		return -1;
+	if (v > (unsigned long long)SIZE_MAX / mul)
+		return -1;
+	*bytes = (size_t)(v * mul);
+	return 0;
+}
+
+static int duration_value(ctx *x, yaml_node_t *n, const char *what,
+                          int64_t min_ms, int64_t max_ms, int64_t *out)
+{
+	if (want(x, n, YAML_SCALAR_NODE, what))
+		return -1;
+	int64_t ms;
+	if (cli_parse_duration_ms(sv(n), &ms) < 0)
+		return fail(x, n,
+		            "%s: \"%s\" is not a duration (write e.g. 500ms, "
+		            "30s, 5m, 2h, 7d)",
+		            what, sv(n));
+	if (ms < min_ms || ms > max_ms)
+		return fail(x, n, "%s: %s is out of range", what, sv(n));
+	*out = ms;
+	return 0;
+}
+
+static int pointer_value(ctx *x, yaml_node_t *n, const char *what, char **out)
+{
+	if (want(x, n, YAML_SCALAR_NODE, what))
+		return -1;
+	if (!inbox__pointer_valid(sv(n)))
+		return fail(x, n,
+		            "%s: \"%s\" is not a JSON pointer (RFC 6901: empty "
+		            "for the whole message, or /name/name..., with ~0 "
+		            "for ~ and ~1 for /)",
+		            what, sv(n));
+	free(*out);
+	*out = strdup(sv(n));
+	return *out ? 0 : fail(x, n, "out of memory");
+}
+
+/* ---- URLs ---------------------------------------------------------- */
+
+static int has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* Prefix a relative path with the config file's directory. */
+static int rebase(ctx *x, inbox__buf *b, const char *path, size_t len)
+{
+	if (x->dir[0] && len > 0 && path[0] != '/')
+		if (inbox__buf_printf(b, "%s/", x->dir) < 0)
+			return -1;
+	return inbox__buf_append(b, path, len);
+}
+
+/* jsonl:PATH[?...checkpoint=FILE...]: rebase PATH and FILE. */
+static char *rebase_jsonl(ctx *x, const char *url)
+{
+	inbox__buf b = INBOX__BUF_INIT;
+	const char *p = url + 6;
+	size_t n = strcspn(p, "?");
+	int bad = inbox__buf_puts(&b, "jsonl:");
+	if (n == 1 && p[0] == '-')
+		bad |= inbox__buf_append(&b, p, n);
+	else
+		bad |= rebase(x, &b, p, n);
+	p += n;
+	while (*p && !bad) {
+		/* p at '?' or '&' */
+		bad |= inbox__buf_putc(&b, *p++);
+		size_t m = strcspn(p, "&");
+		if (has_prefix(p, "checkpoint=")) {
+			bad |= inbox__buf_puts(&b, "checkpoint=");
+			bad |= rebase(x, &b, p + 11, m - 11);
+		} else {
+			bad |= inbox__buf_append(&b, p, m);
+		}
+		p += m;
+	}
+	if (bad) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+static char *rebase_sqlite(ctx *x, const char *url)
+{
+	const char *p = url + 7;
+	if (p[0] == '/' || p[0] == ':' || !x->dir[0])
+		return strdup(url);
+	inbox__buf b = INBOX__BUF_INIT;
+	if (inbox__buf_puts(&b, "sqlite:") < 0 ||
+	    rebase(x, &b, p, strlen(p)) < 0) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+static int store_url(ctx *x, yaml_node_t *n, const char *what, char **out,
+                     cli_pos *pos)
+{
+	char *url = NULL, red[512];
+	if (str_value(x, n, what, &url))
+		return -1;
+	*pos = pos_of(n);
+	char *fixed = NULL;
+	if (has_prefix(url, "postgresql://") || has_prefix(url, "postgres://"))
+		fixed = strdup(url);
+	else if (has_prefix(url, "sqlite:") && url[7])
+		fixed = rebase_sqlite(x, url);
+	else {
+		fail(x, n,
+		     "%s: unsupported store URL \"%s\" (use "
+		     "postgresql://USER@HOST:PORT/DB or sqlite:PATH)",
+		     what, cli_redact(url, red, sizeof(red)));
+		free(url);
+		return -1;
+	}
+	free(url);
+	free(*out);
+	*out = fixed;
+	return fixed ? 0 : fail(x, n, "out of memory");
+}
+
+static int source_url(ctx *x, yaml_node_t *n, char **out, cli_pos *pos)
+{
+	char *url = NULL, red[512];
+	if (str_value(x, n, "source", &url))
+		return -1;
+	*pos = pos_of(n);
+	/* The broker schemes of DESIGN.md; whether one is compiled in is
+	 * checked when the source is opened (still before consuming). */
+	static const char *const brokers[] = {"kafka://", "amqp://", "redis://",
+	                                      "nats://", NULL};
+	int broker = 0;
+	for (const char *const *b = brokers; *b; b++)
+		if (has_prefix(url, *b) && url[strlen(*b)])
+			broker = 1;
+	char *fixed = NULL;
+	if (has_prefix(url, "jsonl:") && url[6] && url[6] != '?')
+		fixed = rebase_jsonl(x, url);
+	else if (broker)
+		fixed = strdup(url);
+	else {
+		fail(x, n,
+		     "source: unsupported source URL \"%s\" (use jsonl:PATH, "
+		     "kafka://HOST:PORT/TOPIC?group=GROUP, amqp://, redis:// "
+		     "or nats://)",
+		     cli_redact(url, red, sizeof(red)));
+		free(url);
+		return -1;
+	}
+	free(url);
+	free(*out);
+	*out = fixed;
+	return fixed ? 0 : fail(x, n, "out of memory");
+}
+
+/* ---- effects ------------------------------------------------------- */
+
+static int sql_step(ctx *x, yaml_node_t *m, cli_step *s, const char *what)
+{
+	static const char *const keys[] = {"sql", "params", NULL};
+	if (check_keys(x, m, what, keys))
+		return -1;
+	yaml_node_t *sql = get(x, m, "sql"), *params = get(x, m, "params");
+	s->kind = CLI_STEP_SQL;
+	if (str_value(x, sql, "sql", &s->sql))
+		return -1;
+	s->sql_pos = pos_of(sql);
+	if (params && !is_null(params)) {
+		if (want(x, params, YAML_SEQUENCE_NODE, "params"))
+			return -1;
+		int n = (int)(params->data.sequence.items.top -
+		              params->data.sequence.items.start);
+		if (n > CLI_MAX_PARAMS)
+			return fail(x, params, "params: at most %d parameters",
+			            CLI_MAX_PARAMS);
+		s->params = calloc((size_t)n + 1, sizeof(*s->params));
+		if (!s->params)
+			return fail(x, params, "out of memory");
+		for (int i = 0; i < n; i++) {
+			char w[48];
+			snprintf(w, sizeof(w), "params: $%d", i + 1);
+			yaml_node_t *it =
+			    node(x, params->data.sequence.items.start[i]);
+			if (pointer_value(x, it, w, &s->params[i]))
+				return -1;
+			s->nparams = i + 1;
+		}
+	}
+	char why[512];
+	if (cli_sql_check(s->sql, s->nparams, (const char *const *)s->params,
+	                  why, sizeof(why)) < 0)
+		return fail(x, sql, "%s: %s", what, why);
+	return 0;
+}
+
+static int column_pointer(ctx *x, yaml_node_t *n, const char *what,
+                          char **column, char **value)
+{
+	static const char *const keys[] = {"column", "value", NULL};
+	if (!n)
+		return fail(x, NULL, "%s is required", what);
+	if (want(x, n, YAML_MAPPING_NODE, what) || check_keys(x, n, what, keys))
+		return -1;
+	yaml_node_t *c = get(x, n, "column"), *v = get(x, n, "value");
+	if (!c || !v)
+		return fail(x, n, "%s needs both column: and value:", what);
+	if (str_value(x, c, "column", column) ||
+	    pointer_value(x, v, "value", value))
+		return -1;
+	return 0;
+}
+
+static int upsert_step(ctx *x, yaml_node_t *m, cli_step *s)
+{
+	static const char *const keys[] = {"table", "key", "version", "set",
+	                                   NULL};
+	if (want(x, m, YAML_MAPPING_NODE, "upsert") ||
+	    check_keys(x, m, "upsert", keys))
+		return -1;
+	s->kind = CLI_STEP_UPSERT;
+	yaml_node_t *t = get(x, m, "table");
+	if (!t)
+		return fail(x, m, "upsert: table is required");
+	if (str_value(x, t, "upsert table", &s->table))
+		return -1;
+	yaml_node_t *k = get(x, m, "key"), *v = get(x, m, "version");
+	if (!k || !v)
+		return fail(x, m,
+		            "upsert needs key: {column, value} and version: "
+		            "{column, value}");
+	if (column_pointer(x, k, "upsert key", &s->key_column, &s->key_value) ||
+	    column_pointer(x, v, "upsert version", &s->version_column,
+	                   &s->version_value))
+		return -1;
+	yaml_node_t *set = get(x, m, "set");
+	if (!set || is_null(set))
+		return 0;
+	if (want(x, set, YAML_MAPPING_NODE, "upsert set"))
+		return -1;
+	int n =
+	    (int)(set->data.mapping.pairs.top - set->data.mapping.pairs.start);
+	if (n > CLI_MAX_PARAMS - 2)
+		return fail(x, set, "upsert set: at most %d columns",
+		            CLI_MAX_PARAMS - 2);
+	s->set_columns = calloc((size_t)n + 1, sizeof(char *));
+	s->set_values = calloc((size_t)n + 1, sizeof(char *));
+	if (!s->set_columns || !s->set_values)
+		return fail(x, set, "out of memory");
+	for (int i = 0; i < n; i++) {
+		yaml_node_pair_t *p = &set->data.mapping.pairs.start[i];
+		yaml_node_t *col = node(x, p->key), *val = node(x, p->value);
+		if (str_value(x, col, "upsert set column", &s->set_columns[i]))
+			return -1;
+		s->nset = i + 1;
+		if (pointer_value(x, val, "upsert set value",
+		                  &s->set_values[i]))
+			return -1;
+	}
+	return 0;
+}
+
+static int effect(ctx *x, yaml_node_t *n, cli_consumer *c)
+{
+	yaml_node_t *one = n;
+	int count = 1;
+	if (n->type == YAML_SEQUENCE_NODE)
+		count = (int)(n->data.sequence.items.top -
+		              n->data.sequence.items.start);
+	else if (want(x, n, YAML_MAPPING_NODE, "effect"))
+		return -1;
+	if (count == 0)
+		return fail(x, n, "effect: the list is empty");
+	c->steps = calloc((size_t)count, sizeof(*c->steps));
+	if (!c->steps)
+		return fail(x, n, "out of memory");
+	for (int i = 0; i < count; i++) {
+		if (n->type == YAML_SEQUENCE_NODE)
+			one = node(x, n->data.sequence.items.start[i]);
+		char what[48];
+		snprintf(what, sizeof(what), "effect step %d", i + 1);
+		if (want(x, one, YAML_MAPPING_NODE, what))
+			return -1;
+		cli_step *s = &c->steps[i];
+		c->nsteps = i + 1;
+		s->pos = pos_of(one);
+		yaml_node_t *up = get(x, one, "upsert");
+		if (up) {
+			static const char *const keys[] = {"upsert", NULL};
+			if (check_keys(x, one, what, keys) ||
+			    upsert_step(x, up, s))
+				return -1;
+		} else if (get(x, one, "sql")) {
+			if (sql_step(x, one, s, what))
+				return -1;
+		} else {
+			return fail(
+			    x, one,
+			    "%s needs sql: (with params:) or upsert:", what);
+		}
+	}
+	return 0;
+}
+
+/* ---- consumers ----------------------------------------------------- */
+
+static const char *const consumer_keys[] = {
+    "name",         "source",      "store",       "key",
+    "id",           "fingerprint", "batch_size",  "retention",
+    "max_attempts", "lease",       "max_payload", "retry_delay",
+    "poll_timeout", "batch_pause", "replay",      "setup",
+    "effect",       NULL};
+
+static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
+{
+	yaml_node_t *v;
+	long long i;
+	int64_t ms;
+	char tmpl_err[256];
+	if ((v = get(x, m, "store")) &&
+	    store_url(x, v, "store", &c->store, &c->store_pos))
+		return -1;
+	if ((v = get(x, m, "key"))) {
+		if (str_value(x, v, "key", &c->key))
+			return -1;
+		inbox__keytmpl *t = NULL;
+		if (inbox__keytmpl_compile(&t, c->key, tmpl_err,
+		                           sizeof(tmpl_err)) != 0) {
+			const char *why = tmpl_err;
+			if (!strncmp(why, "key template: ", 14))
+				why += 14;
+			return fail(x, v, "key: bad key template \"%s\": %s",
+			            c->key, why);
+		}
+		inbox__keytmpl_free(t);
+	}
+	if ((v = get(x, m, "id")) && pointer_value(x, v, "id", &c->id))
+		return -1;
+	if ((v = get(x, m, "fingerprint")) &&
+	    pointer_value(x, v, "fingerprint", &c->fingerprint))
+		return -1;
+	if ((v = get(x, m, "batch_size"))) {
+		if (int_value(x, v, "batch_size", 1, 10000, &i))
+			return -1;
+		c->batch_size = (size_t)i;
+	}
+	if ((v = get(x, m, "max_attempts"))) {
+		if (int_value(x, v, "max_attempts", 1, 1000000, &i))
+			return -1;
+		c->max_attempts = (int)i;
+	}
+	if ((v = get(x, m, "retention"))) {
+		if (duration_value(x, v, "retention", 1000, INT64_MAX / 2, &ms))
+			return -1;
+		c->retention_s = ms / 1000;
+	}
+	if ((v = get(x, m, "lease"))) {
+		if (duration_value(x, v, "lease", 1, INT64_MAX / 2, &ms))
+			return -1;
+		c->lease_ms = ms;
+	}
+	if ((v = get(x, m, "retry_delay"))) {
+		if (duration_value(x, v, "retry_delay", 0, 3600000, &ms))
+			return -1;
+		c->retry_delay_ms = (int)ms;
+	}
+	if ((v = get(x, m, "poll_timeout"))) {
+		if (duration_value(x, v, "poll_timeout", 1, 60000, &ms))
+			return -1;
+		c->poll_timeout_ms = (int)ms;
+	}
+	if ((v = get(x, m, "batch_pause"))) {
+		if (duration_value(x, v, "batch_pause", 0, 60000, &ms))
+			return -1;
+		c->batch_pause_ms = (int)ms;
+	}
+	if ((v = get(x, m, "max_payload"))) {
+		if (want(x, v, YAML_SCALAR_NODE, "max_payload"))
+			return -1;
+		if (cli_parse_size(sv(v), &c->max_payload) < 0 ||
+		    c->max_payload == 0)
+			return fail(x, v,
+			            "max_payload: \"%s\" is not a size (write "
+			            "e.g. 1MiB, 512KiB or a number of bytes)",
+			            sv(v));
+	}
+	if ((v = get(x, m, "replay"))) {
+		if (want(x, v, YAML_SCALAR_NODE, "replay"))
+			return -1;
+		if (!strcmp(sv(v), "dead_letter"))
+			c->replay = INBOX_REPLAY_DEAD_LETTER;
+		else if (!strcmp(sv(v), "drop"))
+			c->replay = INBOX_REPLAY_DROP;
+		else if (!strcmp(sv(v), "apply"))
+			c->replay = INBOX_REPLAY_APPLY;
+		else
+			return fail(
+			    x, v,
+			    "replay must be dead_letter, drop or apply, "
+			    "not \"%s\"",
+			    sv(v));
+	}
+	if ((v = get(x, m, "setup")) && !is_null(v)) {
+		if (str_value(x, v, "setup", &c->setup))
+			return -1;
+		c->setup_pos = pos_of(v);
+	}
+	return 0;
+}
+
+static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
+{
+	if (want(x, m, YAML_MAPPING_NODE, "a consumer") ||
+	    check_keys(x, m, "consumer", consumer_keys))
+		return -1;
+	c->pos = pos_of(m);
+	c->batch_size = 100;
+	c->retention_s = 7 * 24 * 3600;
+	c->max_attempts = 5;
+	c->lease_ms = 30000;
+	c->max_payload = 1024 * 1024;
+	c->retry_delay_ms = 1000;
+	c->poll_timeout_ms = 200;
+	c->replay = INBOX_REPLAY_DEAD_LETTER;
+	yaml_node_t *v = get(x, m, "name");
+	if (!v)
+		return fail(x, m, "consumer: name is required");
+	if (str_value(x, v, "name", &c->name))
+		return -1;
+	for (const char *p = c->name; *p; p++)
+		if ((unsigned char)*p < 0x21 || *p == 0x7f)
+			return fail(
+			    x, v,
+			    "name \"%s\": use printable characters "
+			    "without spaces (e.g. billing.order-created.v1)",
+			    c->name);
+	if (strlen(c->name) > 200)
+		return fail(x, v, "name: at most 200 characters");
+	if (!(v = get(x, m, "source")))
+		return fail(x, m, "consumer \"%s\": source is required",
+		            c->name);
+	if (source_url(x, v, &c->source, &c->source_pos))
+		return -1;
+	if (consumer_opts(x, m, c))
+		return -1;
+	if (!(v = get(x, m, "effect")))
+		return fail(x, m,
+		            "consumer \"%s\": effect is required (one or more "
+		            "\"- sql:\" or \"- upsert:\" steps)",
+		            c->name);
+	return effect(x, v, c);
+}
+
+static int top(ctx *x, yaml_node_t *root, cli_config *cfg)
+{
+	static const char *const keys[] = {"store",     "table_prefix",
+	                                   "schema",    "auto_migrate",
+	                                   "consumers", NULL};
+	if (want(x, root, YAML_MAPPING_NODE, "the config file") ||
+	    check_keys(x, root, "the config file", keys))
+		return -1;
+	yaml_node_t *v;
+	if ((v = get(x, root, "store")) &&
+	    store_url(x, v, "store", &cfg->store, &cfg->store_pos))
+		return -1;
+	if ((v = get(x, root, "table_prefix")) && !is_null(v)) {
+		if (want(x, v, YAML_SCALAR_NODE, "table_prefix"))
+			return -1;
+		const char *s = sv(v);
+		if (strlen(s) > 48 || s[strspn(s, "abcdefghijklmnopqrstuvwxyz"
+		                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		                                  "0123456789_")])
+			return fail(x, v,
+			            "table_prefix: letters, digits and _ only "
+			            "(at most 48)");
+		cfg->table_prefix = strdup(s);
+	}
+	if ((v = get(x, root, "schema")) && !is_null(v)) {
+		if (str_value(x, v, "schema", &cfg->schema))
+			return -1;
+		const char *s = cfg->schema;
+		if (strlen(s) > 48 || s[strspn(s, "abcdefghijklmnopqrstuvwxyz"
+		                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		                                  "0123456789_")])
+			return fail(x, v,
+			            "schema: letters, digits and _ only (at "
+			            "most 48)");
+	}
+	if ((v = get(x, root, "auto_migrate")) &&
+	    bool_value(x, v, "auto_migrate", &cfg->auto_migrate))
+		return -1;
+	yaml_node_t *cs = get(x, root, "consumers");
+	if (!cs)
+		return fail(x, root, "consumers: is required (a list)");
+	if (want(x, cs, YAML_SEQUENCE_NODE, "consumers"))
+		return -1;
+	int n =
+	    (int)(cs->data.sequence.items.top - cs->data.sequence.items.start);
+	if (n == 0)
+		return fail(x, cs, "consumers: the list is empty");
+	cfg->consumers = calloc((size_t)n, sizeof(*cfg->consumers));
+	if (!cfg->consumers)
+		return fail(x, cs, "out of memory");
+	for (int i = 0; i < n; i++) {
+		yaml_node_t *m = node(x, cs->data.sequence.items.start[i]);
+		cli_consumer *c = &cfg->consumers[i];
+		cfg->nconsumers = i + 1;
+		if (consumer(x, m, c))
+			return -1;
+		for (int j = 0; j < i; j++)
+			if (!strcmp(cfg->consumers[j].name, c->name))
+				return fail(
+				    x, m,
+				    "consumer name \"%s\" is used twice "
+				    "(first at line %d)",
+				    c->name, cfg->consumers[j].pos.line);
+		if (!c->store && !cfg->store)
+			return fail(x, m,
+			            "consumer \"%s\" has no store: set store: "
+			            "here or at the top of the file",
+			            c->name);
+	}
+	return 0;
+}
+
+static void set_dir(ctx *x, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	x->dir[0] = '\0';
+	if (!slash)
+		return;
+	size_t n = (size_t)(slash - path);
+	if (n == 0)
+		n = 1; /* "/file" */
+	if (n >= sizeof(x->dir))
+		n = sizeof(x->dir) - 1;
+	memcpy(x->dir, path, n);
+	x->dir[n] = '\0';
+}
+
+int cli_config_load(cli_config *cfg, const char *path, char *err, size_t errlen)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->auto_migrate = 1;
+	ctx x;
+	memset(&x, 0, sizeof(x));
+	x.path = path;
+	x.err = err;
+	x.errlen = errlen;
+	set_dir(&x, path);
+	cfg->path = strdup(path);
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path,
+		         strerror(errno));
+		return -1;
+	}
+	yaml_parser_t parser;
+	if (!yaml_parser_initialize(&parser)) {
+		fclose(f);
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	yaml_parser_set_input_file(&parser, f);
+	int rc = -1;
+	if (!yaml_parser_load(&parser, &x.doc)) {
+		const yaml_mark_t *m = parser.context ? &parser.context_mark
+		                                      : &parser.problem_mark;
+		if (parser.problem)
+			m = &parser.problem_mark;
+		snprintf(err, errlen, "%s:%zu:%zu: YAML syntax error: %s%s%s",
+		         path, m->line + 1, m->column + 1,
+		         parser.problem ? parser.problem : "malformed",
+		         parser.context ? " " : "",
+		         parser.context ? parser.context : "");
+		yaml_parser_delete(&parser);
+		fclose(f);
+		return -1;
+	}
+	yaml_node_t *root = yaml_document_get_root_node(&x.doc);
+	if (!root)
+		snprintf(err, errlen, "%s: the file is empty", path);
+	else
+		rc = top(&x, root, cfg);
+	yaml_document_delete(&x.doc);
+	yaml_parser_delete(&parser);
+	fclose(f);
+	return rc;
+}
+
+static void free_step(cli_step *s)
+{
+	free(s->sql);
+	for (int i = 0; i < s->nparams; i++)
+		free(s->params[i]);
+	free(s->params);
+	free(s->table);
+	free(s->key_column);
+	free(s->key_value);
+	free(s->version_column);
+	free(s->version_value);
+	for (int i = 0; i < s->nset; i++) {
+		free(s->set_columns[i]);
+		free(s->set_values[i]);
+	}
+	free(s->set_columns);
+	free(s->set_values);
+}
+
+void cli_config_free(cli_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (int i = 0; i < cfg->nconsumers; i++) {
+		cli_consumer *c = &cfg->consumers[i];
+		free(c->name);
+		free(c->source);
+		free(c->store);
+		free(c->key);
+		free(c->id);
+		free(c->fingerprint);
+		free(c->setup);
+		for (int j = 0; j < c->nsteps; j++)
+			free_step(&c->steps[j]);
+		free(c->steps);
+	}
+	free(cfg->consumers);
+	free(cfg->path);
+	free(cfg->store);
+	free(cfg->table_prefix);
+	free(cfg->schema);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+const char *cli_consumer_store(const cli_config *cfg, const cli_consumer *c)
+{
+	return c->store ? c->store : cfg->store;
+}

@@ -1,0 +1,98 @@
+/*
+ * The daemon's configuration: a YAML file declaring consumers (see
+ * docs/config.md). Parsing is strict: an unknown key, a wrong type, a bad
+ * JSON pointer, key template, duration or URL is an error naming
+ * FILE:LINE:COLUMN, and nothing is consumed.
+ */
+#ifndef INBOX_CLI_CONFIG_H
+#define INBOX_CLI_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <inbox/inbox.h>
+
+/* Where a value came from, for messages ("inbox.yaml:12:7"). */
+typedef struct cli_pos {
+	int line; /* 1-based; 0 = unknown */
+	int col;  /* 1-based */
+} cli_pos;
+
+#define CLI_MAX_PARAMS 64
+
+typedef enum cli_step_kind {
+	CLI_STEP_SQL = 1,
+	CLI_STEP_UPSERT = 2
+} cli_step_kind;
+
+/* One effect statement: plain SQL with pointer-bound $N parameters, or a
+ * versioned upsert (inbox_txn_upsert_versioned). */
+typedef struct cli_step {
+	cli_step_kind kind;
+	cli_pos pos;
+	/* CLI_STEP_SQL */
+	char *sql;
+	cli_pos sql_pos;
+	char **params; /* JSON pointers, $1..$n */
+	int nparams;
+	/* CLI_STEP_UPSERT */
+	char *table;
+	char *key_column, *key_value;         /* key_value: a pointer */
+	char *version_column, *version_value; /* version_value: a pointer */
+	char **set_columns, **set_values;     /* set_values: pointers */
+	int nset;
+} cli_step;
+
+typedef struct cli_consumer {
+	cli_pos pos;
+	char *name;
+	char *source;
+	cli_pos source_pos;
+	char *store; /* NULL: the file's top-level store */
+	cli_pos store_pos;
+	char *key;         /* key template, NULL = "{id}" */
+	char *id;          /* id pointer, NULL = "/id" */
+	char *fingerprint; /* fingerprint pointer, NULL = whole payload */
+	size_t batch_size;
+	int64_t retention_s;
+	int max_attempts;
+	int64_t lease_ms;
+	size_t max_payload;
+	int retry_delay_ms;
+	int poll_timeout_ms;
+	int batch_pause_ms;
+	inbox_replay_policy replay;
+	char *setup; /* SQL run once at start (several statements), or NULL */
+	cli_pos setup_pos;
+	cli_step *steps;
+	int nsteps;
+} cli_consumer;
+
+typedef struct cli_config {
+	char *path;
+	char *store; /* default store URL, may be NULL */
+	cli_pos store_pos;
+	char *table_prefix;
+	char *schema;
+	int auto_migrate;
+	cli_consumer *consumers;
+	int nconsumers;
+} cli_config;
+
+/* Load and validate `path`. 0, or -1 with a message ("FILE:LINE:COL:
+ * ...") in err. Relative paths of sqlite: and jsonl: URLs (and of the
+ * jsonl checkpoint= parameter) are made relative to the file's directory.
+ * Free with cli_config_free (also after a failure). */
+int cli_config_load(cli_config *cfg, const char *path, char *err,
+                    size_t errlen);
+void cli_config_free(cli_config *cfg);
+
+/* The store URL of a consumer (its own, or the file's). */
+const char *cli_consumer_store(const cli_config *cfg, const cli_consumer *c);
+
+/* Parse "30s", "5m", "7d", "500ms", "1h" into milliseconds. 0 or -1. */
+int cli_parse_duration_ms(const char *s, int64_t *ms);
+/* Parse "1MiB", "512KiB", "2GiB", "4096", "4096B". 0 or -1. */
+int cli_parse_size(const char *s, size_t *bytes);
+
+#endif

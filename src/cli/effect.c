@@ -1,0 +1,458 @@
+/*
+ * Declarative effects: checked without a database at load time
+ * (cli_sql_check), against the database at start-up (cli_effect_validate),
+ * and run per message in the inbox's transaction (cli_effect_handler).
+ */
+#include "cli/effect.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <inbox/sys/store.h>
+
+#include "core/buf.h"
+#include "core/internal.h"
+
+/* ---- static SQL checks --------------------------------------------- */
+
+static int ident_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '$';
+}
+
+/* Skip a comment or quoted section starting at p; returns the position
+ * after it, or p when there is none there. */
+static const char *skip_quoted(const char *start, const char *p)
+{
+	if (p[0] == '-' && p[1] == '-') {
+		while (*p && *p != '\n')
+			p++;
+		return p;
+	}
+	if (p[0] == '/' && p[1] == '*') {
+		int depth = 1; /* PostgreSQL nests block comments */
+		p += 2;
+		while (*p && depth) {
+			if (p[0] == '/' && p[1] == '*') {
+				depth++;
+				p += 2;
+			} else if (p[0] == '*' && p[1] == '/') {
+				depth--;
+				p += 2;
+			} else {
+				p++;
+			}
+		}
+		return p;
+	}
+	if (*p == '\'' || *p == '"' || *p == '`') {
+		/* E'...' strings (PostgreSQL) take backslash escapes */
+		int esc = *p == '\'' && p > start &&
+		          (p[-1] == 'E' || p[-1] == 'e') &&
+		          (p - 1 == start || !ident_char(p[-2]));
+		char q = *p++;
+		while (*p) {
+			if (esc && *p == '\\' && p[1]) {
+				p += 2;
+			} else if (*p == q && p[1] == q) {
+				p += 2;
+			} else if (*p == q) {
+				return p + 1;
+			} else {
+				p++;
+			}
+		}
+		return p;
+	}
+	if (*p == '$' && !isdigit((unsigned char)p[1])) {
+		/* PostgreSQL dollar quoting: $tag$ ... $tag$ */
+		const char *t = p + 1;
+		while (*t && (isalnum((unsigned char)*t) || *t == '_'))
+			t++;
+		if (*t != '$')
+			return p;
+		size_t tl = (size_t)(t - p) + 1;
+		const char *end;
+		for (end = t + 1; *end; end++)
+			if (strncmp(end, p, tl) == 0)
+				return end + tl;
+		return end;
+	}
+	return p;
+}
+
+static const char *skip_space(const char *p)
+{
+	for (;;) {
+		while (isspace((unsigned char)*p))
+			p++;
+		if ((p[0] == '-' && p[1] == '-') ||
+		    (p[0] == '/' && p[1] == '*'))
+			p = skip_quoted(p, p);
+		else
+			return p;
+	}
+}
+
+static int is_txn_control(const char *p)
+{
+	static const char *const words[] = {
+	    "BEGIN",   "COMMIT", "ROLLBACK", "END",    "SAVEPOINT",
+	    "RELEASE", "START",  "ABORT",    "VACUUM", NULL};
+	p = skip_space(p);
+	size_t n = 0;
+	while (isalpha((unsigned char)p[n]))
+		n++;
+	for (const char *const *w = words; *w; w++)
+		if (strlen(*w) == n && strncasecmp(p, *w, n) == 0)
+			return 1;
+	return 0;
+}
+
+int cli_sql_check(const char *sql, int nparams, const char *const *params,
+                  char *why, size_t len)
+{
+	unsigned char used[CLI_MAX_PARAMS + 1] = {0};
+	int maxn = 0;
+	if (!*skip_space(sql)) {
+		snprintf(why, len, "the SQL is empty");
+		return -1;
+	}
+	if (is_txn_control(sql)) {
+		snprintf(
+		    why, len,
+		    "transaction control (BEGIN/COMMIT/ROLLBACK/...) is not "
+		    "allowed: the effect runs inside the inbox's "
+		    "transaction");
+		return -1;
+	}
+	for (const char *p = sql; *p;) {
+		const char *q = skip_quoted(sql, p);
+		if (q != p) {
+			p = q;
+			continue;
+		}
+		if (*p == ';') {
+			if (*skip_space(p + 1)) {
+				snprintf(
+				    why, len,
+				    "one SQL statement per step: split the "
+				    "statements into several \"- sql:\" "
+				    "steps");
+				return -1;
+			}
+			p++;
+			continue;
+		}
+		if (*p == '$' && isdigit((unsigned char)p[1]) &&
+		    (p == sql || !ident_char(p[-1]))) {
+			char *end;
+			errno = 0;
+			long n = strtol(p + 1, &end, 10);
+			if (n < 1 || n > CLI_MAX_PARAMS || errno) {
+				snprintf(why, len,
+				         "placeholder $%.10s is out of range "
+				         "($1..$%d)",
+				         p + 1, CLI_MAX_PARAMS);
+				return -1;
+			}
+			used[n] = 1;
+			if (n > maxn)
+				maxn = (int)n;
+			p = end;
+			continue;
+		}
+		p++;
+	}
+	if (maxn > nparams) {
+		snprintf(why, len,
+		         "the SQL uses $%d but params lists %d JSON pointer%s "
+		         "(one per $N, in order)",
+		         maxn, nparams, nparams == 1 ? "" : "s");
+		return -1;
+	}
+	for (int i = 1; i <= nparams; i++)
+		if (!used[i]) {
+			snprintf(
+			    why, len,
+			    "params lists $%d (%s) but the SQL never uses $%d",
+			    i, params[i - 1], i);
+			return -1;
+		}
+	return 0;
+}
+
+/* ---- against the database ------------------------------------------ */
+
+static int is_pg(inbox_store *st)
+{
+	return strcmp(inbox_store_kind(st), "postgresql") == 0;
+}
+
+static void trim(char *s)
+{
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+}
+
+/* "relation "x" does not exist (SQLSTATE 42P01, at character 13)": the
+ * primary message on one line rather than libpq's multi-line text. */
+static void pg_message(const PGresult *r, char *err, size_t len)
+{
+	const char *primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+	const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *at = PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION);
+	if (!primary) {
+		snprintf(err, len, "%s", PQresultErrorMessage(r));
+		trim(err);
+		return;
+	}
+	snprintf(err, len, "%s (SQLSTATE %s%s%s)", primary, code ? code : "?",
+	         at ? ", at character " : "", at ? at : "");
+}
+
+int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len)
+{
+	void *native = st->vt->native(st);
+	if (is_pg(st)) {
+		/* A session advisory lock serializes the setup of daemons
+		 * starting together: concurrent CREATE TABLE IF NOT EXISTS can
+		 * otherwise fail on PostgreSQL's catalog unique index. */
+		PGconn *conn = native;
+		PGresult *r = PQexec(conn, "SELECT pg_advisory_lock("
+		                           "hashtext('inbox-cli-setup'))");
+		int locked = PQresultStatus(r) == PGRES_TUPLES_OK;
+		PQclear(r);
+		r = PQexec(conn, sql);
+		ExecStatusType s = PQresultStatus(r);
+		int ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK ||
+		         s == PGRES_EMPTY_QUERY;
+		if (!ok)
+			pg_message(r, err, len);
+		PQclear(r);
+		if (locked) {
+			r = PQexec(conn, "SELECT pg_advisory_unlock("
+			                 "hashtext('inbox-cli-setup'))");
+			PQclear(r);
+		}
+		return ok ? 0 : -1;
+	}
+	sqlite3 *db = native;
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(err, len, "%s", msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Prepare without running. 0 or -1 with the database's message. */
+static int prepare(inbox_store *st, const char *sql, char *err, size_t len)
+{
+	void *native = st->vt->native(st);
+	if (is_pg(st)) {
+		PGresult *r = PQprepare(native, "", sql, 0, NULL);
+		int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+		if (!ok)
+			pg_message(r, err, len);
+		PQclear(r);
+		return ok ? 0 : -1;
+	}
+	sqlite3_stmt *stmt = NULL;
+	int rc = sqlite3_prepare_v2(native, sql, -1, &stmt, NULL);
+	if (rc != SQLITE_OK)
+		snprintf(err, len, "%s", sqlite3_errmsg(native));
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* "a.b" -> "a"."b" */
+static int quote_dotted(inbox__buf *b, const char *name)
+{
+	const char *dot = strchr(name, '.');
+	if (!dot)
+		return inbox__quote_ident(b, name);
+	char first[128];
+	size_t n = (size_t)(dot - name);
+	if (n == 0 || n >= sizeof(first))
+		return -1;
+	memcpy(first, name, n);
+	first[n] = '\0';
+	if (inbox__quote_ident(b, first) < 0 || inbox__buf_putc(b, '.') < 0)
+		return -1;
+	return inbox__quote_ident(b, dot + 1);
+}
+
+/* The upsert's table and columns must exist. */
+static char *upsert_probe(const cli_step *s)
+{
+	inbox__buf b = INBOX__BUF_INIT;
+	int bad = inbox__buf_puts(&b, "SELECT ");
+	bad |= inbox__quote_ident(&b, s->key_column);
+	bad |= inbox__buf_puts(&b, ", ");
+	bad |= inbox__quote_ident(&b, s->version_column);
+	for (int i = 0; i < s->nset; i++) {
+		bad |= inbox__buf_puts(&b, ", ");
+		bad |= inbox__quote_ident(&b, s->set_columns[i]);
+	}
+	bad |= inbox__buf_puts(&b, " FROM ");
+	bad |= quote_dotted(&b, s->table);
+	bad |= inbox__buf_puts(&b, " LIMIT 0");
+	if (bad) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+int cli_effect_validate(inbox_store *st, const char *path,
+                        const cli_consumer *c, char *err, size_t len)
+{
+	char why[600];
+	for (int i = 0; i < c->nsteps; i++) {
+		const cli_step *s = &c->steps[i];
+		if (s->kind == CLI_STEP_SQL) {
+			if (prepare(st, s->sql, why, sizeof(why)) == 0)
+				continue;
+			snprintf(
+			    err, len,
+			    "%s:%d:%d: consumer \"%s\", effect step %d: the "
+			    "database rejects the SQL: %s",
+			    path, s->sql_pos.line, s->sql_pos.col, c->name,
+			    i + 1, why);
+			return -1;
+		}
+		char *probe = upsert_probe(s);
+		if (!probe) {
+			snprintf(err, len,
+			         "%s:%d: consumer \"%s\", effect step %d: bad "
+			         "upsert table name \"%s\"",
+			         path, s->pos.line, c->name, i + 1, s->table);
+			return -1;
+		}
+		int rc = prepare(st, probe, why, sizeof(why));
+		free(probe);
+		if (rc == 0)
+			continue;
+		snprintf(err, len,
+		         "%s:%d: consumer \"%s\", effect step %d: upsert into "
+		         "\"%s\": %s",
+		         path, s->pos.line, c->name, i + 1, s->table, why);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the handler ----------------------------------------------------- */
+
+/* Permanent database errors: the same message will fail the same way. */
+static int permanent(const char *code)
+{
+	if (strlen(code) == 5 &&
+	    (strncmp(code, "22", 2) == 0 || strncmp(code, "23", 2) == 0))
+		return 1; /* data exception, integrity constraint violation */
+	return strncmp(code, "SQLITE_CONSTRAINT", 17) == 0 ||
+	       strcmp(code, "SQLITE_MISMATCH") == 0 ||
+	       strcmp(code, "SQLITE_TOOBIG") == 0;
+}
+
+static int db_failed(inbox_txn *t, int rc, int step)
+{
+	inbox_store *st = inbox_txn_store(t);
+	const char *code = inbox_store_errcode(st);
+	char reason[600];
+	snprintf(reason, sizeof(reason), "effect step %d: %s%s%s%s", step,
+	         inbox_store_errmsg(st), *code ? " (" : "", code,
+	         *code ? ")" : "");
+	inbox_txn_set_reason(t, reason);
+	if (rc == INBOX_ERR_TRANSIENT || !permanent(code))
+		return INBOX_HANDLER_RETRY;
+	return INBOX_HANDLER_REJECT;
+}
+
+/* Fetch the value at `ptr`; NULL for JSON null. -1 after setting the
+ * reason when absent. */
+static int param(inbox_txn *t, const inbox_msg *m, const char *ptr,
+                 const char *what, const char **out)
+{
+	int rc = inbox_msg_get(m, ptr, out);
+	if (rc == INBOX_OK)
+		return 0;
+	char reason[400];
+	if (rc == INBOX_ERR_NOTFOUND)
+		snprintf(reason, sizeof(reason), "%s (%s) is missing", what,
+		         ptr);
+	else
+		snprintf(reason, sizeof(reason), "%s (%s): %s", what, ptr,
+		         inbox_strerror(rc));
+	inbox_txn_set_reason(t, reason);
+	return -1;
+}
+
+static int run_sql(inbox_txn *t, const inbox_msg *m, const cli_step *s,
+                   int step)
+{
+	const char *vals[CLI_MAX_PARAMS];
+	for (int i = 0; i < s->nparams; i++) {
+		char what[48];
+		snprintf(what, sizeof(what), "effect parameter $%d", i + 1);
+		if (param(t, m, s->params[i], what, &vals[i]) < 0)
+			return INBOX_HANDLER_REJECT;
+	}
+	int rc = inbox_txn_exec(t, s->sql, s->nparams, vals, NULL);
+	return rc < 0 ? db_failed(t, rc, step) : INBOX_HANDLER_OK;
+}
+
+static int run_upsert(inbox_txn *t, const inbox_msg *m, const cli_step *s,
+                      int step)
+{
+	const char *key, *ver, *vals[CLI_MAX_PARAMS];
+	char reason[400];
+	if (param(t, m, s->key_value, "upsert key", &key) < 0 ||
+	    param(t, m, s->version_value, "upsert version", &ver) < 0)
+		return INBOX_HANDLER_REJECT;
+	if (!key) {
+		snprintf(reason, sizeof(reason), "upsert key (%s) is null",
+		         s->key_value);
+		inbox_txn_set_reason(t, reason);
+		return INBOX_HANDLER_REJECT;
+	}
+	char *end = NULL;
+	errno = 0;
+	long long version = ver ? strtoll(ver, &end, 10) : 0;
+	if (!ver || !*ver || *end || errno) {
+		snprintf(reason, sizeof(reason),
+		         "upsert version (%s) must be an integer",
+		         s->version_value);
+		inbox_txn_set_reason(t, reason);
+		return INBOX_HANDLER_REJECT;
+	}
+	for (int i = 0; i < s->nset; i++)
+		if (param(t, m, s->set_values[i], "upsert value", &vals[i]) < 0)
+			return INBOX_HANDLER_REJECT;
+	int rc = inbox_txn_upsert_versioned(
+	    t, s->table, s->key_column, key, s->version_column, version,
+	    s->nset, (const char *const *)s->set_columns, vals, NULL);
+	return rc < 0 ? db_failed(t, rc, step) : INBOX_HANDLER_OK;
+}
+
+int cli_effect_handler(inbox_txn *t, const inbox_msg *m, void *payload)
+{
+	const cli_consumer *c = payload;
+	for (int i = 0; i < c->nsteps; i++) {
+		const cli_step *s = &c->steps[i];
+		int v = s->kind == CLI_STEP_SQL ? run_sql(t, m, s, i + 1)
+		                                : run_upsert(t, m, s, i + 1);
+		if (v != INBOX_HANDLER_OK)
+			return v;
+	}
+	return INBOX_HANDLER_OK;
+}

@@ -1,0 +1,90 @@
+/*
+ * inbox — run effectively-once consumers declared in a config file, and
+ * the operator's tools around them. Each subcommand is one entry in the
+ * table below and one cmd_NAME.c file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const cli_command commands[] = {
+    {"run", cli_cmd_run, "consume messages as the config file declares",
+     cli_run_usage},
+    {"migrate", cli_cmd_migrate,
+     "create or upgrade the tables, run setup SQL, check the effects",
+     cli_migrate_usage},
+    {"stats", cli_cmd_stats,
+     "per consumer: inbox records, dead letters, oldest record",
+     cli_stats_usage},
+    {"demo", cli_cmd_demo,
+     "a self-contained demo on SQLite and a JSONL file (no server)",
+     cli_demo_usage},
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: inbox COMMAND [ARGS...]\n"
+	        "       inbox COMMAND --help\n"
+	        "       inbox --version\n"
+	        "\n"
+	        "Effectively-once message consumers: each message's key is "
+	        "recorded in an\ninbox table in the same database transaction "
+	        "as its effect, and the broker\nis acknowledged only after "
+	        "that commit.\n\ncommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-9s %s\n", commands[i].name,
+		        commands[i].summary);
+	fprintf(f, "\nexit codes:\n"
+	           "  0  success\n"
+	           "  1  runtime failure (a consumer stopped on an error)\n"
+	           "  2  usage error (bad command line)\n"
+	           "  3  config error (nothing was consumed)\n"
+	           "  4  cannot open or connect to a store or source\n"
+	           "  5  drain deadline exceeded after SIGTERM/SIGINT, or a "
+	           "second signal\n"
+	           "\nenvironment: INBOX_LOG_LEVEL=debug|info|warn|error "
+	           "(default info); logs are\nJSON lines on stderr.\n"
+	           "docs: docs/cli.md, docs/config.md\n");
+}
+
+int main(int argc, char **argv)
+{
+	cli_argv0 = argv[0];
+	if (argc < 2) {
+		usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (cli_is_help(cmd) || strcmp(cmd, "help") == 0) {
+		if (argc > 2 && strcmp(cmd, "help") == 0) {
+			for (size_t i = 0; i < NCOMMANDS; i++)
+				if (strcmp(commands[i].name, argv[2]) == 0) {
+					fputs(commands[i].usage, stdout);
+					return CLI_EXIT_OK;
+				}
+		}
+		usage(stdout);
+		return CLI_EXIT_OK;
+	}
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+		printf("inbox %s\n", INBOX_VERSION);
+		return CLI_EXIT_OK;
+	}
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		if (strcmp(commands[i].name, cmd) != 0)
+			continue;
+		for (int a = 2; a < argc; a++)
+			if (cli_is_help(argv[a])) {
+				fputs(commands[i].usage, stdout);
+				return CLI_EXIT_OK;
+			}
+		return commands[i].fn(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "inbox: unknown command \"%s\"\n\n", cmd);
+	usage(stderr);
+	return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,100 @@
+#!/bin/sh
+# SIGTERM drain. A follow-mode JSONL run receives SIGTERM while lines are
+# still being appended: it exits 0 within the deadline, and the checkpoint
+# agrees with the database (everything committed was acked, nothing acked
+# was uncommitted); a restart then bills every order exactly once.
+# With PostgreSQL: a batch that outlives --drain-timeout exits 5 without
+# acking, and a second signal exits 5 at once; a restart loses nothing.
+#   drain.sh INBOX_BIN
+set -u
+BIN=$1
+. "$(dirname "$0")/lib.sh"
+
+dir=$(mktmp)
+gen_orders "$dir/part1.jsonl" 1000 50 20 1
+gen_orders "$dir/part2.jsonl" 500 20 10 1001
+cp "$dir/part1.jsonl" "$dir/orders.jsonl"
+write_config "$dir/follow.yaml" "sqlite:$dir/t.db" \
+	"jsonl:$dir/orders.jsonl?follow=1&checkpoint=$dir/cp" invoices "" 20 10ms
+write_config "$dir/once.yaml" "sqlite:$dir/t.db" \
+	"jsonl:$dir/orders.jsonl?checkpoint=$dir/cp" invoices "" 20 0ms
+q() { sqlite3 "$dir/t.db" "$1"; }
+
+"$BIN" run "$dir/follow.yaml" --drain-timeout 5s 2>"$dir/follow.log" &
+pid=$!
+sleep_ms 400
+cat "$dir/part2.jsonl" >>"$dir/orders.jsonl"
+sleep_ms 300
+t0=$(now_ms)
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+t1=$(now_ms)
+expect_eq "SIGTERM: exit 0" "$rc" 0
+check "SIGTERM: stopped within the 5 s deadline ($((t1 - t0)) ms)" \
+	[ $((t1 - t0)) -lt 5000 ]
+check "SIGTERM: the drain is logged" grep -q '"event":"draining"' "$dir/follow.log"
+cp_line=$(cut -d' ' -f2 "$dir/cp" 2>/dev/null || echo 0)
+want=$(distinct_orders "$dir/orders.jsonl" "$cp_line")
+got=$(q "SELECT COUNT(*) FROM invoices")
+echo "# checkpoint at line $cp_line of $(wc -l <"$dir/orders.jsonl")"
+expect_eq "checkpoint agrees with the database (invoices = orders up to it)" \
+	"$got" "$want"
+
+"$BIN" run "$dir/once.yaml" --once 2>"$dir/once.log"
+expect_eq "restart: exit 0" "$?" 0
+total=$(distinct_orders "$dir/orders.jsonl")
+expect_eq "restart: every order billed" "$(q "SELECT COUNT(DISTINCT order_id) FROM invoices")" "$total"
+expect_eq "restart: no order billed twice" "$(q "SELECT COUNT(*) FROM invoices")" "$total"
+
+if [ -n "${INBOX_TEST_PG_URL:-}" ]; then
+	tag="drain$$_"
+	trap 'pg_drop_prefix "$tag"' EXIT
+	gen_orders "$dir/slow.jsonl" 4 0 0
+	# Each message takes a second in the database.
+	cat >"$dir/slow.yaml" <<CFG
+store: $INBOX_TEST_PG_URL
+table_prefix: $tag
+consumers:
+  - name: slow
+    source: jsonl:$dir/slow.jsonl?checkpoint=$dir/slow.cp
+    key: "{/data/orderId}"
+    batch_size: 1
+    setup: CREATE TABLE IF NOT EXISTS ${tag}slow (order_id TEXT NOT NULL)
+    effect:
+      - sql: INSERT INTO ${tag}slow (order_id) SELECT \$1 FROM pg_sleep(1)
+        params: [/data/orderId]
+CFG
+	"$BIN" run "$dir/slow.yaml" --once --drain-timeout 300ms 2>"$dir/slow1.log" &
+	pid=$!
+	sleep_ms 500
+	t0=$(now_ms)
+	kill -TERM "$pid"
+	wait "$pid"
+	rc=$?
+	t1=$(now_ms)
+	expect_eq "deadline: a batch longer than --drain-timeout exits 5" "$rc" 5
+	check "deadline: exits soon after the deadline ($((t1 - t0)) ms)" \
+		[ $((t1 - t0)) -lt 900 ]
+	check "deadline: the message names the deadline" \
+		grep -q "drain deadline" "$dir/slow1.log"
+
+	"$BIN" run "$dir/slow.yaml" --once 2>"$dir/slow2.log" &
+	pid=$!
+	sleep_ms 300
+	t0=$(now_ms)
+	kill -TERM "$pid"
+	sleep_ms 100
+	kill -TERM "$pid"
+	wait "$pid"
+	rc=$?
+	t1=$(now_ms)
+	expect_eq "second signal: exit 5" "$rc" 5
+	check "second signal: at once ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 600 ]
+
+	"$BIN" run "$dir/slow.yaml" --once 2>"$dir/slow3.log"
+	expect_eq "after the abrupt exits: a restart exits 0" "$?" 0
+	expect_eq "after the abrupt exits: each message exactly once" \
+		"$(pgq "SELECT COUNT(*) || '/' || COUNT(DISTINCT order_id) FROM ${tag}slow")" "4/4"
+fi
+summary
