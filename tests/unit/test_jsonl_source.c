@@ -65,6 +65,19 @@ static const char *slurp(const char *name)
 	return buf;
 }
 
+/* The checkpoint's position, "OFFSET LINE\n", without the file identity
+ * (device and inode) that follows it. */
+static const char *ckpt(const char *name)
+{
+	char *b = (char *)slurp(name);
+	char *sp = strchr(b, ' ');
+	if (sp && (sp = strchr(sp + 1, ' ')) != NULL) {
+		sp[0] = '\n';
+		sp[1] = '\0';
+	}
+	return b;
+}
+
 static int open_src(inbox_source **src, const char *name, const char *query,
                     size_t max_payload, int retry_delay_ms)
 {
@@ -156,13 +169,13 @@ TEST(batch_size_and_checkpoint)
 	outcomes(res, n, INBOX_APPLIED);
 	res[1].outcome = INBOX_DEAD_LETTERED; /* ackable too */
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("b.jsonl.test.consumer.checkpoint"), "16 2\n");
+	ASSERT_STREQ(ckpt("b.jsonl.test.consumer.checkpoint"), "16 2\n");
 	ASSERT_OK(inbox_source_poll(src, d, 2, &n, 0, &eof));
 	ASSERT_EQ(n, 2);
 	ASSERT_TRUE(ds_eq(&d[0], "{\"n\":3}"));
 	outcomes(res, n, INBOX_DUPLICATE);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("b.jsonl.test.consumer.checkpoint"), "32 4\n");
+	ASSERT_STREQ(ckpt("b.jsonl.test.consumer.checkpoint"), "32 4\n");
 	inbox_source_close(src);
 
 	/* Reopen: continues after the checkpoint, line numbers too. */
@@ -174,7 +187,7 @@ TEST(batch_size_and_checkpoint)
 	ASSERT_CONTAINS(d[0].position, "b.jsonl:5");
 	outcomes(res, n, INBOX_STALE);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("b.jsonl.test.consumer.checkpoint"), "40 5\n");
+	ASSERT_STREQ(ckpt("b.jsonl.test.consumer.checkpoint"), "40 5\n");
 	ASSERT_OK(inbox_source_poll(src, d, 2, &n, 0, &eof));
 	ASSERT_EQ(n, 0);
 	ASSERT_EQ(eof, 1);
@@ -188,7 +201,7 @@ TEST(batch_size_and_checkpoint)
 	ASSERT_OK(inbox_source_settle(src, d, NULL, n));
 	inbox_source_close(src);
 	/* ... and a failed batch did not move it. */
-	ASSERT_STREQ(slurp("b.jsonl.test.consumer.checkpoint"), "40 5\n");
+	ASSERT_STREQ(ckpt("b.jsonl.test.consumer.checkpoint"), "40 5\n");
 }
 
 TEST(retry_in_the_middle)
@@ -208,7 +221,7 @@ TEST(retry_in_the_middle)
 	outcomes(res, n, INBOX_APPLIED);
 	res[1].outcome = INBOX_RETRY;
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("r.jsonl.test.consumer.checkpoint"), "8 1\n");
+	ASSERT_STREQ(ckpt("r.jsonl.test.consumer.checkpoint"), "8 1\n");
 
 	/* Not before retry_delay_ms, and no eof while a retry is pending. */
 	ASSERT_OK(inbox_source_poll(src, d, 3, &n, 0, &eof));
@@ -232,7 +245,7 @@ TEST(retry_in_the_middle)
 	outcomes(res, n, INBOX_APPLIED);
 	res[0].outcome = INBOX_IN_PROGRESS;
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("r.jsonl.test.consumer.checkpoint"), "8 1\n");
+	ASSERT_STREQ(ckpt("r.jsonl.test.consumer.checkpoint"), "8 1\n");
 	/* A poll with a long timeout waits for the delay, not longer. */
 	ASSERT_OK(inbox_source_poll(src, d, 3, &n, 2000, &eof));
 	ASSERT_EQ(n, 3);
@@ -240,7 +253,7 @@ TEST(retry_in_the_middle)
 	ASSERT_EQ(d[2].delivery_count, 2);
 	outcomes(res, n, INBOX_DUPLICATE);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("r.jsonl.test.consumer.checkpoint"), "32 4\n");
+	ASSERT_STREQ(ckpt("r.jsonl.test.consumer.checkpoint"), "32 4\n");
 	ASSERT_OK(inbox_source_poll(src, d, 3, &n, 0, &eof));
 	ASSERT_EQ(n, 0);
 	ASSERT_EQ(eof, 1);
@@ -262,7 +275,7 @@ TEST(failed_batch_redelivered)
 	size_t n2;
 	ASSERT_EQ(inbox_source_poll(src, d, 5, &n2, 0, &eof), INBOX_ERR_STATE);
 	ASSERT_OK(inbox_source_settle(src, d, NULL, n));
-	ASSERT_STREQ(slurp("f.jsonl.test.consumer.checkpoint"), "");
+	ASSERT_STREQ(ckpt("f.jsonl.test.consumer.checkpoint"), "");
 	ASSERT_OK(inbox_source_poll(src, d, 5, &n, 0, &eof));
 	ASSERT_EQ(n, 2);
 	ASSERT_TRUE(ds_eq(&d[0], "{\"n\":1}"));
@@ -270,7 +283,7 @@ TEST(failed_batch_redelivered)
 	ASSERT_EQ(d[1].delivery_count, 2);
 	outcomes(res, n, INBOX_APPLIED);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("f.jsonl.test.consumer.checkpoint"), "16 2\n");
+	ASSERT_STREQ(ckpt("f.jsonl.test.consumer.checkpoint"), "16 2\n");
 	inbox_source_close(src);
 }
 
@@ -331,7 +344,7 @@ TEST(follow)
 	ASSERT_TRUE(ds_eq(&d[0], "{\"n\":3}"));
 	ASSERT_EQ(d[0].source_token, 16);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("w.jsonl.test.consumer.checkpoint"), "24 3\n");
+	ASSERT_STREQ(ckpt("w.jsonl.test.consumer.checkpoint"), "24 3\n");
 	inbox_source_close(src);
 }
 
@@ -382,7 +395,7 @@ TEST(follow_truncated_and_rotated)
 	ASSERT_EQ(d[0].source_token, 0);
 	ASSERT_CONTAINS(d[0].position, "t2.jsonl:1");
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("t2.jsonl.test.consumer.checkpoint"), "8 1\n");
+	ASSERT_STREQ(ckpt("t2.jsonl.test.consumer.checkpoint"), "8 1\n");
 	inbox_source_close(src);
 
 	/* renamed away and recreated: the old file is finished first */
@@ -408,7 +421,7 @@ TEST(follow_truncated_and_rotated)
 	ASSERT_CONTAINS(d[0].position, "r1.jsonl:1");
 	ASSERT_EQ(d[0].source_token, 0);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("r1.jsonl.test.consumer.checkpoint"), "8 1\n");
+	ASSERT_STREQ(ckpt("r1.jsonl.test.consumer.checkpoint"), "8 1\n");
 	inbox_source_close(src);
 }
 
@@ -439,7 +452,7 @@ TEST(over_long_lines)
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
 	char want[32];
 	snprintf(want, sizeof(want), "%d 5\n", 40 + 9 + 18 + 19 + 10);
-	ASSERT_STREQ(slurp("l.jsonl.test.consumer.checkpoint"), want);
+	ASSERT_STREQ(ckpt("l.jsonl.test.consumer.checkpoint"), want);
 	inbox_source_close(src);
 }
 
@@ -561,7 +574,7 @@ TEST(io_errors)
 	ASSERT_EQ(n, 1);
 	outcomes(res, n, INBOX_APPLIED);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("bad.jsonl.test.consumer.checkpoint"), "3 1\n");
+	ASSERT_STREQ(ckpt("bad.jsonl.test.consumer.checkpoint"), "3 1\n");
 	inbox_source_close(src);
 
 	char q[600];
@@ -595,7 +608,46 @@ TEST(checkpoint_write_failure)
 	ASSERT_TRUE(ds_eq(&d[0], "{\"n\":2}"));
 	ASSERT_EQ(d[0].delivery_count, 1);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("cw.jsonl.test.consumer.checkpoint"), "16 2\n");
+	ASSERT_STREQ(ckpt("cw.jsonl.test.consumer.checkpoint"), "16 2\n");
+	inbox_source_close(src);
+}
+
+TEST(checkpoint_names_the_file)
+{
+	/* The checkpoint carries the input's device and inode: a file
+	 * replaced while the consumer was stopped is read from its start,
+	 * even where the old offset happens to fall on a line boundary. */
+	put("id.jsonl", "{\"a\":1}\n{\"a\":2}\n");
+	inbox_source *src = NULL;
+	inbox_delivery d[4];
+	size_t n = 0;
+	int eof = 0;
+	ASSERT_OK(open_src(&src, "id.jsonl", "", 0, 100));
+	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, &eof));
+	ASSERT_EQ(n, 1);
+	inbox_result res[1];
+	outcomes(res, 1, INBOX_APPLIED);
+	ASSERT_OK(inbox_source_settle(src, d, res, 1));
+	inbox_source_close(src);
+	struct stat st;
+	char p[512];
+	path_of(p, sizeof(p), "id.jsonl");
+	ASSERT_EQ(stat(p, &st), 0);
+	char want[96];
+	snprintf(want, sizeof(want), "8 1 %llu %llu\n",
+	         (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	ASSERT_STREQ(slurp("id.jsonl.test.consumer.checkpoint"), want);
+	/* replaced by rename: same layout, other content, other inode */
+	put("id2.jsonl", "{\"b\":1}\n{\"b\":2}\n");
+	char p2[512];
+	path_of(p2, sizeof(p2), "id2.jsonl");
+	ASSERT_EQ(rename(p2, p), 0);
+	ASSERT_OK(open_src(&src, "id.jsonl", "", 0, 100));
+	ASSERT_OK(inbox_source_poll(src, d, 4, &n, 0, &eof));
+	ASSERT_EQ(n, 2);
+	ASSERT_TRUE(ds_eq(&d[0], "{\"b\":1}"));
+	outcomes(res, 1, INBOX_APPLIED);
+	inbox_source_settle(src, d, NULL, n);
 	inbox_source_close(src);
 }
 
@@ -616,7 +668,7 @@ TEST(checkpoint_options)
 	outcomes(res, n, INBOX_APPLIED);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
 	inbox_source_close(src);
-	ASSERT_STREQ(slurp("k.jsonl.billing_x_y.checkpoint"), "8 1\n");
+	ASSERT_STREQ(ckpt("k.jsonl.billing_x_y.checkpoint"), "8 1\n");
 
 	/* explicit checkpoint=FILE: its own progress */
 	snprintf(url, sizeof(url), "jsonl:%s/k.jsonl?checkpoint=%s/my.ck",
@@ -625,7 +677,7 @@ TEST(checkpoint_options)
 	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, NULL));
 	ASSERT_EQ(d[0].source_token, 0);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
-	ASSERT_STREQ(slurp("my.ck"), "8 1\n");
+	ASSERT_STREQ(ckpt("my.ck"), "8 1\n");
 	inbox_source_close(src);
 }
 
@@ -865,7 +917,7 @@ TEST(end_to_end_runner)
 
 	char ck[600];
 	snprintf(ck, sizeof(ck), "e2e.jsonl.e2e.orders.checkpoint");
-	const char *text = slurp(ck);
+	const char *text = ckpt(ck);
 	struct stat stt;
 	ASSERT_EQ(stat(file, &stt), 0);
 	char want[64];
@@ -932,6 +984,7 @@ int main(void)
 	RUN(url_errors);
 	RUN(io_errors);
 	RUN(checkpoint_write_failure);
+	RUN(checkpoint_names_the_file);
 	RUN(checkpoint_options);
 	RUN(truncated_file_restarts);
 	RUN(stdin_source);

@@ -138,8 +138,9 @@ int inbox__jl_parse_url(jl_source *s, const char *url, const char *consumer);
 
 /* jsonl_checkpoint.c */
 /* Read the checkpoint; INBOX_OK with *found = 0 when there is none. */
+/* *same_file is 0 when the checkpoint names another file (dev/inode). */
 int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line,
-                        int *found);
+                        int *found, int *same_file);
 /* Write s->ck_off/s->ck_line durably. */
 int inbox__jl_ckpt_write(jl_source *s);
 /* Open the checkpoint's directory (for fsync) and check it is writable. */

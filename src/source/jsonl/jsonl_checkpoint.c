@@ -1,5 +1,8 @@
 /*
- * JSONL source: the checkpoint file, "OFFSET LINE\n", replaced atomically
+ * JSONL source: the checkpoint file, "OFFSET LINE DEV INODE\n" (the input
+ * file's identity, so a file replaced while we were stopped is read from
+ * its start instead of from an offset that means nothing in it; the older
+ * "OFFSET LINE\n" form is still read), replaced atomically
  * (write FILE.tmp, fsync, rename, fsync the directory) so a crash leaves
  * either the old or the new checkpoint, never a torn one.
  */
@@ -33,10 +36,12 @@ static int parse_u64(const char **p, uint64_t *out)
 	return 0;
 }
 
-int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line, int *found)
+int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line, int *found,
+                        int *same_file)
 {
 	char text[64];
 	*found = 0;
+	*same_file = 1;
 	int fd = open(s->ckpt, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
@@ -62,8 +67,19 @@ int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line, int *found)
 	}
 	text[n] = '\0';
 	const char *p = text;
-	if (parse_u64(&p, off) != 0 || *p++ != ' ' ||
-	    parse_u64(&p, line) != 0 || strcmp(p, "\n") != 0) {
+	uint64_t dev = 0, ino = 0;
+	int ok = parse_u64(&p, off) == 0 && *p++ == ' ' &&
+	         parse_u64(&p, line) == 0;
+	if (ok && *p == ' ') {
+		p++;
+		ok = parse_u64(&p, &dev) == 0 && *p++ == ' ' &&
+		     parse_u64(&p, &ino) == 0;
+		struct stat st;
+		if (ok && fstat(s->fd, &st) == 0 &&
+		    ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino))
+			*same_file = 0;
+	}
+	if (!ok || strcmp(p, "\n") != 0) {
 		inbox__source_seterr(&s->base,
 		                     "jsonl: checkpoint %s is "
 		                     "malformed (expected \"OFFSET "
@@ -93,9 +109,16 @@ static int write_all(int fd, const char *p, size_t n)
 
 int inbox__jl_ckpt_write(jl_source *s)
 {
-	char text[64];
-	int len = snprintf(text, sizeof(text), "%" PRIu64 " %" PRIu64 "\n",
-	                   s->ck_off, s->ck_line);
+	char text[96];
+	struct stat st;
+	uint64_t dev = 0, ino = 0;
+	if (fstat(s->fd, &st) == 0) {
+		dev = (uint64_t)st.st_dev;
+		ino = (uint64_t)st.st_ino;
+	}
+	int len = snprintf(text, sizeof(text),
+	                   "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+	                   s->ck_off, s->ck_line, dev, ino);
 	const char *what = "open";
 	int fd =
 	    open(s->ckpt_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -55,9 +55,15 @@ static int resume(jl_source *s, off_t size)
 	int found = 0;
 	if (s->from_beginning)
 		return INBOX_OK; /* the next settle replaces the checkpoint */
-	int rc = inbox__jl_ckpt_read(s, &off, &line, &found);
+	int same_file = 1;
+	int rc = inbox__jl_ckpt_read(s, &off, &line, &found, &same_file);
 	if (rc < 0 || !found)
 		return rc;
+	if (!same_file) {
+		inbox__jl_log_restart(s, "the checkpoint names another file "
+		                         "(replaced while stopped)");
+		return INBOX_OK;
+	}
 	if (!ckpt_fits(s, off, size)) {
 		/* Replaced or truncated: from the start; the inbox drops what
 		 * was already applied. */
