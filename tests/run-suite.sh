@@ -20,7 +20,9 @@ trap stop_all EXIT INT TERM
 # port is taken, try another base.
 tries=0
 while :; do
-	base=$((20000 + (($$ + tries * 7919) % 2000) * 10))
+	# 10000-18990 (+ the brokers' offsets) stays below the ephemeral
+	# port range (32768-60999), where a client socket could hold it.
+	base=$((10000 + (($$ + tries * 7919) % 900) * 10))
 	if INBOX_TEST_PG_URL=$(sh "$here/servers/pg.sh" start "$tmp/pg" "$base"); then
 		break
 	fi

@@ -66,21 +66,24 @@ start)
 	echo "postgresql://postgres@127.0.0.1:$port/inbox_test"
 	;;
 stop)
-	if [ -f "$dir/pg.pid" ]; then
-		pid=$(cat "$dir/pg.pid")
-		# runuser forks: signal the postmaster itself, found by its pid file.
-		if [ -f "$dir/pg/postmaster.pid" ]; then
-			pid=$(head -1 "$dir/pg/postmaster.pid")
+	# Signal only the postmaster of this data directory: a stale PID
+	# could belong to any process by now (pid_max is small here).
+	pidfile="$dir/pg/postmaster.pid"
+	if [ -f "$pidfile" ]; then
+		pid=$(head -1 "$pidfile")
+		if [ -n "$pid" ] && grep -q "postgres" "/proc/$pid/cmdline" 2>/dev/null; then
+			kill -INT "$pid" 2>/dev/null || true
+			i=0
+			while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
+				sleep 0.1
+				i=$((i + 1))
+			done
+			if grep -q "postgres" "/proc/$pid/cmdline" 2>/dev/null; then
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
 		fi
-		kill -INT "$pid" 2>/dev/null || true
-		i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		rm -f "$dir/pg.pid"
 	fi
+	rm -f "$dir/pg.pid"
 	;;
 *)
 	echo "usage: pg.sh start DIR PORT | stop DIR" >&2
