@@ -3,10 +3,14 @@
  * consumer from one.
  *
  * A source is chosen by URL scheme:
- *   jsonl:PATH[?follow=1&checkpoint=FILE]   one JSON message per line
- *   jsonl:-                                  standard input
+ *   jsonl:PATH[?follow=1&checkpoint=FILE&from=beginning]
+ *                       one JSON message per line; jsonl:- is stdin
  *   kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&id_header=H]
- * (more schemes in later versions: amqp://, redis://, nats://)
+ *   amqp://[USER[:PASS]@]HOST[:PORT]/[VHOST/]QUEUE[?prefetch=&retry=ttl|requeue]
+ *   redis://[[USER]:PASS@]HOST[:PORT][/DB]/STREAM?group=G[&claim_idle=]
+ *   nats://[USER:PASS@]HOST:PORT/STREAM?durable=D[&ack_wait=]
+ * Each backend's header in src/source/NAME/ documents all its parameters
+ * and how it maps "ack", "retry later" and "dead letter" onto the broker.
  *
  * The runner loops: poll a batch -> inbox_consumer_process_batch() (one
  * transaction) -> settle the batch with the source: ack what may be acked,

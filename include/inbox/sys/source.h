@@ -28,7 +28,9 @@ struct inbox_source_vtable {
 	unsigned version;   /* INBOX_SOURCE_VTABLE_VERSION */
 	const char *scheme; /* "jsonl", "kafka", ... */
 
-	/* Parse the URL, connect. Set *out even on failure when allocated. */
+	/* Parse the URL, connect. Set *out even on failure when allocated.
+	 * The common part's `opts` is filled in by the caller only after open
+	 * returns: use the `opts` argument here. */
 	int (*open)(inbox_source **out, const char *url,
 	            const inbox_source_options *opts);
 	void (*close)(inbox_source *src);

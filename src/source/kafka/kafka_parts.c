@@ -1,0 +1,329 @@
+/*
+ * Kafka source: per-partition state (settled offsets, redelivery counts,
+ * pauses) and the group rebalance callback that keeps it in step with the
+ * assignment.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "source/kafka/kafka.h"
+
+int64_t inbox__kafka_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void part_init(kafka_part *kp)
+{
+	memset(kp, 0, sizeof(*kp));
+	kp->settled_next = -1;
+	kp->committed_next = -1;
+	kp->rewind_to = -1;
+	kp->carry_next = -1;
+}
+
+kafka_part *inbox__kafka_part(kafka_source *ks, int32_t p)
+{
+	if (p < 0)
+		return NULL;
+	if ((size_t)p >= ks->nparts) {
+		size_t n = ks->nparts ? ks->nparts : 8;
+		while (n <= (size_t)p)
+			n *= 2;
+		kafka_part *np = realloc(ks->parts, n * sizeof(*np));
+		if (!np)
+			return NULL;
+		for (size_t i = ks->nparts; i < n; i++)
+			part_init(&np[i]);
+		ks->parts = np;
+		ks->nparts = n;
+	}
+	return &ks->parts[p];
+}
+
+void inbox__kafka_part_forget(kafka_source *ks, int32_t p)
+{
+	if (p < 0 || (size_t)p >= ks->nparts)
+		return;
+	kafka_part *kp = &ks->parts[p];
+	int64_t carry = kp->carry_next;
+	if (kp->settled_next > kp->committed_next && kp->settled_next > carry)
+		carry = kp->settled_next;
+	free(kp->seen);
+	part_init(kp);
+	kp->carry_next = carry;
+}
+
+int32_t inbox__kafka_seen_get(const kafka_part *kp, int64_t offset)
+{
+	for (size_t i = 0; i < kp->nseen; i++)
+		if (kp->seen[i].offset == offset)
+			return kp->seen[i].count;
+	return 0;
+}
+
+int inbox__kafka_seen_put(kafka_part *kp, int64_t offset, int32_t count)
+{
+	for (size_t i = 0; i < kp->nseen; i++)
+		if (kp->seen[i].offset == offset) {
+			kp->seen[i].count = count;
+			return 0;
+		}
+	if (kp->nseen == kp->capseen) {
+		size_t n = kp->capseen ? kp->capseen * 2 : 16;
+		kafka_seen *ns = realloc(kp->seen, n * sizeof(*ns));
+		if (!ns)
+			return -1;
+		kp->seen = ns;
+		kp->capseen = n;
+	}
+	kp->seen[kp->nseen].offset = offset;
+	kp->seen[kp->nseen].count = count;
+	kp->nseen++;
+	return 0;
+}
+
+void inbox__kafka_seen_prune(kafka_part *kp, int64_t next)
+{
+	size_t j = 0;
+	for (size_t i = 0; i < kp->nseen; i++)
+		if (kp->seen[i].offset >= next)
+			kp->seen[j++] = kp->seen[i];
+	kp->nseen = j;
+}
+
+static int wanted(const rd_kafka_topic_partition_list_t *only,
+                  const char *topic, int32_t p)
+{
+	if (!only)
+		return 1;
+	for (int i = 0; i < only->cnt; i++)
+		if (only->elems[i].partition == p &&
+		    strcmp(only->elems[i].topic, topic) == 0)
+			return 1;
+	return 0;
+}
+
+int inbox__kafka_commit_settled(kafka_source *ks,
+                                const rd_kafka_topic_partition_list_t *only)
+{
+	rd_kafka_topic_partition_list_t *l =
+	    rd_kafka_topic_partition_list_new(4);
+	if (!l)
+		return INBOX_ERR_NOMEM;
+	for (size_t p = 0; p < ks->nparts; p++) {
+		kafka_part *kp = &ks->parts[p];
+		if (kp->settled_next < 0 ||
+		    kp->settled_next == kp->committed_next ||
+		    !wanted(only, ks->topic, (int32_t)p))
+			continue;
+		rd_kafka_topic_partition_list_add(l, ks->topic, (int32_t)p)
+		    ->offset = kp->settled_next;
+	}
+	int rc = INBOX_OK;
+	if (l->cnt > 0) {
+		rd_kafka_resp_err_t err = rd_kafka_commit(ks->rk, l, 0);
+		inbox__kafka_commit_result(ks, err, l);
+		if (err) {
+			inbox__source_seterr(&ks->base,
+			                     "kafka: offset commit failed: %s",
+			                     rd_kafka_err2str(err));
+			rc = INBOX_ERR_SOURCE;
+		}
+	}
+	rd_kafka_topic_partition_list_destroy(l);
+	return rc;
+}
+
+void inbox__kafka_recommit(kafka_source *ks)
+{
+	rd_kafka_topic_partition_list_t *l =
+	    rd_kafka_topic_partition_list_new(4);
+	ks->commit_failed = 0;
+	if (!l)
+		return;
+	for (size_t p = 0; p < ks->nparts; p++) {
+		kafka_part *kp = &ks->parts[p];
+		if (kp->assigned && kp->settled_next > kp->committed_next)
+			rd_kafka_topic_partition_list_add(l, ks->topic,
+			                                  (int32_t)p)
+			    ->offset = kp->settled_next;
+	}
+	if (l->cnt > 0)
+		rd_kafka_commit(ks->rk, l, 1);
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+void inbox__kafka_commit_result(kafka_source *ks, rd_kafka_resp_err_t err,
+                                const rd_kafka_topic_partition_list_t *l)
+{
+	if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+		return;
+	if (err)
+		ks->commit_failed = 1;
+	for (int i = 0; l && i < l->cnt; i++) {
+		const rd_kafka_topic_partition_t *e = &l->elems[i];
+		kafka_part *kp;
+		if (strcmp(e->topic, ks->topic) != 0 || e->offset < 0 ||
+		    !(kp = inbox__kafka_part(ks, e->partition)))
+			continue;
+		if (err || e->err) {
+			ks->commit_failed = 1;
+			continue;
+		}
+		if (e->offset > kp->committed_next)
+			kp->committed_next = e->offset;
+		if (e->offset >= kp->carry_next)
+			kp->carry_next = -1;
+	}
+}
+
+/* Drop the unsettled messages of the batch being polled whose partition
+ * is revoked: the new owner will deliver them. */
+static void drop_batch_of(kafka_source *ks, int32_t p)
+{
+	for (size_t i = 0; i < ks->nbatch; i++) {
+		kafka_slot *s = &ks->slots[i];
+		if (s->msg && s->partition == p) {
+			rd_kafka_message_destroy(s->msg);
+			s->msg = NULL;
+		}
+	}
+}
+
+/* Partitions coming back with settled offsets that may never have been
+ * committed start after them, unless the group committed further. */
+static void apply_carry(kafka_source *ks, rd_kafka_t *rk,
+                        rd_kafka_topic_partition_list_t *parts)
+{
+	rd_kafka_topic_partition_list_t *q =
+	    rd_kafka_topic_partition_list_new(parts->cnt ? parts->cnt : 1);
+	if (!q)
+		return;
+	for (int i = 0; i < parts->cnt; i++) {
+		kafka_part *kp =
+		    inbox__kafka_part(ks, parts->elems[i].partition);
+		if (kp && kp->carry_next >= 0)
+			rd_kafka_topic_partition_list_add(
+			    q, ks->topic, parts->elems[i].partition);
+	}
+	/* If the committed offsets cannot be read, starting at our own
+	 * settled offset is still safe: everything below it is in the inbox.
+	 */
+	if (q->cnt > 0 && rd_kafka_committed(rk, q, 5000) != 0)
+		for (int i = 0; i < q->cnt; i++)
+			q->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+	for (int i = 0; i < q->cnt; i++) {
+		kafka_part *kp = inbox__kafka_part(ks, q->elems[i].partition);
+		int64_t committed = q->elems[i].err ? RD_KAFKA_OFFSET_INVALID
+		                                    : q->elems[i].offset;
+		if (committed < kp->carry_next) {
+			rd_kafka_topic_partition_t *e =
+			    rd_kafka_topic_partition_list_find(
+			        parts, ks->topic, q->elems[i].partition);
+			if (e)
+				e->offset = kp->carry_next;
+			kp->settled_next = kp->carry_next;
+		}
+		kp->carry_next = -1;
+	}
+	rd_kafka_topic_partition_list_destroy(q);
+}
+
+static void on_assign(kafka_source *ks, rd_kafka_t *rk,
+                      rd_kafka_topic_partition_list_t *parts, int coop)
+{
+	for (int i = 0; i < parts->cnt; i++) {
+		inbox__kafka_part_forget(ks, parts->elems[i].partition);
+		kafka_part *kp =
+		    inbox__kafka_part(ks, parts->elems[i].partition);
+		if (kp)
+			kp->assigned = 1;
+	}
+	apply_carry(ks, rk, parts);
+	rd_kafka_error_t *error = NULL;
+	rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+	if (coop)
+		error = rd_kafka_incremental_assign(rk, parts);
+	else
+		err = rd_kafka_assign(rk, parts);
+	if (error) {
+		inbox__source_seterr(&ks->base, "kafka: assign failed: %s",
+		                     rd_kafka_error_string(error));
+		rd_kafka_error_destroy(error);
+		ks->error_seen = 1;
+	} else if (err) {
+		inbox__source_seterr(&ks->base, "kafka: assign failed: %s",
+		                     rd_kafka_err2str(err));
+		ks->error_seen = 1;
+	}
+}
+
+static void on_revoke(kafka_source *ks, rd_kafka_t *rk,
+                      rd_kafka_topic_partition_list_t *parts, int coop)
+{
+	rd_kafka_topic_partition_list_t *paused =
+	    rd_kafka_topic_partition_list_new(parts->cnt ? parts->cnt : 1);
+	for (int i = 0; i < parts->cnt; i++) {
+		int32_t p = parts->elems[i].partition;
+		drop_batch_of(ks, p);
+		if (paused && p >= 0 && (size_t)p < ks->nparts &&
+		    ks->parts[p].paused)
+			rd_kafka_topic_partition_list_add(paused, ks->topic, p);
+	}
+	/* Commit what was settled before giving the partitions away, unless
+	 * they are already lost (someone else may own them). */
+	if (!rd_kafka_assignment_lost(rk) &&
+	    inbox__kafka_commit_settled(ks, parts) < 0)
+		ks->error_seen = 1;
+	/* Our pause must not outlive our ownership. */
+	if (paused && paused->cnt > 0)
+		rd_kafka_resume_partitions(rk, paused);
+	if (paused)
+		rd_kafka_topic_partition_list_destroy(paused);
+	for (int i = 0; i < parts->cnt; i++)
+		inbox__kafka_part_forget(ks, parts->elems[i].partition);
+	if (coop) {
+		rd_kafka_error_t *error =
+		    rd_kafka_incremental_unassign(rk, parts);
+		if (error) {
+			inbox__source_seterr(&ks->base,
+			                     "kafka: unassign failed: %s",
+			                     rd_kafka_error_string(error));
+			rd_kafka_error_destroy(error);
+			ks->error_seen = 1;
+		}
+	} else {
+		rd_kafka_assign(rk, NULL);
+	}
+}
+
+void inbox__kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                               rd_kafka_topic_partition_list_t *parts,
+                               void *opaque)
+{
+	kafka_source *ks = opaque;
+	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+	switch (err) {
+	case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+		on_assign(ks, rk, parts, coop);
+		break;
+	case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+		on_revoke(ks, rk, parts, coop);
+		break;
+	default:
+		inbox__source_seterr(&ks->base, "kafka: rebalance failed: %s",
+		                     rd_kafka_err2str(err));
+		ks->error_seen = 1;
+		/* Drop everything: the assignment is unknown now. */
+		for (size_t p = 0; p < ks->nparts; p++) {
+			drop_batch_of(ks, (int32_t)p);
+			inbox__kafka_part_forget(ks, (int32_t)p);
+		}
+		rd_kafka_assign(rk, NULL);
+		break;
+	}
+}

@@ -1,0 +1,180 @@
+/*
+ * Kafka source: settling a batch. Per partition, the prefix of ackable
+ * messages is stored and committed; from the first other one on the
+ * partition is sought back and paused for the retry delay.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "source/kafka/kafka.h"
+
+int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
+                        const inbox_result *res, size_t n);
+void inbox__kafka_drop_batch(kafka_source *ks);
+int inbox__kafka_seek_back(kafka_source *ks, int32_t p, int64_t offset);
+
+/* Per partition of the batch: the first offset not to ack, and the next
+ * offset after the ackable prefix. */
+typedef struct settle_part {
+	int32_t partition;
+	int64_t stop; /* INT64_MAX: all ackable */
+	int64_t next; /* -1: nothing to ack */
+} settle_part;
+
+static settle_part *find_or_add(settle_part *sp, size_t *nsp, int32_t p)
+{
+	for (size_t i = 0; i < *nsp; i++)
+		if (sp[i].partition == p)
+			return &sp[i];
+	sp[*nsp].partition = p;
+	sp[*nsp].stop = INT64_MAX;
+	sp[*nsp].next = -1;
+	return &sp[(*nsp)++];
+}
+
+/* Mark the slots named by d[] with their ackability; slots not named
+ * stay unackable (redelivered). */
+static int mark(kafka_source *ks, const inbox_delivery *d,
+                const inbox_result *res, size_t n)
+{
+	for (size_t i = 0; i < ks->nbatch; i++)
+		ks->slots[i].ack = 0;
+	if (!res)
+		return INBOX_OK;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t t = d[i].source_token;
+		if (t >= ks->nbatch) {
+			inbox__source_seterr(
+			    &ks->base,
+			    "kafka: settle: delivery %zu is not "
+			    "from the last poll",
+			    i);
+			return INBOX_ERR_INVALID;
+		}
+		ks->slots[t].ack = inbox_outcome_ackable(res[i].outcome);
+	}
+	return INBOX_OK;
+}
+
+/* Store and asynchronously commit the advanced partitions. */
+static int store_and_commit(kafka_source *ks, settle_part *sp, size_t nsp)
+{
+	rd_kafka_topic_partition_list_t *l =
+	    rd_kafka_topic_partition_list_new((int)nsp);
+	if (!l)
+		return INBOX_ERR_NOMEM;
+	for (size_t i = 0; i < nsp; i++) {
+		kafka_part *kp = inbox__kafka_part(ks, sp[i].partition);
+		if (kp && sp[i].next > kp->settled_next)
+			rd_kafka_topic_partition_list_add(l, ks->topic,
+			                                  sp[i].partition)
+			    ->offset = sp[i].next;
+	}
+	int rc = INBOX_OK;
+	if (l->cnt > 0) {
+		rd_kafka_resp_err_t err = rd_kafka_offsets_store(ks->rk, l);
+		for (int i = 0; i < l->cnt; i++) {
+			rd_kafka_topic_partition_t *e = &l->elems[i];
+			if (e->err) {
+				inbox__source_seterr(
+				    &ks->base,
+				    "kafka: store offset %s [%d]: %s",
+				    ks->topic, (int)e->partition,
+				    rd_kafka_err2str(e->err));
+				rc = INBOX_ERR_SOURCE;
+				continue;
+			}
+			kafka_part *kp = inbox__kafka_part(ks, e->partition);
+			kp->settled_next = e->offset;
+			inbox__kafka_seen_prune(kp, e->offset);
+		}
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+			/* Async: see kafka.h. Results come back to commit_cb.
+			 */
+			err = rd_kafka_commit(ks->rk, l, 1);
+			if (err) {
+				inbox__source_seterr(&ks->base,
+				                     "kafka: commit: %s",
+				                     rd_kafka_err2str(err));
+				rc = INBOX_ERR_SOURCE;
+			}
+		}
+	}
+	rd_kafka_topic_partition_list_destroy(l);
+	return rc;
+}
+
+/* Seek back and pause the partitions that stopped early; remember the
+ * delivery counts of what will come again. */
+static int redeliver(kafka_source *ks, settle_part *sp, size_t nsp)
+{
+	int rc = INBOX_OK;
+	int64_t now = inbox__kafka_now_ms();
+	for (size_t i = 0; i < ks->nbatch; i++) {
+		kafka_slot *s = &ks->slots[i];
+		settle_part *e = find_or_add(sp, &nsp, s->partition);
+		kafka_part *kp = inbox__kafka_part(ks, s->partition);
+		if (kp && s->offset >= e->stop &&
+		    inbox__kafka_seen_put(kp, s->offset, s->count) < 0)
+			rc = INBOX_ERR_NOMEM;
+	}
+	rd_kafka_topic_partition_list_t *pause =
+	    rd_kafka_topic_partition_list_new((int)nsp);
+	if (!pause)
+		return INBOX_ERR_NOMEM;
+	for (size_t i = 0; i < nsp; i++) {
+		if (sp[i].stop == INT64_MAX)
+			continue;
+		int r = inbox__kafka_seek_back(ks, sp[i].partition, sp[i].stop);
+		if (r < 0)
+			rc = r;
+		kafka_part *kp = inbox__kafka_part(ks, sp[i].partition);
+		if (kp && ks->retry_delay_ms > 0) {
+			kp->paused = 1;
+			kp->resume_at = now + ks->retry_delay_ms;
+			rd_kafka_topic_partition_list_add(pause, ks->topic,
+			                                  sp[i].partition);
+		}
+	}
+	/* After the seek: pausing keeps the rewound fetch position. */
+	if (pause->cnt > 0)
+		rd_kafka_pause_partitions(ks->rk, pause);
+	rd_kafka_topic_partition_list_destroy(pause);
+	return rc;
+}
+
+int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
+                        const inbox_result *res, size_t n)
+{
+	kafka_source *ks = (kafka_source *)src;
+	if (!ks->polled)
+		return n == 0 ? INBOX_OK : INBOX_ERR_STATE;
+	/* Deliveries not from the last poll: redeliver the whole batch. */
+	int bad = mark(ks, d, res, n);
+	if (bad < 0)
+		for (size_t i = 0; i < ks->nbatch; i++)
+			ks->slots[i].ack = 0;
+	settle_part *sp = calloc(ks->nbatch, sizeof(*sp));
+	size_t nsp = 0;
+	if (!sp)
+		return INBOX_ERR_NOMEM;
+	/* The first unackable offset of each partition... */
+	for (size_t i = 0; i < ks->nbatch; i++) {
+		kafka_slot *s = &ks->slots[i];
+		settle_part *e = find_or_add(sp, &nsp, s->partition);
+		if (!s->ack && s->offset < e->stop)
+			e->stop = s->offset;
+	}
+	/* ...and everything before it is the ackable prefix. */
+	for (size_t i = 0; i < ks->nbatch; i++) {
+		kafka_slot *s = &ks->slots[i];
+		settle_part *e = find_or_add(sp, &nsp, s->partition);
+		if (s->offset < e->stop && s->offset + 1 > e->next)
+			e->next = s->offset + 1;
+	}
+	int r1 = store_and_commit(ks, sp, nsp);
+	int r2 = redeliver(ks, sp, nsp);
+	free(sp);
+	inbox__kafka_drop_batch(ks);
+	return bad < 0 ? bad : r1 < 0 ? r1 : r2;
+}

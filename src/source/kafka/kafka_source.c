@@ -1,0 +1,147 @@
+/*
+ * Kafka source: open/close and the vtable. Polling is in kafka_poll.c,
+ * settling in kafka_settle.c; see kafka.h for the behaviour.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "source/kafka/kafka.h"
+
+int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
+                      size_t *n, int timeout_ms, int *eof);
+int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
+                        const inbox_result *res, size_t n);
+void inbox__kafka_drop_batch(kafka_source *ks);
+
+/* Served by rd_kafka_consumer_poll() (the main queue is forwarded to the
+ * consumer queue), so it runs on the polling thread. */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	kafka_source *ks = opaque;
+	char fatal[256];
+	if (err == RD_KAFKA_RESP_ERR__FATAL &&
+	    rd_kafka_fatal_error(rk, fatal, sizeof(fatal)))
+		inbox__source_seterr(&ks->base, "kafka: fatal: %s", fatal);
+	else
+		inbox__source_seterr(
+		    &ks->base, "kafka: %s: %s",
+		    rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+	ks->error_seen = 1;
+}
+
+static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t *offsets, void *opaque)
+{
+	kafka_source *ks = opaque;
+	(void)rk;
+	inbox__kafka_commit_result(ks, err, offsets);
+	if (err == RD_KAFKA_RESP_ERR_NO_ERROR ||
+	    err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+		return;
+	/* Committed again by the next poll; at worst a redelivery follows,
+	 * which the inbox drops. */
+	inbox__source_seterr(&ks->base,
+	                     "kafka: offset commit failed: %s (%d partitions)",
+	                     rd_kafka_err2str(err), offsets ? offsets->cnt : 0);
+}
+
+/* Wait for a broker to answer a metadata request. */
+static int check_connect(kafka_source *ks, int timeout_ms)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t err =
+	    rd_kafka_metadata(ks->rk, 0, NULL, &md, timeout_ms);
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		return INBOX_OK;
+	inbox__source_seterr(&ks->base,
+	                     "kafka: no broker answered within %d ms: %s",
+	                     timeout_ms, rd_kafka_err2str(err));
+	return INBOX_ERR_CONNECT;
+}
+
+static int subscribe(kafka_source *ks)
+{
+	rd_kafka_topic_partition_list_t *t =
+	    rd_kafka_topic_partition_list_new(1);
+	if (!t)
+		return INBOX_ERR_NOMEM;
+	rd_kafka_topic_partition_list_add(t, ks->topic, RD_KAFKA_PARTITION_UA);
+	rd_kafka_resp_err_t err = rd_kafka_subscribe(ks->rk, t);
+	rd_kafka_topic_partition_list_destroy(t);
+	if (err) {
+		inbox__source_seterr(&ks->base, "kafka: subscribe to %s: %s",
+		                     ks->topic, rd_kafka_err2str(err));
+		return INBOX_ERR_SOURCE;
+	}
+	return INBOX_OK;
+}
+
+static int kafka_open(inbox_source **out, const char *url,
+                      const inbox_source_options *opts)
+{
+	kafka_source *ks = calloc(1, sizeof(*ks));
+	rd_kafka_conf_t *conf = NULL;
+	int open_timeout_ms = 0;
+	char err[512];
+	if (!ks)
+		return INBOX_ERR_NOMEM;
+	*out = &ks->base;
+	ks->retry_delay_ms = opts->retry_delay_ms;
+	ks->max_payload = opts->max_payload;
+	ks->nslots = opts->max_batch;
+	ks->slots = calloc(ks->nslots, sizeof(*ks->slots));
+	if (!ks->slots)
+		return INBOX_ERR_NOMEM;
+	int rc = inbox__kafka_parse_url(ks, url, opts, &conf, &open_timeout_ms);
+	if (rc < 0)
+		return rc;
+	rd_kafka_conf_set_opaque(conf, ks);
+	rd_kafka_conf_set_rebalance_cb(conf, inbox__kafka_rebalance_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+	rd_kafka_conf_set_offset_commit_cb(conf, commit_cb);
+	ks->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+	if (!ks->rk) {
+		/* conf is still ours on failure */
+		rd_kafka_conf_destroy(conf);
+		inbox__source_seterr(&ks->base, "kafka: %s", err);
+		return INBOX_ERR_URL;
+	}
+	rd_kafka_poll_set_consumer(ks->rk);
+	if (open_timeout_ms > 0 &&
+	    (rc = check_connect(ks, open_timeout_ms)) < 0)
+		return rc;
+	return subscribe(ks);
+}
+
+static void kafka_close(inbox_source *src)
+{
+	kafka_source *ks = (kafka_source *)src;
+	if (ks->rk) {
+		/* Whatever was polled and not settled is redelivered. */
+		inbox__kafka_drop_batch(ks);
+		inbox__kafka_commit_settled(ks, NULL);
+		ks->closing = 1;
+		rd_kafka_consumer_close(ks->rk);
+		rd_kafka_destroy(ks->rk);
+	}
+	for (size_t i = 0; i < ks->nslots; i++)
+		inbox__buf_free(&ks->slots[i].text);
+	free(ks->slots);
+	for (size_t p = 0; p < ks->nparts; p++)
+		free(ks->parts[p].seen);
+	free(ks->parts);
+	free(ks->topic);
+	free(ks->id_header);
+	free(ks);
+}
+
+const inbox_source_vtable inbox__kafka_source = {
+    INBOX_SOURCE_VTABLE_VERSION,
+    "kafka",
+    kafka_open,
+    kafka_close,
+    inbox__kafka_poll,
+    inbox__kafka_settle,
+};
