@@ -5,7 +5,8 @@
  * backend fills an inbox_store_vtable and registers it by URL scheme. The
  * vtable only ever grows at the end; `version` says how much of it a
  * backend provides. Every slot is mandatory unless marked optional;
- * registration asserts it.
+ * registration asserts it. A backend of version 1 (no outbox slots) still
+ * registers; the outbox functions then return INBOX_ERR_STATE on it.
  *
  * Tables (each name preceded by the configured prefix, quoted):
  *   inbox(consumer, key, fingerprint, status, attempts, fence,
@@ -15,6 +16,12 @@
  *         headers, position, attempts, reason, fingerprint,
  *         stored_fingerprint, created_at, replayed_at)
  *   consumers(name PRIMARY KEY, retention_seconds, updated_at)
+ *   outbox(id, consumer, key, step, idempotency_key, kind, method, target,
+ *         headers, key_header, body BLOB/bytea, idempotent, reconcile_url,
+ *         max_attempts, state, attempts, reconciliations, fence,
+ *         next_attempt_at, lease_until, last_status, last_error, response,
+ *         created_at, updated_at, done_at)
+ *         UNIQUE (consumer, key, step)           (schema version 2)
  *   schema_version(version)
  *
  * Status values of an inbox record.
@@ -23,6 +30,7 @@
 #define INBOX_SYS_STORE_H
 
 #include "../inbox.h"
+#include "../outbox.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,7 +91,22 @@ struct inbox_store {
 	int in_txn;
 };
 
-#define INBOX_STORE_VTABLE_VERSION 1
+/* 1: the inbox; 2: + the outbox slots. */
+#define INBOX_STORE_VTABLE_VERSION 2
+
+/* The outcome of a claimed outbox row, written by outbox_finish. */
+typedef struct inbox_outbox_finish {
+	int64_t id;
+	int64_t fence;            /* the claim's token: other claims refuse */
+	inbox_outbox_state state; /* DONE, FAILED, UNKNOWN, PENDING, DEAD */
+	int64_t retry_in_ms;      /* FAILED/UNKNOWN/PENDING: due again then */
+	int last_status;          /* HTTP status; 0 keeps the stored one */
+	const char *last_error;   /* NULL clears it */
+	const char *response;     /* first response excerpt; NULL keeps */
+	size_t response_len;
+	int32_t reconciled;       /* added to reconciliations */
+	int32_t attempts_delta;   /* added to attempts (-1: released unused) */
+} inbox_outbox_finish;
 
 struct inbox_store_vtable {
 	unsigned version; /* INBOX_STORE_VTABLE_VERSION the backend was built for */
@@ -163,6 +186,48 @@ struct inbox_store_vtable {
 
 	/* Native handles: PGconn* / sqlite3* (the other returns NULL). */
 	void *(*native)(inbox_store *st);
+
+	/* ---- version 2: the outbox (see inbox/outbox.h) ---------------- */
+
+	/* In the open transaction: insert `row` (its id, state, attempts,
+	 * fence, reconciliations and last_status are ignored: a new row is
+	 * pending, due now, attempts 0, fence 0) unless (consumer, key, step)
+	 * already has one. *added = 1 if inserted, 0 if it existed. */
+	int (*outbox_add)(inbox_store *st, const inbox_outbox_item *row,
+	                  int *added);
+
+	/* In the open transaction: claim up to `limit` due rows of `consumer`
+	 * (NULL = all) — state pending, failed or unknown with next_attempt_at
+	 * <= now, or in_flight with an expired lease — oldest due first,
+	 * skipping rows another transaction holds (never waiting for them):
+	 * set state in_flight, attempts + 1, fence + 1, lease_until =
+	 * next_attempt_at = now + lease_ms. Call fn once per claimed row with
+	 * its new values and `state` = the state before the claim; fn returns
+	 * non-zero to report an allocation failure (the backend then returns
+	 * INBOX_ERR_NOMEM). */
+	int (*outbox_claim)(inbox_store *st, const char *consumer, int limit,
+	                    int64_t lease_ms,
+	                    int (*fn)(const inbox_outbox_item *row,
+	                              void *payload),
+	                    void *payload);
+
+	/* In the open transaction: record the outcome of a claimed row, only
+	 * if it is still in_flight with fence f->fence. *rows = 0 when a newer
+	 * claim owns it. Clears lease_until; done_at = now for DONE. */
+	int (*outbox_finish)(inbox_store *st, const inbox_outbox_finish *f,
+	                     int64_t *rows);
+
+	/* Outside a transaction: rows by state (done excluded) and the age of
+	 * the oldest row not done or dead, for `consumer` (NULL = all). */
+	int (*outbox_counts)(inbox_store *st, const char *consumer,
+	                     inbox_outbox_counts *out);
+
+	/* Outside a transaction: delete done rows completed more than
+	 * older_than_seconds ago, at most batch_limit per statement, each
+	 * statement its own transaction. */
+	int (*outbox_purge)(inbox_store *st, const char *consumer,
+	                    int64_t older_than_seconds, int batch_limit,
+	                    int64_t *deleted);
 };
 
 /* Register a backend (the built-in ones are registered automatically).

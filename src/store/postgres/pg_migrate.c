@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/postgres/pg_outbox.h"
 #include "store/postgres/pg_store.h"
 
 static int step(pg_store *s, const char *sql, const char *param, PGresult **out)
@@ -101,6 +102,10 @@ static int migrate_locked(pg_store *s)
 	}
 	if (version < 1 && (rc = apply_v1(s)) == INBOX_OK)
 		rc = record_version(s, 1);
+	/* v2: the outbox; a v1 database upgrades in place. */
+	if (rc == INBOX_OK && version < 2 &&
+	    (rc = inbox__pg_outbox_migrate(s)) == INBOX_OK)
+		rc = record_version(s, 2);
 	return rc;
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/postgres/pg_outbox.h"
 #include "store/postgres/pg_store.h"
 
 /* Notices ("relation already exists, skipping", "there is no transaction
@@ -190,4 +191,9 @@ const inbox_store_vtable inbox__pg_vtable = {
     .dead_letter = inbox__pg_dead_letter,
     .purge = inbox__pg_purge,
     .native = pg_native,
+    .outbox_add = inbox__pg_outbox_add,
+    .outbox_claim = inbox__pg_outbox_claim,
+    .outbox_finish = inbox__pg_outbox_finish,
+    .outbox_counts = inbox__pg_outbox_counts,
+    .outbox_purge = inbox__pg_outbox_purge,
 };

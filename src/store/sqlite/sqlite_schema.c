@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "store/sqlite/sqlite_outbox.h"
 #include "store/sqlite/sqlite_store.h"
 
 /* migrations[v] upgrades a database from version v-1 to v. */
@@ -64,6 +65,8 @@ static const char *const migrations[SQ_SCHEMA_VERSION + 1] = {
           " created_at INTEGER,"
           " updated_at INTEGER"
           ");",
+    /* The outbox (sqlite_outbox.c): a v1 database upgrades in place. */
+    [2] = inbox__sq_outbox_schema,
 };
 
 static int exec_tmpl(sq_store *s, const char *tmpl, const char *what)

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "core/internal.h"
+#include "store/sqlite/sqlite_outbox.h"
 #include "store/sqlite/sqlite_store.h"
 
 typedef struct sq_url {
@@ -105,23 +106,6 @@ static int configure(sq_store *s, const sq_url *u, int busy_ms)
 	return rc == SQLITE_OK ? INBOX_OK : inbox__sq_fail(s, rc, "configure");
 }
 
-/* With auto_migrate off, the schema must already be this version. */
-static int check_schema(sq_store *s)
-{
-	int v = 0;
-	int err = inbox__sq_schema_version(&s->base, &v);
-	if (err)
-		return err;
-	if (v != SQ_SCHEMA_VERSION) {
-		inbox__store_seterr(&s->base, "",
-		                    "schema version is %d, this library needs "
-		                    "%d: run migrate",
-		                    v, SQ_SCHEMA_VERSION);
-		return INBOX_ERR_SCHEMA;
-	}
-	return INBOX_OK;
-}
-
 static int sq_open(inbox_store **out, const char *url,
                    const inbox_store_options *opts)
 {
@@ -130,8 +114,8 @@ static int sq_open(inbox_store **out, const char *url,
 	if (!s)
 		return INBOX_ERR_NOMEM;
 	s->base.vt = &inbox__sqlite_vtable;
-	/* The core copies the prefix after open returns; the schema check
-	 * below needs it now. */
+	/* The core copies the prefix after open returns; copy it now so
+	 * the handle is complete from the start. */
 	if (opts && opts->table_prefix)
 		snprintf(s->base.prefix, sizeof(s->base.prefix), "%s",
 		         opts->table_prefix);
@@ -155,8 +139,8 @@ static int sq_open(inbox_store **out, const char *url,
 	free(u.path);
 	if (err)
 		return err == INBOX_ERR_TRANSIENT ? err : INBOX_ERR_CONNECT;
-	if (opts && !opts->auto_migrate)
-		return check_schema(s);
+	/* Without auto_migrate the schema is not touched here: consumers
+	 * refuse a store whose schema is not at this library's version. */
 	return INBOX_OK;
 }
 
@@ -298,4 +282,9 @@ const inbox_store_vtable inbox__sqlite_vtable = {
     .dead_letter = inbox__sq_dead_letter,
     .purge = inbox__sq_purge,
     .native = sq_native,
+    .outbox_add = inbox__sq_outbox_add,
+    .outbox_claim = inbox__sq_outbox_claim,
+    .outbox_finish = inbox__sq_outbox_finish,
+    .outbox_counts = inbox__sq_outbox_counts,
+    .outbox_purge = inbox__sq_outbox_purge,
 };

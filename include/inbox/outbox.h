@@ -1,0 +1,374 @@
+/*
+ * libinbox — effects outside the transaction: the outbox and its
+ * dispatcher.
+ *
+ * Charging a card, sending an email or calling a partner cannot be rolled
+ * back, so a handler never does it directly. It *declares* the effect with
+ * inbox_txn_outbox_add(): an outbox row written in the same transaction as
+ * the inbox record, so the effect is recorded exactly when the message is
+ * (a rolled-back handler leaves no row, a redelivered message finds its
+ * key in the inbox and adds nothing). A dispatcher then performs the rows:
+ *
+ *   - every row carries an idempotency key derived deterministically from
+ *     (consumer, inbox key, step) — never random — sent as the
+ *     Idempotency-Key header of every attempt, so a provider that honours
+ *     it performs the effect once however often it is called;
+ *   - claiming a row commits the *intent* (state in_flight, attempts + 1,
+ *     a lease and a fencing token) before the call; no transaction is held
+ *     across the network;
+ *   - an outcome that cannot be known (timeout, dropped connection,
+ *     dispatcher killed mid-call) is an UNKNOWN outcome: an idempotent
+ *     provider is called again with the *same* key; for a provider without
+ *     idempotency the effect is first *reconciled* (a status URL queried
+ *     with the key, or a C callback): found -> done, not found -> sent
+ *     again, undecided -> asked again later. Never a blind re-send;
+ *   - a permanent refusal (HTTP 409/422 and other 4xx: the key was reused
+ *     with other parameters, the request is invalid) or max attempts ends
+ *     the row as `dead` with a dead letter carrying the context.
+ *
+ * Row states: pending -> in_flight -> done | failed | unknown | dead;
+ * failed and unknown rows become due again after a backoff; an in_flight
+ * row whose lease expired is taken over as unknown.
+ *
+ * Several dispatchers may run on one store (threads or processes): a row
+ * is claimed by one of them at a time (PostgreSQL FOR UPDATE SKIP LOCKED,
+ * SQLite's write lock), and a completion is accepted only with the
+ * fencing token of the current claim.
+ *
+ * Thread safety: like every libinbox handle, a dispatcher is used by one
+ * thread at a time, on a store handle it borrows exclusively.
+ */
+#ifndef INBOX_OUTBOX_H
+#define INBOX_OUTBOX_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Declaring effects (inside a handler)                                 */
+/* ------------------------------------------------------------------ */
+
+/* Length of an idempotency key: lower-case hex SHA-256 (64 characters). */
+#define INBOX_OUTBOX_KEY_LEN 64
+
+/* The idempotency key of step `step` of the message whose inbox key is
+ * `key` in consumer `consumer`: lower-case hex SHA-256 of
+ * consumer "\0" key "\0" step, written with its NUL into out[65].
+ * Deterministic: the same three strings always give the same key, in
+ * every process and every version of the library (the key is also stored
+ * in the row, so a row keeps its key whatever happens). Fixed-length and
+ * URL-safe, within the 255 characters payment APIs accept.
+ * INBOX_ERR_INVALID if an argument is NULL. */
+int inbox_outbox_key(const char *consumer, const char *key, const char *step,
+                     char out[INBOX_OUTBOX_KEY_LEN + 1]);
+
+/* One external effect to perform after the commit. Zero-initialize with
+ * INBOX_OUTBOX_EFFECT_INIT and set what you need. Every string is copied
+ * into the row; none is kept after the call. */
+typedef struct inbox_outbox_effect {
+	unsigned version; /* INBOX_OUTBOX_EFFECT_VERSION */
+	/* Name of the step, unique among the effects of one message
+	 * ("charge", "email"): 1-100 printable characters without spaces.
+	 * Required. The row is unique per (consumer, key, step): adding the
+	 * same step again for the same message adds nothing. */
+	const char *step;
+	/* What performs it: "http" (default when NULL) is performed by the
+	 * built-in libcurl performer; any other kind needs
+	 * inbox_dispatcher_options.perform. */
+	const char *kind;
+	/* HTTP method, "POST" when NULL. */
+	const char *method;
+	/* Target URL (http:// or https:// for kind "http"). Required. */
+	const char *url;
+	/* Extra request headers as a JSON object of strings
+	 * ({"Authorization": "Bearer ..."}), or NULL. "Content-Type" defaults
+	 * to application/json. */
+	const char *headers;
+	/* Request body bytes (NULL/0: empty). */
+	const char *body;
+	size_t body_len;
+	/* Non-zero when the provider honours the idempotency key (performs
+	 * once per key and answers repeats with the first response): unknown
+	 * outcomes are then retried with the same key. Zero: the provider has
+	 * no idempotency; unknown outcomes are reconciled before any retry. */
+	int idempotent;
+	/* For non-idempotent providers: a URL answering whether the effect
+	 * with this key happened — "{key}" is replaced by the idempotency key
+	 * (e.g. "https://mail.example/messages?reference={key}"). GET; 2xx =
+	 * it happened, 404/410 = it did not, anything else = ask later. NULL
+	 * and no reconcile callback: an unknown outcome is dead-lettered for
+	 * an operator to decide, never re-sent. */
+	const char *reconcile_url;
+	/* Header carrying the idempotency key, "Idempotency-Key" when NULL.
+	 * It is sent on non-idempotent calls too, as the reference the
+	 * reconcile URL looks up. */
+	const char *key_header;
+	/* Attempts before the row is dead-lettered; 0 = the dispatcher's. */
+	int max_attempts;
+} inbox_outbox_effect;
+
+#define INBOX_OUTBOX_EFFECT_VERSION 1
+#define INBOX_OUTBOX_EFFECT_INIT                                               \
+	{                                                                      \
+		INBOX_OUTBOX_EFFECT_VERSION, NULL, NULL, NULL, NULL, NULL,     \
+		    NULL, 0, 0, NULL, NULL, 0                                  \
+	}
+
+/* Inside a handler: write an outbox row for effect `e` in the handler's
+ * transaction (under its savepoint: a RETRY or REJECT verdict removes it,
+ * the batch's commit publishes it). `idempotency_key` (may be NULL)
+ * receives the row's key, for handlers that also store it in their own
+ * tables. `*added` (may be NULL) is 1 if the row was written, 0 if the
+ * step already had a row for this message (kept as it was). Works in
+ * inbox_lease_complete() handlers too.
+ * Errors: INVALID (bad effect), STATE (the store has no outbox: a backend
+ * older than vtable version 2), STORE/TRANSIENT (the handler should return
+ * RETRY; a handler returning OK after a failed call is treated as RETRY). */
+int inbox_txn_outbox_add(inbox_txn *t, const inbox_outbox_effect *e,
+                         char idempotency_key[INBOX_OUTBOX_KEY_LEN + 1],
+                         int *added);
+
+/* ------------------------------------------------------------------ */
+/* Rows as the dispatcher sees them                                     */
+/* ------------------------------------------------------------------ */
+
+typedef enum inbox_outbox_state {
+	INBOX_OUTBOX_NONE = 0,
+	INBOX_OUTBOX_PENDING = 1,   /* written, never claimed (or released) */
+	INBOX_OUTBOX_IN_FLIGHT = 2, /* claimed: the intent is recorded */
+	INBOX_OUTBOX_DONE = 3,      /* performed (or reconciled as performed) */
+	INBOX_OUTBOX_FAILED = 4,    /* certainly not performed: retry later */
+	INBOX_OUTBOX_UNKNOWN = 5,   /* may have been performed: same key, or
+	                               reconcile first */
+	INBOX_OUTBOX_DEAD = 6       /* given up: a dead letter was written */
+} inbox_outbox_state;
+
+/* Static name as stored: "pending", "in_flight", "done", "failed",
+ * "unknown", "dead"; "none" otherwise. */
+const char *inbox_outbox_state_name(inbox_outbox_state s);
+
+/* A claimed row, given to callbacks. Every pointer is borrowed and valid
+ * during the callback only. */
+typedef struct inbox_outbox_item {
+	int64_t id;
+	const char *consumer;
+	const char *key; /* the message's inbox key */
+	const char *step;
+	const char *idempotency_key; /* 64 hex characters */
+	const char *kind;
+	const char *method;
+	const char *url;
+	const char *headers;    /* JSON object text or NULL */
+	const char *key_header; /* NULL = "Idempotency-Key" */
+	const char *body;
+	size_t body_len;
+	int idempotent;
+	const char *reconcile_url; /* or NULL */
+	int32_t max_attempts;      /* 0 = the dispatcher's */
+	/* State before this claim: PENDING, FAILED, UNKNOWN, or IN_FLIGHT
+	 * when the previous claim's lease expired (its holder died or
+	 * overran mid-call: the outcome is unknown). */
+	inbox_outbox_state state;
+	int32_t attempts; /* claims so far, this one included */
+	int64_t fence;    /* fencing token of this claim */
+	int32_t reconciliations;
+	int last_status; /* HTTP status of the last attempt, or 0 */
+} inbox_outbox_item;
+
+/* ------------------------------------------------------------------ */
+/* Performing and reconciling                                            */
+/* ------------------------------------------------------------------ */
+
+/* What one attempt came to. */
+typedef enum inbox_effect_outcome {
+	INBOX_EFFECT_DONE = 1,     /* performed (HTTP 2xx) */
+	INBOX_EFFECT_RETRY = 2,    /* certainly not performed, or the provider
+	                              asks to try again (connect failure,
+	                              408/425/429; 5xx on idempotent
+	                              providers): retry with backoff */
+	INBOX_EFFECT_UNKNOWN = 3,  /* may have been performed (timeout after
+	                              the request was sent, dropped connection;
+	                              5xx on non-idempotent providers) */
+	INBOX_EFFECT_PERMANENT = 4 /* refused for good (409, 422, other 4xx,
+	                              3xx, malformed request): dead letter */
+} inbox_effect_outcome;
+
+typedef struct inbox_effect_result {
+	inbox_effect_outcome outcome;
+	int status;             /* HTTP status, 0 when none came */
+	int64_t retry_after_ms; /* provider's Retry-After, 0 when none */
+	char error[256];        /* why (for logs and dead letters) */
+	/* Response body (an excerpt is kept in the row); borrowed until the
+	 * perform call returns. */
+	const char *response;
+	size_t response_len;
+} inbox_effect_result;
+
+/* A performer: run the effect of `it` and fill *res. Return 0, or a
+ * negative inbox_err when the dispatcher itself must stop (the row is then
+ * left in flight and becomes UNKNOWN when its lease expires). Must bound
+ * its own duration by the dispatcher's timeout. */
+typedef int (*inbox_perform_fn)(const inbox_outbox_item *it,
+                                inbox_effect_result *res, void *payload);
+
+typedef enum inbox_reconcile_verdict {
+	INBOX_RECONCILE_FOUND = 1,     /* the effect happened: done */
+	INBOX_RECONCILE_NOT_FOUND = 2, /* it did not: safe to send (same key) */
+	INBOX_RECONCILE_UNKNOWN = 3    /* cannot tell now: ask again later */
+} inbox_reconcile_verdict;
+
+/* A reconciler: decide whether the effect of `it` (an UNKNOWN outcome of a
+ * non-idempotent provider) happened. Returns an inbox_reconcile_verdict. */
+typedef int (*inbox_reconcile_fn)(const inbox_outbox_item *it, void *payload);
+
+/* Called after each row's outcome is committed (or refused: `state` is
+ * then IN_FLIGHT and the row belongs to a newer claim). `res` is NULL when
+ * no attempt was made (reconciled as found, released). For logs. */
+typedef void (*inbox_outbox_event_fn)(const inbox_outbox_item *it,
+                                      const inbox_effect_result *res,
+                                      inbox_outbox_state state,
+                                      const char *reason, void *payload);
+
+/* ------------------------------------------------------------------ */
+/* The dispatcher                                                        */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_dispatcher inbox_dispatcher;
+
+typedef struct inbox_dispatcher_options {
+	unsigned version; /* INBOX_DISPATCHER_OPTIONS_VERSION */
+	/* Only this consumer's rows; NULL = every consumer's. */
+	const char *consumer;
+	/* Rows claimed per transaction (default 8). Lowered when the lease
+	 * cannot cover that many calls. */
+	int batch;
+	/* Attempts (claims) before a row is dead-lettered, for rows that
+	 * carry none (default 8). */
+	int max_attempts;
+	/* Per call: connect timeout and total timeout (default 2000 and
+	 * 10000 ms). A reconcile query gets the same. */
+	int64_t connect_timeout_ms;
+	int64_t timeout_ms;
+	/* Retry delay after the first failed attempt, doubled each attempt
+	 * (with +-20% jitter), at most max_backoff_ms (defaults 500, 60000).
+	 * A provider's Retry-After is honoured up to max_backoff_ms. */
+	int64_t backoff_ms;
+	int64_t max_backoff_ms;
+	/* Lease of a claimed row (default 0: derived, 2 x (connect + total
+	 * timeout) x batch + 5 s, at least 10 s). A row whose dispatcher dies
+	 * is taken over when it expires, as an unknown outcome. Rows whose
+	 * call cannot finish inside the lease are released unperformed. */
+	int64_t lease_ms;
+	/* inbox_dispatcher_run(): pause when nothing is due (default 200). */
+	int64_t poll_ms;
+	/* Performer for kinds other than "http", or to replace the built-in
+	 * libcurl one. NULL = built-in (kind "http" only). */
+	inbox_perform_fn perform;
+	void *perform_payload;
+	/* Reconciler for non-idempotent rows; NULL = GET the row's
+	 * reconcile_url. */
+	inbox_reconcile_fn reconcile;
+	void *reconcile_payload;
+	/* Outcome notifications, or NULL. */
+	inbox_outbox_event_fn on_event;
+	void *event_payload;
+} inbox_dispatcher_options;
+
+#define INBOX_DISPATCHER_OPTIONS_VERSION 1
+#define INBOX_DISPATCHER_OPTIONS_INIT                                          \
+	{                                                                      \
+		INBOX_DISPATCHER_OPTIONS_VERSION, NULL, 8, 8, 2000, 10000,     \
+		    500, 60000, 0, 200, NULL, NULL, NULL, NULL, NULL, NULL     \
+	}
+
+/* Create a dispatcher on `st` (borrowed: it must outlive the dispatcher,
+ * and nothing else may use it meanwhile). Initializes libcurl once per
+ * process. Errors: INVALID (bad option; the reason in err), STATE (the
+ * store has no outbox), NOMEM. */
+int inbox_dispatcher_open(inbox_dispatcher **out, inbox_store *st,
+                          const inbox_dispatcher_options *opts, char *err,
+                          size_t errlen);
+void inbox_dispatcher_close(inbox_dispatcher *d);
+
+/* Claim at most one batch of due rows (committed before any call), perform
+ * or reconcile each, commit each outcome. *handled (may be NULL) = rows
+ * claimed (0: nothing was due). Store errors return STORE or TRANSIENT
+ * (detail in inbox_dispatcher_errmsg); rows left in flight are taken over
+ * when their lease expires. */
+int inbox_dispatcher_run_once(inbox_dispatcher *d, int *handled);
+
+/* Loop inbox_dispatcher_run_once until *stop becomes non-zero (checked
+ * between rows; a call in progress finishes first, bounded by the
+ * timeout). Transient store errors are retried after poll_ms; other
+ * errors are returned. */
+int inbox_dispatcher_run(inbox_dispatcher *d, volatile sig_atomic_t *stop);
+
+/* Counters since the dispatcher was opened. */
+typedef struct inbox_outbox_stats {
+	uint64_t claimed;          /* rows claimed */
+	uint64_t attempts;         /* calls made to providers */
+	uint64_t done;             /* rows completed (performed or found) */
+	uint64_t retries;          /* attempts that will be retried */
+	uint64_t unknown_outcomes; /* attempts whose outcome was unknown,
+	                              plus leases found expired mid-call */
+	uint64_t lease_expired;    /* rows taken over after a lease expired */
+	uint64_t reconciliations;  /* reconcile queries made */
+	uint64_t reconciled_found; /* ... that found the effect done */
+	uint64_t reconciled_not_found;
+	uint64_t dead_letters; /* rows given up */
+	uint64_t fenced;       /* late outcomes refused (lease lost) */
+	uint64_t released;     /* claimed rows given back unperformed */
+} inbox_outbox_stats;
+
+void inbox_dispatcher_stats(const inbox_dispatcher *d, inbox_outbox_stats *out);
+
+/* Last error of the dispatcher ("" if none). */
+const char *inbox_dispatcher_errmsg(const inbox_dispatcher *d);
+
+/* ------------------------------------------------------------------ */
+/* Inspecting the outbox (outside a transaction)                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_outbox_counts {
+	int64_t pending; /* state pending */
+	int64_t in_flight;
+	int64_t failed;
+	int64_t unknown;
+	int64_t dead;
+	/* Age in seconds of the oldest row not yet done or dead (0 if none). */
+	double oldest_age_seconds;
+} inbox_outbox_counts;
+
+/* Rows by state for `consumer` (NULL = all). Done rows are not counted
+ * (they are the bulk of the table; counting them would scan it). */
+int inbox_outbox_counts_get(inbox_store *st, const char *consumer,
+                            inbox_outbox_counts *out);
+
+/* For metrics: *pending = rows not yet done or dead (pending, in flight,
+ * failed, unknown); *oldest_age_seconds = age of the oldest of them (0 if
+ * none). Either pointer may be NULL. */
+int inbox_outbox_pending(inbox_store *st, const char *consumer,
+                         int64_t *pending, double *oldest_age_seconds);
+
+/* Delete done rows of `consumer` (NULL = all) completed more than
+ * `older_than_seconds` ago, at most `batch_limit` per statement (0 =
+ * 1000). Keep them at least as long as the consumer's inbox retention: a
+ * row's unique (consumer, key, step) is what stops a replayed message
+ * from declaring its effect twice. Dead rows are kept (their dead letter
+ * refers to them). */
+int inbox_outbox_purge(inbox_store *st, const char *consumer,
+                       int64_t older_than_seconds, int batch_limit,
+                       int64_t *deleted);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INBOX_OUTBOX_H */

@@ -1,0 +1,442 @@
+/*
+ * inbox dispatch CONFIG: perform the external effects (outbox rows) of the
+ * configured consumers — one dispatcher thread per consumer with outbox
+ * steps, each on its own store handle. Several dispatch processes (and
+ * `inbox run --dispatch`) may run on one store: a row is performed by one
+ * of them at a time.
+ *
+ * The thread group is shared with `inbox run --dispatch` (dispatch.h).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <inbox/outbox.h>
+
+#include "cli/cli.h"
+#include "cli/dispatch.h"
+#include "cli/open.h"
+#include "core/log.h"
+
+const char cli_dispatch_usage[] =
+    "usage: inbox dispatch CONFIG [--consumer NAME] [--once | --drain]\n"
+    "                             [--timeout DURATION] [--pending]\n"
+    "\n"
+    "Perform the external effects (outbox: steps) of the consumers in "
+    "CONFIG: one\ndispatcher per consumer with outbox steps. Each row is "
+    "sent with its\nIdempotency-Key; an unknown outcome is retried with the "
+    "same key, or\nreconciled first for providers without idempotency. "
+    "Several dispatchers may\nrun at once: a row is performed by one of "
+    "them at a time.\n"
+    "\n"
+    "  --consumer NAME   only this consumer's rows\n"
+    "  --once            perform what is due now, then exit\n"
+    "  --drain           run until no row is left to do (pending, in "
+    "flight, failed,\n"
+    "                    unknown); rows waiting for a backoff are waited "
+    "for\n"
+    "  --timeout D       with --drain: give up after D (exit 1 if rows "
+    "remain)\n"
+    "  --pending         print each consumer's outbox counters (JSON "
+    "lines) and exit\n"
+    "\n"
+    "Without --once/--drain it runs until SIGTERM/SIGINT (the call in "
+    "hand finishes\nfirst). Logs: a JSON line per outcome (done/retry: "
+    "info, unknown/dead: warn).\n"
+    "Exit codes: 0 ok, 1 runtime failure or --drain timeout, 2 usage, 3 "
+    "config\nerror, 4 cannot open the store.\n";
+
+typedef struct dworker {
+	const cli_config *cfg;
+	const cli_consumer *cc;
+	struct cli_dispatchers *g;
+	inbox_store *st;
+	inbox_dispatcher *d;
+	pthread_t th;
+	int started;
+	int rc;
+} dworker;
+
+struct cli_dispatchers {
+	dworker *w;
+	int n;
+	cli_dispatch_mode mode;
+	volatile sig_atomic_t *stop;
+	volatile sig_atomic_t drain; /* FOREVER threads: stop when empty */
+};
+
+static void on_event(const inbox_outbox_item *it,
+                     const inbox_effect_result *res, inbox_outbox_state st,
+                     const char *reason, void *payload)
+{
+	(void)payload;
+	int level = st == INBOX_OUTBOX_DEAD || st == INBOX_OUTBOX_UNKNOWN ||
+	                    st == INBOX_OUTBOX_IN_FLIGHT
+	                ? INBOX_LOG_WARN
+	                : INBOX_LOG_INFO;
+	const char *event =
+	    st == INBOX_OUTBOX_IN_FLIGHT ? "outbox_fenced" : "outbox";
+	inbox__log(level, it->consumer,
+	           "\"event\":\"%s\",\"outbox_id\":%lld,\"step\":\"%s\","
+	           "\"key\":\"%s\",\"state\":\"%s\",\"attempts\":%d,"
+	           "\"status\":%d,\"idempotency_key\":\"%s\","
+	           "\"reason\":\"%s\"",
+	           event, (long long)it->id, inbox__log_escape(it->step),
+	           inbox__log_escape(it->key), inbox_outbox_state_name(st),
+	           (int)it->attempts, res ? res->status : 0,
+	           it->idempotency_key,
+	           inbox__log_escape(reason ? reason : ""));
+}
+
+static int nothing_left(dworker *w)
+{
+	int64_t pending = 1;
+	if (inbox_outbox_pending(w->st, w->cc->name, &pending, NULL) < 0)
+		return 0;
+	return pending == 0;
+}
+
+static void pause_ms(const struct cli_dispatchers *g, int64_t ms)
+{
+	while (ms > 0 && !*g->stop) {
+		int64_t slice = ms > 50 ? 50 : ms;
+		struct timespec ts = {0, (long)slice * 1000000L};
+		nanosleep(&ts, NULL);
+		ms -= slice;
+	}
+}
+
+static void log_totals(const dworker *w)
+{
+	inbox_outbox_stats s;
+	inbox_dispatcher_stats(w->d, &s);
+	inbox__log(
+	    w->rc < 0 ? INBOX_LOG_ERROR : INBOX_LOG_INFO, w->cc->name,
+	    "\"event\":\"dispatcher_stopped\",\"result\":\"%s\","
+	    "\"error\":\"%s\",\"claimed\":%llu,\"attempts\":%llu,"
+	    "\"done\":%llu,\"retries\":%llu,\"unknown_outcomes\":%llu,"
+	    "\"lease_expired\":%llu,\"reconciliations\":%llu,"
+	    "\"reconciled_found\":%llu,\"dead_letters\":%llu,"
+	    "\"fenced\":%llu",
+	    w->rc < 0 ? inbox_err_name(w->rc) : "ok",
+	    inbox__log_escape(w->rc < 0 ? inbox_dispatcher_errmsg(w->d) : ""),
+	    (unsigned long long)s.claimed, (unsigned long long)s.attempts,
+	    (unsigned long long)s.done, (unsigned long long)s.retries,
+	    (unsigned long long)s.unknown_outcomes,
+	    (unsigned long long)s.lease_expired,
+	    (unsigned long long)s.reconciliations,
+	    (unsigned long long)s.reconciled_found,
+	    (unsigned long long)s.dead_letters, (unsigned long long)s.fenced);
+}
+
+static void *dworker_main(void *arg)
+{
+	dworker *w = arg;
+	struct cli_dispatchers *g = w->g;
+	int rc = INBOX_OK;
+	while (!*g->stop) {
+		int n = 0;
+		rc = inbox_dispatcher_run_once(w->d, &n);
+		if (rc == INBOX_ERR_TRANSIENT || rc == INBOX_ERR_CONNECT) {
+			inbox__log(
+			    INBOX_LOG_WARN, w->cc->name,
+			    "\"event\":\"dispatcher_retry\","
+			    "\"error\":\"%s\"",
+			    inbox__log_escape(inbox_dispatcher_errmsg(w->d)));
+			rc = INBOX_OK;
+			pause_ms(g, w->cc->dispatch.poll_ms);
+			continue;
+		}
+		if (rc < 0)
+			break;
+		if (n > 0)
+			continue;
+		if (g->mode == CLI_DISPATCH_ONCE)
+			break;
+		if ((g->mode == CLI_DISPATCH_DRAIN || g->drain) &&
+		    nothing_left(w))
+			break;
+		pause_ms(g, w->cc->dispatch.poll_ms);
+	}
+	w->rc = rc;
+	log_totals(w);
+	return NULL;
+}
+
+static void free_group(struct cli_dispatchers *g)
+{
+	if (!g)
+		return;
+	for (int i = 0; i < g->n; i++) {
+		inbox_dispatcher_close(g->w[i].d);
+		inbox_store_close(g->w[i].st);
+	}
+	free(g->w);
+	free(g);
+}
+
+static int open_worker(dworker *w)
+{
+	int rc = cli_open_store(w->cfg, w->cc, -1, &w->st);
+	if (rc)
+		return rc;
+	const cli_dispatch *c = &w->cc->dispatch;
+	inbox_dispatcher_options o = INBOX_DISPATCHER_OPTIONS_INIT;
+	o.consumer = w->cc->name;
+	o.batch = c->batch;
+	o.max_attempts = c->max_attempts;
+	o.connect_timeout_ms = c->connect_timeout_ms;
+	o.timeout_ms = c->timeout_ms;
+	o.backoff_ms = c->backoff_ms;
+	o.max_backoff_ms = c->max_backoff_ms;
+	o.lease_ms = c->lease_ms;
+	o.poll_ms = c->poll_ms;
+	o.on_event = on_event;
+	char err[300] = "";
+	int irc = inbox_dispatcher_open(&w->d, w->st, &o, err, sizeof(err));
+	if (irc == INBOX_OK)
+		return 0;
+	cli_error("%s:%d: consumer \"%s\": cannot start its dispatcher: %s",
+	          w->cfg->path, w->cc->pos.line, w->cc->name,
+	          err[0] ? err : inbox_strerror(irc));
+	return irc == INBOX_ERR_INVALID ? CLI_EXIT_CONFIG : CLI_EXIT_RUNTIME;
+}
+
+int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
+                       cli_dispatch_mode mode, volatile sig_atomic_t *stop,
+                       cli_dispatchers **out)
+{
+	*out = NULL;
+	struct cli_dispatchers *g = calloc(1, sizeof(*g));
+	if (!g || !(g->w = calloc((size_t)cfg->nconsumers, sizeof(*g->w)))) {
+		free(g);
+		return CLI_EXIT_RUNTIME;
+	}
+	g->mode = mode;
+	g->stop = stop;
+	for (int i = 0; i < cfg->nconsumers; i++) {
+		const cli_consumer *cc = &cfg->consumers[i];
+		if ((only && cc != only) || cc->noutbox == 0)
+			continue;
+		dworker *w = &g->w[g->n++];
+		w->cfg = cfg;
+		w->cc = cc;
+		w->g = g;
+		int rc = open_worker(w);
+		if (rc) {
+			free_group(g);
+			return rc;
+		}
+	}
+	if (g->n == 0) {
+		free_group(g);
+		return 0;
+	}
+	/* Signals stay with the main thread. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	int err = 0;
+	for (int i = 0; i < g->n && !err; i++) {
+		err = pthread_create(&g->w[i].th, NULL, dworker_main, &g->w[i]);
+		g->w[i].started = !err;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	*out = g;
+	if (err) {
+		cli_error("cannot start a dispatcher thread");
+		return CLI_EXIT_RUNTIME;
+	}
+	return 0;
+}
+
+void cli_dispatch_drain(cli_dispatchers *g)
+{
+	if (g)
+		g->drain = 1;
+}
+
+int cli_dispatch_count(const cli_dispatchers *g)
+{
+	return g ? g->n : 0;
+}
+
+int cli_dispatch_join(cli_dispatchers *g)
+{
+	if (!g)
+		return 0;
+	int rc = 0;
+	for (int i = 0; i < g->n; i++) {
+		if (!g->w[i].started)
+			continue;
+		pthread_join(g->w[i].th, NULL);
+		if (g->w[i].rc < 0)
+			rc = CLI_EXIT_RUNTIME;
+	}
+	free_group(g);
+	return rc;
+}
+
+/* ---- the command ----------------------------------------------------- */
+
+static volatile sig_atomic_t d_stop;
+static volatile sig_atomic_t d_timed_out;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	d_stop = 1;
+}
+
+static int print_pending(const cli_config *cfg, const cli_consumer *only)
+{
+	int status = 0;
+	for (int i = 0; i < cfg->nconsumers; i++) {
+		const cli_consumer *cc = &cfg->consumers[i];
+		if ((only && cc != only) || (!only && cc->noutbox == 0))
+			continue;
+		inbox_store *st = NULL;
+		int rc = cli_open_store(cfg, cc, -1, &st);
+		if (rc)
+			return rc;
+		inbox_outbox_counts c;
+		int irc = inbox_outbox_counts_get(st, cc->name, &c);
+		if (irc < 0) {
+			cli_error("consumer \"%s\": outbox counters: %s",
+			          cc->name, inbox_store_errmsg(st));
+			status = CLI_EXIT_RUNTIME;
+		} else {
+			printf("{\"consumer\":\"%s\",\"pending\":%lld,"
+			       "\"in_flight\":%lld,\"failed\":%lld,"
+			       "\"unknown\":%lld,\"dead\":%lld,\"undone\":%lld,"
+			       "\"oldest_age_seconds\":%.3f}\n",
+			       inbox__log_escape(cc->name),
+			       (long long)c.pending, (long long)c.in_flight,
+			       (long long)c.failed, (long long)c.unknown,
+			       (long long)c.dead,
+			       (long long)(c.pending + c.in_flight + c.failed +
+			                   c.unknown),
+			       c.oldest_age_seconds);
+		}
+		inbox_store_close(st);
+	}
+	return status;
+}
+
+static void *watchdog(void *arg)
+{
+	double *deadline = arg;
+	while (!d_stop) {
+		if (cli_now() > *deadline) {
+			inbox__log(INBOX_LOG_ERROR, NULL,
+			           "\"event\":\"dispatch_timeout\"");
+			d_timed_out = 1;
+			d_stop = 1;
+			break;
+		}
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int parse_args(int argc, char **argv, const char **path,
+                      const char **only, cli_dispatch_mode *mode,
+                      double *timeout_s, int *pending)
+{
+	for (int i = 1; i < argc; i++) {
+		int64_t ms;
+		if (!strcmp(argv[i], "--once")) {
+			*mode = CLI_DISPATCH_ONCE;
+		} else if (!strcmp(argv[i], "--drain")) {
+			*mode = CLI_DISPATCH_DRAIN;
+		} else if (!strcmp(argv[i], "--pending")) {
+			*pending = 1;
+		} else if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
+			*only = argv[++i];
+		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+			if (cli_parse_duration_ms(argv[++i], &ms) < 0) {
+				cli_error("--timeout: \"%s\" is not a duration "
+				          "(30s, 500ms, 2m)",
+				          argv[i]);
+				return CLI_EXIT_USAGE;
+			}
+			*timeout_s = (double)ms / 1000.0;
+		} else if (argv[i][0] == '-' || *path) {
+			cli_error("dispatch: unexpected argument \"%s\"",
+			          argv[i]);
+			fputs(cli_dispatch_usage, stderr);
+			return CLI_EXIT_USAGE;
+		} else {
+			*path = argv[i];
+		}
+	}
+	if (!*path) {
+		fputs(cli_dispatch_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
+int cli_cmd_dispatch(int argc, char **argv)
+{
+	const char *path = NULL, *only = NULL;
+	cli_dispatch_mode mode = CLI_DISPATCH_FOREVER;
+	double timeout_s = 0;
+	int pending = 0;
+	int rc =
+	    parse_args(argc, argv, &path, &only, &mode, &timeout_s, &pending);
+	if (rc)
+		return rc;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	cli_config cfg;
+	if ((rc = cli_load(&cfg, path)))
+		return rc;
+	const cli_consumer *sel = NULL;
+	if (only && !(sel = cli_find_consumer(&cfg, only))) {
+		cli_config_free(&cfg);
+		return CLI_EXIT_USAGE;
+	}
+	if (pending) {
+		rc = print_pending(&cfg, sel);
+		cli_config_free(&cfg);
+		return rc;
+	}
+	cli_dispatchers *g = NULL;
+	rc = cli_dispatch_start(&cfg, sel, mode, &d_stop, &g);
+	if (rc == 0 && !g)
+		cli_error("%s: no consumer declares outbox steps%s", cfg.path,
+		          sel ? " (--consumer)" : "");
+	double deadline = cli_now() + timeout_s;
+	pthread_t wd;
+	int have_wd = g && timeout_s > 0 &&
+	              pthread_create(&wd, NULL, watchdog, &deadline) == 0;
+	int jrc = cli_dispatch_join(g);
+	int timed_out = d_timed_out;
+	if (have_wd) {
+		d_stop = 1;
+		pthread_join(wd, NULL);
+	}
+	if (rc == 0 && g && jrc)
+		rc = jrc;
+	if (rc == 0 && timed_out && mode == CLI_DISPATCH_DRAIN) {
+		cli_error("dispatch: --timeout reached with rows left to do");
+		print_pending(&cfg, sel);
+		rc = CLI_EXIT_RUNTIME;
+	}
+	cli_config_free(&cfg);
+	return rc;
+}

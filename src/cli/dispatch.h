@@ -1,0 +1,40 @@
+/*
+ * Dispatcher threads for the configured consumers that declare external
+ * effects (outbox:): one thread per consumer, each with its own store
+ * handle and inbox_dispatcher. Used by `inbox dispatch` and by
+ * `inbox run --dispatch`.
+ */
+#ifndef INBOX_CLI_DISPATCH_H
+#define INBOX_CLI_DISPATCH_H
+
+#include <signal.h>
+
+#include "cli/config.h"
+
+typedef enum cli_dispatch_mode {
+	CLI_DISPATCH_FOREVER = 0, /* until *stop */
+	CLI_DISPATCH_ONCE = 1,    /* until nothing is due now */
+	CLI_DISPATCH_DRAIN = 2    /* until nothing is left to do */
+} cli_dispatch_mode;
+
+typedef struct cli_dispatchers cli_dispatchers;
+
+/* Open a store and a dispatcher for every consumer of cfg with outbox
+ * steps (or `only`), then start their threads. *out is NULL (and 0
+ * returned) when no consumer has outbox steps. Returns 0 or an exit code
+ * (message printed). */
+int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
+                       cli_dispatch_mode mode, volatile sig_atomic_t *stop,
+                       cli_dispatchers **out);
+
+/* From now on, threads in FOREVER mode stop once nothing is left to do. */
+void cli_dispatch_drain(cli_dispatchers *g);
+
+/* Wait for the threads, log their totals, free everything. Returns 0, or
+ * CLI_EXIT_RUNTIME if a dispatcher stopped on an error. NULL is a no-op. */
+int cli_dispatch_join(cli_dispatchers *g);
+
+/* Number of dispatcher threads (0 for NULL). */
+int cli_dispatch_count(const cli_dispatchers *g);
+
+#endif
