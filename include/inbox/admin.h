@@ -1,0 +1,218 @@
+/*
+ * libinbox — the operator's view of a store: what a consumer's inbox and
+ * dead letters hold, one record in detail, dead letters listed, shown,
+ * replayed through the consumer or dropped, and purges that report their
+ * progress.
+ *
+ * Everything here runs outside any inbox transaction, through the store's
+ * generic statements (inbox_store_exec / inbox_store_query), on the tables
+ * of the store's prefix and schema. Nothing here changes what a consumer
+ * decides: replays go through inbox_consumer_process() and its dedup, and
+ * purges through inbox_store_purge(), which never deletes inside the
+ * window.
+ *
+ * Times are milliseconds since the Unix epoch (0 = none), read from the
+ * database's clock (PostgreSQL: now() of the server; SQLite: the local
+ * clock, which is the one the SQLite store writes with). Ages are measured
+ * against that same clock.
+ *
+ * Like every handle, a store is not thread-safe: call these from the
+ * thread that owns it. Errors are the inbox_err codes; the detail is on
+ * the store (inbox_store_errmsg), never with a password.
+ */
+#ifndef INBOX_ADMIN_H
+#define INBOX_ADMIN_H
+
+#include "inbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Per-consumer numbers                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_admin_stats {
+	/* Inbox records of the consumer, in total and by status. */
+	int64_t records;
+	int64_t completed;
+	int64_t processing; /* held under a lease right now (or abandoned) */
+	int64_t failed;     /* waiting for a redelivery to retry */
+	int64_t dead;
+	/* Age of the oldest processed record (completed or dead: the ones a
+	 * purge may delete), -1 when there is none. */
+	int64_t oldest_age_ms;
+	/* Age of the oldest record of any status (created_at), -1 if none. */
+	int64_t oldest_created_age_ms;
+	/* The window the consumer registered (seconds); 0 when the consumer
+	 * never opened on this store. */
+	int64_t retention_seconds;
+	/* Records older than the window: what a purge would delete now
+	 * (0 when no window is registered). */
+	int64_t expired;
+	/* Dead letters of the consumer: all, not yet replayed, fingerprint
+	 * conflicts among them, replayed ones. */
+	int64_t dead_letters;
+	int64_t dead_letters_pending;
+	int64_t conflicts;
+	int64_t replayed;
+	/* Outbox intents not yet executed and the age of the oldest; -1 when
+	 * the store has no outbox (yet). */
+	int64_t outbox_pending;
+	int64_t outbox_oldest_age_ms;
+} inbox_admin_stats;
+
+/* Read the numbers of `consumer` (required). Errors: INVALID, STORE,
+ * TRANSIENT, STATE (a transaction is open on the store), NOMEM. */
+int inbox_admin_stats_read(inbox_store *st, const char *consumer,
+                           inbox_admin_stats *out);
+
+/* Retention headroom in milliseconds: the window minus the age of the
+ * oldest processed record. Negative when records older than the window
+ * are still kept (a purge is due); INT64_MAX when there is nothing to
+ * compare (no record, or no registered window). */
+int64_t inbox_admin_headroom_ms(const inbox_admin_stats *s);
+
+/* ------------------------------------------------------------------ */
+/* One inbox record                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_admin_record {
+	char *consumer;
+	char *key;
+	char *status; /* "completed", "processing", "failed", "dead" */
+	char *fingerprint;
+	char *message_id; /* NULL when the delivery had none */
+	int32_t attempts;
+	int64_t fence;
+	int64_t lease_until_ms; /* 0 = no lease */
+	int lease_expired;      /* processing and lease_until is past */
+	int64_t created_at_ms;
+	int64_t processed_at_ms; /* 0 until completed or dead */
+	int64_t updated_at_ms;
+	int64_t now_ms; /* the database's clock when it was read */
+} inbox_admin_record;
+
+/* Read the record (consumer, key). *out is malloc'ed: free it with
+ * inbox_admin_record_free(). INBOX_ERR_NOTFOUND when there is none (*out
+ * NULL). */
+int inbox_admin_inspect(inbox_store *st, const char *consumer, const char *key,
+                        inbox_admin_record **out);
+void inbox_admin_record_free(inbox_admin_record *r);
+
+/* ------------------------------------------------------------------ */
+/* Dead letters                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct inbox_admin_dead_letter {
+	int64_t id;
+	char *consumer;
+	char *key;        /* NULL: no key could be derived */
+	char *message_id; /* or NULL */
+	/* The raw payload as it arrived (may be invalid UTF-8 or hold NUL
+	 * bytes), NUL-terminated for convenience. NULL in listings, where
+	 * only payload_len is filled. */
+	char *payload;
+	size_t payload_len;
+	char *headers;  /* JSON text or NULL */
+	char *position; /* source position or NULL */
+	int32_t attempts;
+	char *reason;
+	char *fingerprint;        /* or NULL */
+	char *stored_fingerprint; /* conflicts: the one recorded; else NULL */
+	int64_t created_at_ms;
+	int64_t replayed_at_ms; /* 0 = never replayed */
+} inbox_admin_dead_letter;
+
+void inbox_admin_dead_letter_free(inbox_admin_dead_letter *dl);
+
+typedef struct inbox_admin_dlq_filter {
+	unsigned version;     /* INBOX_ADMIN_DLQ_FILTER_VERSION */
+	const char *consumer; /* NULL = every consumer */
+	const char *key;      /* NULL = any key */
+	int64_t after_id;     /* only ids above this one (paging); 0 = all */
+	int limit;            /* at most this many; <= 0 = no limit */
+	int pending_only;     /* skip the ones already replayed */
+	/* Only dead messages: skip failed outbox effects (position
+	 * "outbox:ID"), whose payload is a request body (version >= 2). */
+	int messages_only;
+} inbox_admin_dlq_filter;
+
+#define INBOX_ADMIN_DLQ_FILTER_VERSION 2
+#define INBOX_ADMIN_DLQ_FILTER_INIT                                            \
+	{                                                                      \
+		INBOX_ADMIN_DLQ_FILTER_VERSION, NULL, NULL, 0, 0, 0, 0         \
+	}
+
+/* Called once per dead letter, in id order. `dl` (payload NULL) is valid
+ * during the call only. Return non-zero to stop. */
+typedef int (*inbox_admin_dlq_fn)(const inbox_admin_dead_letter *dl,
+                                  void *payload);
+
+/* List dead letters matching `f` (NULL = all). */
+int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
+                         inbox_admin_dlq_fn fn, void *payload);
+
+/* Read dead letter `id` with its payload. *out is malloc'ed (free with
+ * inbox_admin_dead_letter_free). `consumer` non-NULL: only if it is that
+ * consumer's. INBOX_ERR_NOTFOUND when there is none. */
+int inbox_admin_dlq_get(inbox_store *st, int64_t id, const char *consumer,
+                        inbox_admin_dead_letter **out);
+
+/* Set replayed_at = now. NOTFOUND when there is no such dead letter. */
+int inbox_admin_dlq_mark_replayed(inbox_store *st, int64_t id);
+
+/* Delete dead letter `id` (the inbox record is left as it is).
+ * NOTFOUND when there is none. */
+int inbox_admin_dlq_drop(inbox_store *st, int64_t id);
+
+/* Replay dead letter `id` through consumer `c`, which must have been
+ * opened on `st` and be the dead letter's consumer (else INVALID):
+ *   - if the key's inbox record is `dead` (the message was dead-lettered),
+ *     it is deleted (only while still dead, in one statement), so the
+ *     message can be processed again;
+ *   - the stored payload, headers and position are processed with
+ *     inbox_consumer_process() (delivery count 1, no timestamp, so the
+ *     replay guard does not apply): the usual dedup decides, so a record
+ *     that is `completed` gives DUPLICATE (or CONFLICT, dead-lettered
+ *     again) and never a second effect;
+ *   - unless the outcome is RETRY or IN_PROGRESS, replayed_at is set and
+ *     the dead letter is kept.
+ * *res is the consumer's result (its pointers live until the next call on
+ * `c`). On error (rc < 0) the dead letter is not marked and may be
+ * replayed again; a record deleted before the failure is simply absent,
+ * and the next delivery or replay of the message processes it. */
+int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c, int64_t id,
+                           inbox_result *res);
+
+/* ------------------------------------------------------------------ */
+/* Purge with progress                                                   */
+/* ------------------------------------------------------------------ */
+
+/* Progress of a purge: `done` rows deleted (or counted) of about `total`
+ * (the count when it started; records expiring meanwhile may push done
+ * past it). */
+typedef void (*inbox_admin_progress_fn)(int64_t done, int64_t total,
+                                        void *payload);
+
+/* inbox_store_purge() of one consumer (required) in up to a hundred
+ * steps, oldest records first, calling `fn` (may be NULL) after each
+ * step. Each step is an inbox_store_purge() call (statements of at most
+ * `batch_limit` rows, default 1000 when <= 0) with a window at least
+ * `retention_seconds` (<= 0: the registered window; a window shorter than
+ * the registered one is refused with INVALID), so nothing inside the
+ * window is ever deleted and a concurrent consumer waits at most one
+ * statement. With `dry_run`, *deleted is what would be deleted. Errors:
+ * those of inbox_store_purge (BUSY when another purger holds the
+ * PostgreSQL purge lock); *deleted counts what was deleted before. */
+int inbox_admin_purge(inbox_store *st, const char *consumer,
+                      int64_t retention_seconds, int batch_limit, int dry_run,
+                      inbox_admin_progress_fn fn, void *payload,
+                      int64_t *deleted);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INBOX_ADMIN_H */

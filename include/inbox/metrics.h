@@ -1,0 +1,62 @@
+/*
+ * libinbox — Prometheus text exposition (format 0.0.4) of consumers'
+ * counters and of what their stores hold, for a /metrics endpoint.
+ *
+ * The caller gathers, per consumer, a snapshot of its counters
+ * (inbox_consumer_stats, taken on the consumer's own thread) and, when it
+ * can, the store's numbers (inbox_admin_stats_read); this renders them.
+ * Every sample is labelled consumer="NAME" and nothing else (the histogram
+ * adds le): never a key, an id or a payload. Families (all prefixed
+ * inbox_):
+ *
+ *   counters, since the process started:
+ *     messages_total applied_total duplicates_total
+ *     fingerprint_conflicts_total stale_total retries_total
+ *     dead_lettered_total lease_takeovers_total in_progress_total
+ *     fenced_total batches_total batch_retries_total
+ *   histogram: processing_duration_seconds (claim to commit, per message)
+ *   gauges, from the store:
+ *     records (inbox size) records_processing records_failed records_dead
+ *     records_expired oldest_record_age_seconds retention_seconds
+ *     retention_headroom_seconds dead_letters dead_letters_pending
+ *     outbox_pending outbox_oldest_age_seconds (when there is an outbox)
+ *     store_up (1 if the last read of the store worked)
+ *   gauges, from the caller: consumer_up (the consumer is running)
+ *   inbox_build_info{version="..."} 1
+ */
+#ifndef INBOX_METRICS_H
+#define INBOX_METRICS_H
+
+#include "admin.h"
+#include "inbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* HTTP Content-Type of the exposition. */
+#define INBOX_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+typedef struct inbox_metrics_consumer {
+	const char *name; /* required */
+	/* Counters; NULL: the counter and histogram samples are left out. */
+	const inbox_stats *counters;
+	/* The store's numbers; NULL when they could not be read (the gauges
+	 * are left out and store_up is 0). */
+	const inbox_admin_stats *store;
+	/* 1 running, 0 stopped, -1 unknown (consumer_up left out). */
+	int running;
+} inbox_metrics_consumer;
+
+/* Render the exposition of n consumers into *out (malloc'ed,
+ * NUL-terminated, *len bytes; free() it). Names that are not valid UTF-8
+ * are rendered with U+FFFD in place of the bad bytes. Errors: INVALID,
+ * NOMEM. Thread-safe (touches only its arguments). */
+int inbox_metrics_render(char **out, size_t *len,
+                         const inbox_metrics_consumer *cs, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INBOX_METRICS_H */

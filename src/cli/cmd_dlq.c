@@ -1,0 +1,569 @@
+/*
+ * inbox dlq list|show|replay|drop CONFIG ...: the dead letters of the
+ * configured consumers.
+ *
+ * A replay goes through the consumer exactly as a delivery would (same
+ * effect, same dedup): the key's `dead` record is released first, so a
+ * message that was dead-lettered is processed again; a key that completed
+ * meanwhile answers duplicate (or conflict) and nothing is applied twice.
+ * Dead letters are kept after a replay, with replayed_at set.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <inbox/admin.h>
+
+#include "cli/cli.h"
+#include "cli/open.h"
+#include "cli/progress.h"
+
+const char cli_dlq_usage[] =
+    "usage: inbox dlq list CONFIG [--consumer NAME] [--pending] [--limit N]\n"
+    "                             [--after ID] [--json]\n"
+    "       inbox dlq show CONFIG ID [--consumer NAME] [--json | --raw]\n"
+    "       inbox dlq replay CONFIG ID... [--consumer NAME]\n"
+    "       inbox dlq replay CONFIG --all [--consumer NAME]\n"
+    "       inbox dlq drop CONFIG ID... [--consumer NAME]\n"
+    "\n"
+    "list     the dead letters (id, time, attempts, key, reason); --pending "
+    "leaves\n         out the replayed ones; --limit N (default 1000) and "
+    "--after ID page.\n"
+    "show     one dead letter: reason, key, message id, attempts, source "
+    "position,\n         headers, fingerprints and the payload as it "
+    "arrived (bytes that are not\n         UTF-8 shown as \\xNN); --raw "
+    "writes the exact payload bytes only.\n"
+    "replay   process the stored message again through the consumer's "
+    "effect and\n         dedup: prints applied, duplicate, conflict, "
+    "dead_lettered (again, with\n         the new id) or retry for each. "
+    "The key's dead inbox record is released\n         first; a completed "
+    "one makes the replay a duplicate, never a second\n         effect. "
+    "--all replays every pending dead letter. The dead letter is\n"
+    "         kept, marked replayed.\n"
+    "drop     delete dead letters (the inbox record stays as it is).\n"
+    "\n"
+    "Exit codes: 0 ok; 1 a dead letter was not found, or a replay did not "
+    "end\napplied, duplicate or stale; 2 usage; 3 config error (also an "
+    "effect that\nno longer matches the database); 4 cannot open the "
+    "store.\n";
+
+typedef struct opened {
+	inbox_store *st;
+	inbox_consumer *c;
+} opened;
+
+typedef struct dlq {
+	cli_config cfg;
+	const cli_consumer *sel; /* --consumer, or NULL for all */
+	opened *o;               /* per consumer of cfg, opened lazily */
+	int json, raw, pending, all;
+	long limit;
+	long long after;
+	int64_t *ids;
+	int nids;
+} dlq;
+
+static int selected(const dlq *q, int i)
+{
+	return !q->sel || q->sel == &q->cfg.consumers[i];
+}
+
+static int open_store(dlq *q, int i)
+{
+	if (q->o[i].st)
+		return 0;
+	return cli_open_store(&q->cfg, &q->cfg.consumers[i], 0, &q->o[i].st);
+}
+
+static int open_consumer(dlq *q, int i)
+{
+	int rc = open_store(q, i);
+	if (rc || q->o[i].c)
+		return rc;
+	const cli_consumer *c = &q->cfg.consumers[i];
+	if ((rc = cli_prepare_effects(&q->cfg, c, q->o[i].st)) ||
+	    (rc = cli_open_consumer(&q->cfg, c, q->o[i].st, &q->o[i].c)))
+		return rc;
+	return 0;
+}
+
+/* Print the store's error for consumer i; the exit code for it. */
+static int store_error(dlq *q, int i, const char *what, int err)
+{
+	const cli_consumer *c = &q->cfg.consumers[i];
+	char red[512], msg[1024];
+	snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(q->o[i].st));
+	cli_scrub(msg, cli_consumer_store(&q->cfg, c));
+	cli_error("consumer \"%s\": %s on %s failed: %s", c->name, what,
+	          cli_redact(cli_consumer_store(&q->cfg, c), red, sizeof(red)),
+	          msg);
+	return err == INBOX_ERR_TRANSIENT || err == INBOX_ERR_CONNECT
+	           ? CLI_EXIT_CONNECT
+	           : CLI_EXIT_RUNTIME;
+}
+
+/* The consumer index holding dead letter `id`: 0 and *ci, CLI_EXIT_RUNTIME
+ * when no selected consumer has it, or another exit code. */
+static int find(dlq *q, int64_t id, int *ci, inbox_admin_dead_letter **dl)
+{
+	for (int i = 0; i < q->cfg.nconsumers; i++) {
+		if (!selected(q, i))
+			continue;
+		int rc = open_store(q, i);
+		if (rc)
+			return rc;
+		int err = inbox_admin_dlq_get(q->o[i].st, id,
+		                              q->cfg.consumers[i].name, dl);
+		if (err == INBOX_OK) {
+			*ci = i;
+			return 0;
+		}
+		if (err != INBOX_ERR_NOTFOUND)
+			return store_error(q, i, "reading dead letters", err);
+	}
+	fprintf(stderr, "inbox: no dead letter %lld%s%s%s\n", (long long)id,
+	        q->sel ? " of consumer \"" : "", q->sel ? q->sel->name : "",
+	        q->sel ? "\"" : "");
+	return CLI_EXIT_RUNTIME;
+}
+
+/* ---- list -----------------------------------------------------------------
+ */
+
+typedef struct list_out {
+	int json;
+	long count;
+} list_out;
+
+static int list_row(const inbox_admin_dead_letter *dl, void *payload)
+{
+	list_out *x = payload;
+	char t[40];
+	x->count++;
+	if (x->json) {
+		printf("{\"id\":%lld,\"consumer\":", (long long)dl->id);
+		cli_json_string(stdout, dl->consumer, strlen(dl->consumer));
+		printf(",\"key\":");
+		cli_json_string(stdout, dl->key, dl->key ? strlen(dl->key) : 0);
+		printf(",\"created_at_ms\":%lld,\"replayed_at_ms\":%lld,"
+		       "\"attempts\":%d,\"payload_bytes\":%zu,\"conflict\":%s,"
+		       "\"reason\":",
+		       (long long)dl->created_at_ms,
+		       (long long)dl->replayed_at_ms, dl->attempts,
+		       dl->payload_len,
+		       dl->stored_fingerprint ? "true" : "false");
+		cli_json_string(stdout, dl->reason, strlen(dl->reason));
+		printf("}\n");
+		return 0;
+	}
+	printf("%-6lld %s  %-8d %-8s ", (long long)dl->id,
+	       cli_time_text(dl->created_at_ms, t, sizeof(t)), dl->attempts,
+	       dl->replayed_at_ms ? "yes" : "no");
+	cli_print_safe(stdout, dl->consumer, strlen(dl->consumer), 30);
+	fputs("  ", stdout);
+	cli_print_safe(stdout, dl->key, dl->key ? strlen(dl->key) : 0, 48);
+	fputs("  ", stdout);
+	cli_print_safe(stdout, dl->reason, strlen(dl->reason), 160);
+	fputc('\n', stdout);
+	return 0;
+}
+
+static int cmd_list(dlq *q)
+{
+	list_out x = {q->json, 0};
+	if (!q->json)
+		printf("%-6s %-24s  %-8s %-8s %s  %s  %s\n", "ID", "CREATED",
+		       "ATTEMPTS", "REPLAYED", "CONSUMER", "KEY", "REASON");
+	for (int i = 0; i < q->cfg.nconsumers; i++) {
+		if (!selected(q, i))
+			continue;
+		int rc = open_store(q, i);
+		if (rc)
+			return rc;
+		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
+		f.consumer = q->cfg.consumers[i].name;
+		f.pending_only = q->pending;
+		f.after_id = q->after;
+		f.limit = (int)(q->limit - x.count);
+		if (f.limit <= 0)
+			break;
+		int err = inbox_admin_dlq_list(q->o[i].st, &f, list_row, &x);
+		if (err < 0)
+			return store_error(q, i, "listing dead letters", err);
+	}
+	if (!q->json)
+		printf("(%ld dead letter%s)\n", x.count,
+		       x.count == 1 ? "" : "s");
+	return 0;
+}
+
+/* ---- show -----------------------------------------------------------------
+ */
+
+static void field(const char *name, const char *v)
+{
+	printf("%-18s ", name);
+	cli_print_safe(stdout, v, v ? strlen(v) : 0, 0);
+	fputc('\n', stdout);
+}
+
+static void show_json(const inbox_admin_dead_letter *dl)
+{
+	printf("{\"id\":%lld,\"consumer\":", (long long)dl->id);
+	cli_json_string(stdout, dl->consumer, strlen(dl->consumer));
+	const struct {
+		const char *name, *v;
+	} s[] = {{"key", dl->key},
+	         {"message_id", dl->message_id},
+	         {"reason", dl->reason},
+	         {"position", dl->position},
+	         {"headers", dl->headers},
+	         {"fingerprint", dl->fingerprint},
+	         {"stored_fingerprint", dl->stored_fingerprint}};
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+		printf(",\"%s\":", s[i].name);
+		cli_json_string(stdout, s[i].v, s[i].v ? strlen(s[i].v) : 0);
+	}
+	printf(
+	    ",\"attempts\":%d,\"created_at_ms\":%lld,\"replayed_at_ms\":%lld,"
+	    "\"payload_bytes\":%zu,\"payload_utf8\":%s,\"payload\":",
+	    dl->attempts, (long long)dl->created_at_ms,
+	    (long long)dl->replayed_at_ms, dl->payload_len,
+	    cli_utf8_valid(dl->payload, dl->payload_len) ? "true" : "false");
+	cli_json_string(stdout, dl->payload, dl->payload_len);
+	printf("}\n");
+}
+
+static void show_text(const inbox_admin_dead_letter *dl)
+{
+	char t[40], id[24];
+	snprintf(id, sizeof(id), "%lld", (long long)dl->id);
+	field("dead letter", id);
+	field("consumer", dl->consumer);
+	field("key", dl->key);
+	field("message id", dl->message_id);
+	field("reason", dl->reason);
+	printf("%-18s %d\n", "attempts", dl->attempts);
+	field("position", dl->position);
+	field("created", cli_time_text(dl->created_at_ms, t, sizeof(t)));
+	field("replayed", dl->replayed_at_ms
+	                      ? cli_time_text(dl->replayed_at_ms, t, sizeof(t))
+	                      : "never");
+	field("fingerprint", dl->fingerprint);
+	if (dl->stored_fingerprint)
+		field("stored fingerprint", dl->stored_fingerprint);
+	field("headers", dl->headers);
+	int utf8 = cli_utf8_valid(dl->payload, dl->payload_len);
+	printf("payload (%zu bytes%s):\n", dl->payload_len,
+	       utf8 ? "" : "; not valid UTF-8, bad bytes shown as \\xNN");
+	cli_print_safe(stdout, dl->payload, dl->payload_len, 0);
+	fputc('\n', stdout);
+}
+
+static int cmd_show(dlq *q)
+{
+	if (q->nids != 1) {
+		cli_error("dlq show: give exactly one dead letter id");
+		return CLI_EXIT_USAGE;
+	}
+	inbox_admin_dead_letter *dl = NULL;
+	int ci, rc = find(q, q->ids[0], &ci, &dl);
+	if (rc)
+		return rc;
+	if (q->raw)
+		fwrite(dl->payload, 1, dl->payload_len, stdout);
+	else if (q->json)
+		show_json(dl);
+	else
+		show_text(dl);
+	inbox_admin_dead_letter_free(dl);
+	return 0;
+}
+
+/* ---- drop -----------------------------------------------------------------
+ */
+
+static int cmd_drop(dlq *q)
+{
+	int status = 0;
+	for (int k = 0; k < q->nids; k++) {
+		inbox_admin_dead_letter *dl = NULL;
+		int ci, rc = find(q, q->ids[k], &ci, &dl);
+		inbox_admin_dead_letter_free(dl);
+		if (rc == CLI_EXIT_RUNTIME) {
+			status = rc;
+			continue;
+		}
+		if (rc)
+			return rc;
+		int err = inbox_admin_dlq_drop(q->o[ci].st, q->ids[k]);
+		if (err < 0 && err != INBOX_ERR_NOTFOUND)
+			return store_error(q, ci, "dropping a dead letter",
+			                   err);
+		if (err == INBOX_ERR_NOTFOUND) {
+			fprintf(stderr,
+			        "inbox: dead letter %lld is already "
+			        "gone\n",
+			        (long long)q->ids[k]);
+			status = CLI_EXIT_RUNTIME;
+			continue;
+		}
+		printf("dropped dead letter %lld (%s)\n", (long long)q->ids[k],
+		       q->cfg.consumers[ci].name);
+	}
+	return status;
+}
+
+/* ---- replay ---------------------------------------------------------------
+ */
+
+typedef struct tally {
+	long n[INBOX_ACQUIRED + 1];
+	long failed;
+} tally;
+
+static int collect_row(const inbox_admin_dead_letter *dl, void *payload)
+{
+	dlq *q = payload;
+	int64_t *p = realloc(q->ids, (size_t)(q->nids + 1) * sizeof(*p));
+	if (!p)
+		return 1;
+	q->ids = p;
+	q->ids[q->nids++] = dl->id;
+	return 0;
+}
+
+/* --all: every pending dead letter of the selected consumers. */
+static int collect_all(dlq *q)
+{
+	for (int i = 0; i < q->cfg.nconsumers; i++) {
+		if (!selected(q, i))
+			continue;
+		int rc = open_store(q, i);
+		if (rc)
+			return rc;
+		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
+		f.consumer = q->cfg.consumers[i].name;
+		f.pending_only = 1;
+		f.messages_only = 1;
+		int err = inbox_admin_dlq_list(q->o[i].st, &f, collect_row, q);
+		if (err < 0)
+			return store_error(q, i, "listing dead letters", err);
+	}
+	return 0;
+}
+
+static void print_result(int64_t id, const char *consumer,
+                         const inbox_result *r)
+{
+	printf("dead letter %lld (%s", (long long)id, consumer);
+	if (r->key) {
+		fputs(", key ", stdout);
+		cli_print_safe(stdout, r->key, strlen(r->key), 80);
+	}
+	printf("): %s", inbox_outcome_name(r->outcome));
+	if (r->dead_letter_id)
+		printf(" again as dead letter %lld",
+		       (long long)r->dead_letter_id);
+	if (r->reason && r->outcome != INBOX_APPLIED &&
+	    r->outcome != INBOX_DUPLICATE) {
+		fputs(": ", stdout);
+		cli_print_safe(stdout, r->reason, strlen(r->reason), 300);
+	}
+	fputc('\n', stdout);
+}
+
+static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
+                      int quiet)
+{
+	inbox_admin_dead_letter *dl = NULL;
+	int ci, rc = find(q, id, &ci, &dl);
+	inbox_admin_dead_letter_free(dl);
+	if (rc == CLI_EXIT_RUNTIME) {
+		t->failed++;
+		return 0;
+	}
+	if (rc || (rc = open_consumer(q, ci)))
+		return rc;
+	inbox_result res;
+	int err = inbox_admin_dlq_replay(q->o[ci].st, q->o[ci].c, id, &res);
+	if (err < 0) {
+		t->failed++;
+		return store_error(q, ci, "replaying a dead letter", err);
+	}
+	if ((unsigned)res.outcome <= INBOX_ACQUIRED)
+		t->n[res.outcome]++;
+	int good = res.outcome == INBOX_APPLIED ||
+	           res.outcome == INBOX_DUPLICATE || res.outcome == INBOX_STALE;
+	if (!quiet || !good) {
+		if (prog->open) {
+			fputs("\r\033[K", stderr);
+			prog->open = 0;
+		}
+		print_result(id, q->cfg.consumers[ci].name, &res);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+static int cmd_replay(dlq *q)
+{
+	int rc = 0;
+	if (q->all && q->nids) {
+		cli_error("dlq replay: give ids or --all, not both");
+		return CLI_EXIT_USAGE;
+	}
+	if (!q->all && !q->nids) {
+		cli_error("dlq replay: give dead letter ids or --all");
+		return CLI_EXIT_USAGE;
+	}
+	if (q->all && (rc = collect_all(q)))
+		return rc;
+	if (!q->nids) {
+		printf("no pending dead letters\n");
+		return 0;
+	}
+	tally t;
+	memset(&t, 0, sizeof(t));
+	cli_progress prog;
+	cli_progress_init(&prog);
+	/* On a terminal with many, one progress line and only the problems;
+	 * otherwise a line per dead letter. */
+	int quiet = prog.tty && q->nids > 1;
+	for (int k = 0; k < q->nids && rc == 0; k++) {
+		rc = replay_one(q, q->ids[k], &t, &prog, quiet);
+		cli_progress_show(&prog, "replayed", k + 1, q->nids,
+		                  k + 1 == q->nids);
+	}
+	cli_progress_end(&prog);
+	printf("replayed %d dead letter%s: %ld applied, %ld duplicate, %ld "
+	       "conflict, %ld stale, %ld dead_lettered, %ld retry, %ld "
+	       "in_progress, %ld not found\n",
+	       q->nids, q->nids == 1 ? "" : "s", t.n[INBOX_APPLIED],
+	       t.n[INBOX_DUPLICATE], t.n[INBOX_CONFLICT], t.n[INBOX_STALE],
+	       t.n[INBOX_DEAD_LETTERED], t.n[INBOX_RETRY],
+	       t.n[INBOX_IN_PROGRESS], t.failed);
+	if (rc)
+		return rc;
+	long bad = t.failed + t.n[INBOX_CONFLICT] + t.n[INBOX_DEAD_LETTERED] +
+	           t.n[INBOX_RETRY] + t.n[INBOX_IN_PROGRESS];
+	return bad ? CLI_EXIT_RUNTIME : 0;
+}
+
+/* ---- command line -----------------------------------------------------------
+ */
+
+static int parse_id(const char *s, int64_t *id)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10);
+	if (!*s || *end || v <= 0)
+		return -1;
+	*id = v;
+	return 0;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	char msg[256];
+	snprintf(msg, sizeof(msg), fmt, arg);
+	cli_error("dlq: %s", msg);
+	fputs(cli_dlq_usage, stderr);
+	return CLI_EXIT_USAGE;
+}
+
+static int parse(dlq *q, int argc, char **argv, const char **path,
+                 const char **only)
+{
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		char *end;
+		if (!strcmp(a, "--consumer") && i + 1 < argc) {
+			*only = argv[++i];
+		} else if (!strcmp(a, "--json")) {
+			q->json = 1;
+		} else if (!strcmp(a, "--raw")) {
+			q->raw = 1;
+		} else if (!strcmp(a, "--pending")) {
+			q->pending = 1;
+		} else if (!strcmp(a, "--all")) {
+			q->all = 1;
+		} else if (!strcmp(a, "--limit") && i + 1 < argc) {
+			q->limit = strtol(argv[++i], &end, 10);
+			if (*end || q->limit < 1)
+				return usage_error("--limit: \"%s\" is not a "
+				                   "positive number",
+				                   argv[i]);
+		} else if (!strcmp(a, "--after") && i + 1 < argc) {
+			q->after = strtoll(argv[++i], &end, 10);
+			if (*end || q->after < 0)
+				return usage_error("--after: \"%s\" is not an "
+				                   "id",
+				                   argv[i]);
+		} else if (a[0] == '-') {
+			return usage_error("unexpected argument \"%s\"", a);
+		} else if (!*path) {
+			*path = a;
+		} else {
+			int64_t id;
+			if (parse_id(a, &id) < 0)
+				return usage_error(
+				    "\"%s\" is not a dead letter "
+				    "id",
+				    a);
+			int64_t *p =
+			    realloc(q->ids, (size_t)(q->nids + 1) * sizeof(*p));
+			if (!p)
+				return CLI_EXIT_RUNTIME;
+			q->ids = p;
+			q->ids[q->nids++] = id;
+		}
+	}
+	if (!*path) {
+		fputs(cli_dlq_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
+int cli_cmd_dlq(int argc, char **argv)
+{
+	static const char *const subs[] = {"list", "show", "replay", "drop"};
+	int (*const fns[])(dlq *) = {cmd_list, cmd_show, cmd_replay, cmd_drop};
+	int sub = -1;
+	for (int i = 0; argc > 1 && i < 4; i++)
+		if (!strcmp(argv[1], subs[i]))
+			sub = i;
+	if (sub < 0) {
+		if (argc > 1)
+			cli_error("dlq: unknown subcommand \"%s\"", argv[1]);
+		fputs(cli_dlq_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	dlq q;
+	memset(&q, 0, sizeof(q));
+	q.limit = 1000;
+	const char *path = NULL, *only = NULL;
+	int rc = parse(&q, argc, argv, &path, &only);
+	if (rc == 0 && sub == 3 && q.nids == 0) {
+		cli_error("dlq drop: give one or more dead letter ids");
+		rc = CLI_EXIT_USAGE;
+	}
+	if (rc == 0 && (rc = cli_load(&q.cfg, path)) == 0) {
+		if (only && !(q.sel = cli_find_consumer(&q.cfg, only)))
+			rc = CLI_EXIT_USAGE;
+		q.o = calloc((size_t)q.cfg.nconsumers, sizeof(*q.o));
+		if (rc == 0 && !q.o)
+			rc = CLI_EXIT_RUNTIME;
+		if (rc == 0)
+			rc = fns[sub](&q);
+		for (int i = 0; q.o && i < q.cfg.nconsumers; i++) {
+			inbox_consumer_close(q.o[i].c);
+			inbox_store_close(q.o[i].st);
+		}
+		free(q.o);
+		cli_config_free(&q.cfg);
+	}
+	free(q.ids);
+	return rc;
+}

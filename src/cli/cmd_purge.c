@@ -1,0 +1,145 @@
+/*
+ * inbox purge CONFIG: delete inbox records older than each consumer's
+ * registered retention window, oldest first, in bounded batches (each its
+ * own short transaction, so running consumers wait at most one batch).
+ * Records inside the window are never deleted: the store refuses to, and
+ * the window used is the one the consumer registered (what the running
+ * daemon promises), never a shorter one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <inbox/admin.h>
+
+#include "cli/cli.h"
+#include "cli/open.h"
+#include "cli/progress.h"
+
+const char cli_purge_usage[] =
+    "usage: inbox purge CONFIG [--consumer NAME] [--dry-run] [--batch N]\n"
+    "\n"
+    "For each consumer (or only NAME): delete its completed and dead inbox "
+    "records\nprocessed longer ago than the retention window it registered "
+    "in the store,\noldest first, at most N rows per statement (default "
+    "1000), each statement its\nown short transaction. Records inside the "
+    "window, and processing or failed\nones, are never deleted. Only one "
+    "purge runs at a time per PostgreSQL database.\n"
+    "\n"
+    "  --dry-run    count what would be deleted; delete nothing\n"
+    "  --batch N    rows per statement (1..100000, default 1000)\n"
+    "\n"
+    "On a terminal, a progress line shows the rows deleted so far.\n"
+    "Exit codes: 0 ok, 1 purge failed (another purge is running, database "
+    "error),\n2 usage, 3 config error, 4 cannot open the store.\n";
+
+typedef struct purge_ctx {
+	cli_progress prog;
+	char label[256];
+} purge_ctx;
+
+static void on_progress(int64_t done, int64_t total, void *payload)
+{
+	purge_ctx *x = payload;
+	cli_progress_show(&x->prog, x->label, done, total, done >= total);
+}
+
+static int purge_one(const cli_config *cfg, const cli_consumer *c, int batch,
+                     int dry_run)
+{
+	inbox_store *st = NULL;
+	int rc = cli_open_store(cfg, c, 0, &st);
+	if (rc)
+		return rc;
+	inbox_admin_stats s;
+	int64_t n = 0;
+	char age[24];
+	int err = inbox_admin_stats_read(st, c->name, &s);
+	if (err == INBOX_OK && s.retention_seconds <= 0) {
+		printf("%s: nothing to purge (the consumer never ran on this "
+		       "store)\n",
+		       c->name);
+		inbox_store_close(st);
+		return 0;
+	}
+	purge_ctx x;
+	cli_progress_init(&x.prog);
+	snprintf(x.label, sizeof(x.label), "%s: %s", c->name,
+	         dry_run ? "counting" : "purged");
+	if (err == INBOX_OK)
+		err = inbox_admin_purge(st, c->name, 0, batch, dry_run,
+		                        on_progress, &x, &n);
+	cli_progress_end(&x.prog);
+	if (err < 0) {
+		char red[512], msg[1024];
+		snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(st));
+		cli_scrub(msg, cli_consumer_store(cfg, c));
+		cli_error(
+		    "consumer \"%s\": purging %s failed%s: %s", c->name,
+		    cli_redact(cli_consumer_store(cfg, c), red, sizeof(red)),
+		    n > 0 ? " after some batches" : "", msg);
+		if (n > 0)
+			fprintf(stderr,
+			        "inbox: %lld records were deleted "
+			        "before the failure\n",
+			        (long long)n);
+		inbox_store_close(st);
+		return err == INBOX_ERR_TRANSIENT && n == 0 ? CLI_EXIT_CONNECT
+		                                            : CLI_EXIT_RUNTIME;
+	}
+	cli_age_text(s.retention_seconds * 1000, age, sizeof(age));
+	printf("%s: %s %lld record%s older than the %s window%s\n", c->name,
+	       dry_run ? "would delete" : "deleted", (long long)n,
+	       n == 1 ? "" : "s", age,
+	       dry_run ? " (dry run: nothing deleted)" : "");
+	inbox_store_close(st);
+	return 0;
+}
+
+int cli_cmd_purge(int argc, char **argv)
+{
+	const char *path = NULL, *only = NULL;
+	int dry_run = 0;
+	long batch = 1000;
+	for (int i = 1; i < argc; i++) {
+		char *end;
+		if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
+			only = argv[++i];
+		} else if (!strcmp(argv[i], "--dry-run")) {
+			dry_run = 1;
+		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+			batch = strtol(argv[++i], &end, 10);
+			if (*end || batch < 1 || batch > 100000) {
+				cli_error("--batch: \"%s\" is not a number "
+				          "between 1 and 100000",
+				          argv[i]);
+				return CLI_EXIT_USAGE;
+			}
+		} else if (argv[i][0] == '-' || path) {
+			cli_error("purge: unexpected argument \"%s\"", argv[i]);
+			fputs(cli_purge_usage, stderr);
+			return CLI_EXIT_USAGE;
+		} else {
+			path = argv[i];
+		}
+	}
+	if (!path) {
+		fputs(cli_purge_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	cli_config cfg;
+	int rc = cli_load(&cfg, path);
+	if (rc)
+		return rc;
+	const cli_consumer *sel = NULL;
+	if (only && !(sel = cli_find_consumer(&cfg, only))) {
+		cli_config_free(&cfg);
+		return CLI_EXIT_USAGE;
+	}
+	for (int i = 0; i < cfg.nconsumers && rc == 0; i++)
+		if (!sel || sel == &cfg.consumers[i])
+			rc = purge_one(&cfg, &cfg.consumers[i], (int)batch,
+			               dry_run);
+	cli_config_free(&cfg);
+	return rc;
+}

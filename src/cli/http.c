@@ -1,0 +1,497 @@
+/*
+ * /metrics and /healthz for `inbox run`, served by libmicrohttpd with one
+ * internal polling thread: requests are handled one at a time, so the
+ * store handles below are only ever used by that thread.
+ *
+ * The store is read at most once a second per consumer (count queries on a
+ * large inbox are not free); a scrape or probe in between reuses the last
+ * reading. Errors shown by /healthz are scrubbed of the URL's password.
+ */
+#include "cli/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <inbox/admin.h>
+#include <inbox/metrics.h>
+
+#include "cli/cli.h"
+#include "core/buf.h"
+#include "core/log.h"
+
+/* Seconds a store reading is reused. */
+#define READ_EVERY_S 1.0
+
+typedef struct mon {
+	const cli_consumer *cc;
+	/* Written by the consumer thread, under h->mu. */
+	inbox_stats snap;
+	int have_snap;
+	int running;
+	double last_batch; /* cli_now() of the last batch, 0 = none */
+	/* HTTP thread only. */
+	inbox_store *st;
+	double read_at; /* cli_now() of the last reading, 0 = never */
+	int read_full;  /* the last reading was the full stats */
+	int store_ok;
+	inbox_admin_stats db;
+	char err[512];
+} mon;
+
+struct cli_http {
+	struct MHD_Daemon *d;
+	const cli_config *cfg;
+	pthread_mutex_t mu;
+	int draining;
+	mon *m;
+	int n;
+	char addr[80];
+};
+
+/* ---- addresses --------------------------------------------------------- */
+
+static int parse_port(const char *s, int *port)
+{
+	char *end;
+	if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 5)
+		return -1;
+	long v = strtol(s, &end, 10);
+	if (v > 65535)
+		return -1;
+	*port = (int)v;
+	return 0;
+}
+
+int cli_http_parse_addr(const char *s, struct sockaddr_storage *ss,
+                        socklen_t *sslen, char *err, size_t errlen)
+{
+	char host[64] = "127.0.0.1";
+	const char *port_s = s;
+	int port, v6 = 0;
+	memset(ss, 0, sizeof(*ss));
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (!close || close[1] != ':' ||
+		    (size_t)(close - s - 1) >= sizeof(host))
+			goto bad;
+		memcpy(host, s + 1, (size_t)(close - s - 1));
+		host[close - s - 1] = '\0';
+		port_s = close + 2;
+		v6 = 1;
+	} else if (strchr(s, ':')) {
+		const char *colon = strrchr(s, ':');
+		size_t n = (size_t)(colon - s);
+		if (n >= sizeof(host))
+			goto bad;
+		if (n > 0) {
+			memcpy(host, s, n);
+			host[n] = '\0';
+		}
+		port_s = colon + 1;
+	}
+	if (parse_port(port_s, &port) < 0)
+		goto bad;
+	if (!strcmp(host, "localhost"))
+		strcpy(host, "127.0.0.1");
+	if (v6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+			goto bad;
+		*sslen = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+			goto bad;
+		*sslen = sizeof(*a);
+	}
+	return 0;
+bad:
+	snprintf(err, errlen,
+	         "\"%s\" is not a listen address (write PORT, HOST:PORT with "
+	         "an IP address, or [IPV6]:PORT; e.g. 127.0.0.1:9464)",
+	         s);
+	return -1;
+}
+
+/* ---- JSON ------------------------------------------------------------- */
+
+static int json_str(inbox__buf *b, const char *s)
+{
+	int bad = inbox__buf_putc(b, '"');
+	for (const unsigned char *p = (const unsigned char *)(s ? s : "");
+	     *p && !bad; p++) {
+		if (*p == '"' || *p == '\\')
+			bad |= inbox__buf_printf(b, "\\%c", *p);
+		else if (*p < 0x20)
+			bad |= inbox__buf_printf(b, "\\u%04x", *p);
+		else
+			bad |= inbox__buf_putc(b, (char)*p);
+	}
+	return bad | inbox__buf_putc(b, '"');
+}
+
+/* ---- reading the stores (HTTP thread) ----------------------------------- */
+
+static void store_failed(cli_http *h, mon *m, const char *what, int rc)
+{
+	const char *url = cli_consumer_store(h->cfg, m->cc);
+	const char *msg = m->st ? inbox_store_errmsg(m->st) : "";
+	snprintf(m->err, sizeof(m->err), "%s: %s", what,
+	         msg && *msg ? msg : inbox_strerror(rc));
+	cli_scrub(m->err, url);
+	m->store_ok = 0;
+	/* A fresh connection next time rather than a handle in an unknown
+	 * state. */
+	inbox_store_close(m->st);
+	m->st = NULL;
+}
+
+static int open_monitor(cli_http *h, mon *m)
+{
+	if (m->st)
+		return 0;
+	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
+	o.table_prefix = h->cfg->table_prefix;
+	o.schema = h->cfg->schema;
+	o.auto_migrate = 0;
+	int rc =
+	    inbox_store_open(&m->st, cli_consumer_store(h->cfg, m->cc), &o);
+	if (rc == INBOX_OK)
+		return 0;
+	store_failed(h, m, "cannot open the store", rc);
+	return -1;
+}
+
+static int ping_row(int ncols, const char *const *v, void *payload)
+{
+	(void)ncols;
+	(void)v;
+	(void)payload;
+	return 1;
+}
+
+/* Refresh m's reading if it is older than READ_EVERY_S: the full stats
+ * when `full`, else a ping. */
+static void refresh(cli_http *h, mon *m, int full)
+{
+	double now = cli_now();
+	if (m->read_at > 0 && now - m->read_at < READ_EVERY_S &&
+	    (m->read_full || !full || !m->store_ok))
+		return;
+	m->read_at = now;
+	m->read_full = full;
+	/* A private in-memory database cannot be read from another
+	 * connection: nothing to check, no numbers to show. */
+	if (!strncmp(cli_consumer_store(h->cfg, m->cc),
+	             "sqlite::memory:", 15)) {
+		m->store_ok = 1;
+		m->read_full = 0;
+		return;
+	}
+	if (open_monitor(h, m) < 0)
+		return;
+	int rc = full ? inbox_admin_stats_read(m->st, m->cc->name, &m->db)
+	              : inbox_store_query(m->st, "SELECT 1", 0, NULL, ping_row,
+	                                  NULL);
+	if (rc != INBOX_OK) {
+		store_failed(h, m, full ? "reading the store" : "store ping",
+		             rc);
+		return;
+	}
+	m->store_ok = 1;
+	m->err[0] = '\0';
+}
+
+/* ---- the two pages ------------------------------------------------------- */
+
+static char *metrics_page(cli_http *h, size_t *len)
+{
+	inbox_metrics_consumer *cs = calloc((size_t)h->n, sizeof(*cs));
+	inbox_stats *snaps = calloc((size_t)h->n, sizeof(*snaps));
+	char *out = NULL;
+	if (!cs || !snaps)
+		goto done;
+	for (int i = 0; i < h->n; i++)
+		refresh(h, &h->m[i], 1);
+	pthread_mutex_lock(&h->mu);
+	for (int i = 0; i < h->n; i++) {
+		mon *m = &h->m[i];
+		cs[i].name = m->cc->name;
+		snaps[i] = m->snap;
+		/* Zero counters until the first batch: the series exist from
+		 * the start, so rate() has a baseline. */
+		cs[i].counters = &snaps[i];
+		cs[i].store = m->store_ok && m->read_full ? &m->db : NULL;
+		cs[i].running = m->running;
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (inbox_metrics_render(&out, len, cs, (size_t)h->n) != INBOX_OK)
+		out = NULL;
+done:
+	free(cs);
+	free(snaps);
+	return out;
+}
+
+static char *health_page(cli_http *h, size_t *len, int *healthy)
+{
+	inbox__buf b = INBOX__BUF_INIT, list = INBOX__BUF_INIT,
+	           reason = INBOX__BUF_INIT;
+	int bad = 0, ok = 1;
+	for (int i = 0; i < h->n; i++)
+		refresh(h, &h->m[i], 0);
+	double now = cli_now();
+	pthread_mutex_lock(&h->mu);
+	if (h->draining) {
+		ok = 0;
+		bad |= inbox__buf_puts(&reason, "draining after a stop signal");
+	}
+	for (int i = 0; i < h->n; i++) {
+		mon *m = &h->m[i];
+		if ((!m->running || !m->store_ok) && ok) {
+			ok = 0;
+			bad |= inbox__buf_printf(
+			    &reason, "consumer %s: %s", m->cc->name,
+			    !m->running ? "not running" : m->err);
+		}
+		bad |= inbox__buf_puts(&list, i ? ",{\"name\":" : "{\"name\":");
+		bad |= json_str(&list, m->cc->name);
+		bad |=
+		    inbox__buf_printf(&list, ",\"running\":%s,\"store\":\"%s\"",
+		                      m->running ? "true" : "false",
+		                      m->store_ok ? "ok" : "error");
+		if (!m->store_ok) {
+			bad |= inbox__buf_puts(&list, ",\"error\":");
+			bad |= json_str(&list, m->err);
+		}
+		if (m->last_batch > 0)
+			bad |= inbox__buf_printf(&list,
+			                         ",\"last_batch_age_s\":%.1f",
+			                         now - m->last_batch);
+		bad |= inbox__buf_puts(&list, "}");
+	}
+	pthread_mutex_unlock(&h->mu);
+	bad |= inbox__buf_printf(&b, "{\"status\":\"%s\"",
+	                         ok ? "ok" : "unavailable");
+	if (!ok) {
+		bad |= inbox__buf_puts(&b, ",\"reason\":");
+		bad |= json_str(&b, reason.data);
+	}
+	bad |= inbox__buf_puts(&b, ",\"consumers\":[");
+	bad |= inbox__buf_append(&b, list.data ? list.data : "", list.len);
+	bad |= inbox__buf_puts(&b, "]}\n");
+	inbox__buf_free(&list);
+	inbox__buf_free(&reason);
+	if (bad) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
+	*healthy = ok;
+	*len = b.len;
+	return b.data;
+}
+
+/* ---- libmicrohttpd glue ----------------------------------------------------
+ */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status,
+                             const char *type, char *body, size_t len)
+{
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	enum MHD_Result ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result text(struct MHD_Connection *conn, unsigned status,
+                            const char *msg)
+{
+	char *body = strdup(msg);
+	return body ? reply(conn, status, "text/plain; charset=utf-8", body,
+	                    strlen(body))
+	            : MHD_NO;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
+                              const char *url, const char *method,
+                              const char *version, const char *upload,
+                              size_t *upload_size, void **req)
+{
+	cli_http *h = cls;
+	static int seen;
+	(void)version;
+	(void)upload;
+	if (!*req) { /* headers only so far: wait for the end */
+		*req = &seen;
+		return MHD_YES;
+	}
+	if (*upload_size) { /* a body: ignored */
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (strcmp(method, MHD_HTTP_METHOD_GET) &&
+	    strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+		            "only GET and HEAD\n");
+	size_t len = 0;
+	if (!strcmp(url, "/metrics")) {
+		char *body = metrics_page(h, &len);
+		if (!body)
+			return text(conn, 500, "out of memory\n");
+		return reply(conn, MHD_HTTP_OK, INBOX_METRICS_CONTENT_TYPE,
+		             body, len);
+	}
+	if (!strcmp(url, "/healthz")) {
+		int ok = 0;
+		char *body = health_page(h, &len, &ok);
+		if (!body)
+			return text(conn, 500, "out of memory\n");
+		return reply(conn,
+		             ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+		             "application/json", body, len);
+	}
+	return text(conn, MHD_HTTP_NOT_FOUND,
+	            "not found: try /metrics or /healthz\n");
+}
+
+/* libmicrohttpd's own messages, as log lines like everything else. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = '\0';
+	inbox__log(INBOX_LOG_WARN, NULL, "\"event\":\"http\",\"error\":\"%s\"",
+	           inbox__log_escape(msg));
+}
+
+int cli_http_start(cli_http **out, const char *listen, const cli_config *cfg,
+                   const cli_consumer *const *cs, int n, char *err,
+                   size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	*out = NULL;
+	if (cli_http_parse_addr(listen, &ss, &sslen, err, errlen) < 0)
+		return -1;
+	cli_http *h = calloc(1, sizeof(*h));
+	mon *m = calloc((size_t)(n > 0 ? n : 1), sizeof(*m));
+	if (!h || !m) {
+		free(h);
+		free(m);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	h->cfg = cfg;
+	h->m = m;
+	h->n = n;
+	pthread_mutex_init(&h->mu, NULL);
+	for (int i = 0; i < n; i++)
+		m[i].cc = cs[i];
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	/* The HTTP thread inherits a mask without SIGTERM/SIGINT, so the
+	 * main thread handles them. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	h->d = MHD_start_daemon(
+	    flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER,
+	    mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)32,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!h->d) {
+		snprintf(err, errlen,
+		         "cannot listen on %s (address in use or not local?)",
+		         listen);
+		cli_http_stop(h);
+		return -1;
+	}
+	const union MHD_DaemonInfo *info =
+	    MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+	char host[64] = "?";
+	if (ss.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
+		          host, sizeof(host));
+	else
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
+		          sizeof(host));
+	snprintf(h->addr, sizeof(h->addr),
+	         ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host,
+	         info ? (unsigned)info->port : 0u);
+	*out = h;
+	return 0;
+}
+
+const char *cli_http_address(const cli_http *h)
+{
+	return h ? h->addr : "";
+}
+
+void cli_http_publish(cli_http *h, int i, const inbox_stats *s)
+{
+	if (!h || i < 0 || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->m[i].snap = *s;
+	h->m[i].have_snap = 1;
+	h->m[i].last_batch = cli_now();
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_set_running(cli_http *h, int i, int running)
+{
+	if (!h || i < 0 || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->m[i].running = running;
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_set_draining(cli_http *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->draining = 1;
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_stop(cli_http *h)
+{
+	if (!h)
+		return;
+	if (h->d)
+		MHD_stop_daemon(h->d);
+	for (int i = 0; i < h->n; i++)
+		inbox_store_close(h->m[i].st);
+	pthread_mutex_destroy(&h->mu);
+	free(h->m);
+	free(h);
+}

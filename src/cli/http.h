@@ -1,0 +1,52 @@
+/*
+ * The daemon's HTTP endpoint (libmicrohttpd, one internal thread):
+ *   GET /metrics   Prometheus text exposition (inbox_metrics_render)
+ *   GET /healthz   200 {"status":"ok",...} when every consumer thread is
+ *                  running and its store answered within the last second
+ *                  or so; 503 with a JSON reason otherwise.
+ * Bound to 127.0.0.1 unless the address says otherwise.
+ *
+ * Consumer threads publish a snapshot of their counters after each batch
+ * (cli_http_publish) and their state; the HTTP thread reads the stores
+ * through its own handles (one per consumer, opened lazily, never
+ * migrating), so it never touches a handle a consumer thread owns.
+ * Every function accepts h == NULL (no endpoint configured) as a no-op.
+ */
+#ifndef INBOX_CLI_HTTP_H
+#define INBOX_CLI_HTTP_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include <inbox/inbox.h>
+
+#include "cli/config.h"
+
+typedef struct cli_http cli_http;
+
+/* Parse a listen address: "PORT", ":PORT", "HOST:PORT" (an IPv4 literal
+ * or "localhost") or "[IPV6]:PORT". No host means 127.0.0.1. Port 0 picks
+ * a free port. 0, or -1 with the reason in err. */
+int cli_http_parse_addr(const char *s, struct sockaddr_storage *ss,
+                        socklen_t *sslen, char *err, size_t errlen);
+
+/* Start serving for consumers cs[0..n) of cfg. 0, or -1 with the reason
+ * (address, bind failure) in err. */
+int cli_http_start(cli_http **out, const char *listen, const cli_config *cfg,
+                   const cli_consumer *const *cs, int n, char *err,
+                   size_t errlen);
+
+/* "127.0.0.1:9464" as bound (the real port when 0 was asked). */
+const char *cli_http_address(const cli_http *h);
+
+/* From consumer thread i: its counters after a batch. */
+void cli_http_publish(cli_http *h, int i, const inbox_stats *s);
+/* Consumer i is running (1) or has stopped (0). */
+void cli_http_set_running(cli_http *h, int i, int running);
+/* The daemon is draining: /healthz answers 503 from now on. */
+void cli_http_set_draining(cli_http *h);
+
+/* Stop serving (waits for the HTTP thread) and free. */
+void cli_http_stop(cli_http *h);
+
+#endif

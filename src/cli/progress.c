@@ -1,0 +1,174 @@
+/* Progress lines on a terminal and safe printing of stored text. */
+#include "cli/progress.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+void cli_progress_init(cli_progress *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->tty = isatty(2);
+}
+
+void cli_progress_show(cli_progress *p, const char *label, int64_t done,
+                       int64_t total, int force)
+{
+	if (!p->tty)
+		return;
+	double now = cli_now();
+	if (!force && p->shown > 0 && now - p->shown < 0.1)
+		return;
+	p->shown = now;
+	if (total > 0)
+		fprintf(stderr, "\r%s %lld/%lld (%d%%)\033[K", label,
+		        (long long)done, (long long)total,
+		        (int)(done >= total ? 100 : done * 100 / total));
+	else
+		fprintf(stderr, "\r%s %lld\033[K", label, (long long)done);
+	fflush(stderr);
+	p->open = 1;
+}
+
+void cli_progress_end(cli_progress *p)
+{
+	if (p->tty && p->open)
+		fputc('\n', stderr);
+	p->open = 0;
+}
+
+/* Length of the valid UTF-8 sequence at s, 0 if invalid. */
+static size_t seq_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	unsigned cp;
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2;
+		cp = s[0] & 0x1fu;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3;
+		cp = s[0] & 0x0fu;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4;
+		cp = s[0] & 0x07u;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3fu);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+int cli_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (len > 0) {
+		size_t l = seq_len(p, len);
+		if (!l)
+			return 0;
+		p += l;
+		len -= l;
+	}
+	return 1;
+}
+
+void cli_print_safe(FILE *f, const char *s, size_t len, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t shown = 0;
+	if (!s) {
+		fputs("-", f);
+		return;
+	}
+	while (len > 0) {
+		if (max && shown >= max) {
+			fputs("...", f);
+			return;
+		}
+		size_t l = seq_len(p, len);
+		if (l == 0 || *p == 0x7f) {
+			fprintf(f, "\\x%02x", *p);
+			l = 1;
+		} else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p == '\t')
+			fputs("\\t", f);
+		else if (*p == '\r')
+			fputs("\\r", f);
+		else if (*p < 0x20)
+			fprintf(f, "\\x%02x", *p);
+		else
+			fwrite(p, 1, l, f);
+		p += l;
+		len -= l;
+		shown += l;
+	}
+}
+
+void cli_json_string(FILE *f, const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	while (len > 0) {
+		size_t l = seq_len(p, len);
+		if (l == 0) {
+			fputs("\\ufffd", f);
+			l = 1;
+		} else if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fwrite(p, 1, l, f);
+		p += l;
+		len -= l;
+	}
+	fputc('"', f);
+}
+
+const char *cli_time_text(int64_t ms, char *buf, size_t len)
+{
+	if (ms <= 0) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+	         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	         tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	return buf;
+}
+
+const char *cli_age_text(int64_t ms, char *buf, size_t len)
+{
+	int64_t s = (ms < 0 ? -ms : ms) / 1000;
+	const char *sign = ms < 0 ? "-" : "";
+	if (s < 120)
+		snprintf(buf, len, "%s%llds", sign, (long long)s);
+	else if (s < 7200)
+		snprintf(buf, len, "%s%lldm", sign, (long long)(s / 60));
+	else if (s < 172800)
+		snprintf(buf, len, "%s%lldh", sign, (long long)(s / 3600));
+	else
+		snprintf(buf, len, "%s%lldd", sign, (long long)(s / 86400));
+	return buf;
+}

@@ -1,0 +1,369 @@
+/*
+ * The admin API's common SQL and the read-only views: per-consumer numbers
+ * (inbox_admin_stats_read) and one record (inbox_admin_inspect). Dead
+ * letters are in admin_dlq.c, purge with progress in admin_purge.c.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <inbox/outbox.h>
+
+#include "core/admin_sql.h"
+
+int inbox__admin_is_pg(const inbox_store *st)
+{
+	return strcmp(inbox_store_kind(st), "postgresql") == 0;
+}
+
+int64_t inbox__admin_num(const char *v)
+{
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+char *inbox__admin_dup(const char *v, int *oom)
+{
+	if (!v)
+		return NULL;
+	char *s = strdup(v);
+	if (!s)
+		*oom = 1;
+	return s;
+}
+
+int inbox__admin_invalid(inbox_store *st, const char *what)
+{
+	inbox__store_seterr(st, "", "%s", what);
+	return INBOX_ERR_INVALID;
+}
+
+/* One {name} or {name:arg} placeholder; -1 on allocation failure. */
+static int expand_one(inbox__buf *b, inbox_store *st, int pg, const char *name,
+                      size_t nlen, const char *arg, size_t alen)
+{
+#define IS(s) (nlen == sizeof(s) - 1 && memcmp(name, s, nlen) == 0)
+	int a = (int)alen;
+	if (IS("inbox") || IS("dead_letters") || IS("consumers")) {
+		char t[32];
+		memcpy(t, name, nlen);
+		t[nlen] = '\0';
+		return inbox__table_name(b, st, t);
+	}
+	/* SQLite: the clock the SQLite store writes its timestamps with,
+	 * as a literal (julianday('now') can round a millisecond away). */
+	if (IS("now"))
+		return pg ? inbox__buf_puts(
+		                b, "(EXTRACT(EPOCH FROM now()) * 1000)::bigint")
+		          : inbox__buf_printf(b, "%lld",
+		                              (long long)inbox__now_ms());
+	if (IS("nowts"))
+		return pg ? inbox__buf_puts(b, "now()")
+		          : expand_one(b, st, pg, "now", 3, NULL, 0);
+	if (IS("ms"))
+		return pg ? inbox__buf_printf(
+		                b, "(EXTRACT(EPOCH FROM %.*s) * 1000)::bigint",
+		                a, arg)
+		          : inbox__buf_printf(b, "%.*s", a, arg);
+	if (IS("i"))
+		return pg ? inbox__buf_printf(b, "$%.*s::bigint", a, arg)
+		          : inbox__buf_printf(b, "CAST($%.*s AS INTEGER)", a,
+		                              arg);
+	if (IS("cutoff")) {
+		if (pg)
+			return inbox__buf_printf(
+			    b, "now() - $%.*s::bigint * interval '1 second'", a,
+			    arg);
+		return inbox__buf_puts(b, "(") < 0 ||
+		               expand_one(b, st, pg, "now", 3, NULL, 0) < 0 ||
+		               inbox__buf_printf(
+		                   b, " - CAST($%.*s AS INTEGER) * 1000)", a,
+		                   arg) < 0
+		           ? -1
+		           : 0;
+	}
+	if (IS("hex"))
+		return pg ? inbox__buf_printf(b, "encode(%.*s, 'hex')", a, arg)
+		          : inbox__buf_printf(b, "hex(%.*s)", a, arg);
+	if (IS("len"))
+		return pg ? inbox__buf_printf(b, "length(%.*s)", a, arg)
+		          : inbox__buf_printf(b, "length(CAST(%.*s AS BLOB))",
+		                              a, arg);
+#undef IS
+	/* Not a placeholder: copy it as it was. */
+	return inbox__buf_printf(b, "{%.*s%s%.*s}", (int)nlen, name,
+	                         arg ? ":" : "", a, arg ? arg : "");
+}
+
+int inbox__admin_sql(inbox__buf *b, inbox_store *st, const char *tmpl)
+{
+	int pg = inbox__admin_is_pg(st);
+	inbox__buf_reset(b);
+	for (const char *p = tmpl; *p;) {
+		const char *end = p[0] == '{' ? strchr(p, '}') : NULL;
+		if (!end) {
+			size_t n = strcspn(p + 1, "{") + 1;
+			if (inbox__buf_append(b, p, n) < 0)
+				goto oom;
+			p += n;
+			continue;
+		}
+		const char *name = p + 1;
+		const char *colon = memchr(name, ':', (size_t)(end - name));
+		size_t nlen = (size_t)((colon ? colon : end) - name);
+		const char *arg = colon ? colon + 1 : NULL;
+		size_t alen = colon ? (size_t)(end - arg) : 0;
+		if (expand_one(b, st, pg, name, nlen, arg, alen) < 0)
+			goto oom;
+		p = end + 1;
+	}
+	if (inbox__buf_puts(b, "") < 0)
+		goto oom;
+	return INBOX_OK;
+oom:
+	inbox__store_seterr(st, "", "out of memory building SQL");
+	return INBOX_ERR_NOMEM;
+}
+
+/* ---- stats ------------------------------------------------------------ */
+
+static int status_row(int ncols, const char *const *v, void *payload)
+{
+	inbox_admin_stats *s = payload;
+	if (ncols < 2 || !v[0])
+		return 0;
+	int64_t n = inbox__admin_num(v[1]);
+	if (!strcmp(v[0], "completed"))
+		s->completed = n;
+	else if (!strcmp(v[0], "processing"))
+		s->processing = n;
+	else if (!strcmp(v[0], "failed"))
+		s->failed = n;
+	else if (!strcmp(v[0], "dead"))
+		s->dead = n;
+	s->records += n;
+	return 0;
+}
+
+/* Up to 8 integer columns of a one-row result; NULL reads as -1. */
+typedef struct ints {
+	int64_t v[8];
+	int rows;
+} ints;
+
+static int ints_row(int ncols, const char *const *v, void *payload)
+{
+	ints *r = payload;
+	for (int i = 0; i < ncols && i < 8; i++)
+		r->v[i] = v[i] ? strtoll(v[i], NULL, 10) : -1;
+	r->rows++;
+	return 1; /* one row is all we read */
+}
+
+static int query_ints(inbox_store *st, inbox__buf *b, const char *tmpl, int np,
+                      const char *const *p, ints *out)
+{
+	int rc = inbox__admin_sql(b, st, tmpl);
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < 8; i++)
+		out->v[i] = -1;
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b->data, np, p, ints_row, out);
+	return rc;
+}
+
+/* OUTBOX: the single place that reads the outbox's pending count and
+ * oldest age (include/inbox/outbox.h). A store without an outbox (a
+ * backend without the slots, or tables not migrated to schema 2 yet on a
+ * store opened without auto-migration) reads -1 ("absent"), not an error:
+ * the inbox numbers are still worth showing. */
+static int outbox_numbers(inbox_store *st, const char *consumer,
+                          int64_t *pending, int64_t *oldest_age_ms)
+{
+	double age = 0;
+	*pending = -1;
+	*oldest_age_ms = -1;
+	if (inbox_outbox_pending(st, consumer, pending, &age) != INBOX_OK) {
+		*pending = -1;
+		inbox__store_clearerr(st);
+		return INBOX_OK;
+	}
+	if (*pending > 0)
+		*oldest_age_ms = (int64_t)(age * 1000.0);
+	return INBOX_OK;
+}
+
+int inbox_admin_stats_read(inbox_store *st, const char *consumer,
+                           inbox_admin_stats *out)
+{
+	if (!st || !out)
+		return INBOX_ERR_INVALID;
+	memset(out, 0, sizeof(*out));
+	out->oldest_age_ms = out->oldest_created_age_ms = -1;
+	out->outbox_pending = out->outbox_oldest_age_ms = -1;
+	if (!consumer)
+		return inbox__admin_invalid(st,
+		                            "stats: a consumer is required");
+	const char *p[2] = {consumer, NULL};
+	inbox__buf b = INBOX__BUF_INIT;
+	ints r;
+	int rc = inbox__admin_sql(&b, st,
+	                          "SELECT status, count(*) FROM {inbox}"
+	                          " WHERE consumer = $1 GROUP BY status");
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b.data, 1, p, status_row, out);
+	if (rc == INBOX_OK)
+		rc = query_ints(st, &b,
+		                "SELECT {ms:min(processed_at)},"
+		                " {ms:min(created_at)}, {now}"
+		                " FROM {inbox} WHERE consumer = $1",
+		                1, p, &r);
+	if (rc == INBOX_OK && r.rows == 1) {
+		/* Clamped at 0: a record written a moment after the clock was
+		 * read is not from the future. */
+		if (r.v[0] >= 0)
+			out->oldest_age_ms =
+			    r.v[2] > r.v[0] ? r.v[2] - r.v[0] : 0;
+		if (r.v[1] >= 0)
+			out->oldest_created_age_ms =
+			    r.v[2] > r.v[1] ? r.v[2] - r.v[1] : 0;
+	}
+	if (rc == INBOX_OK)
+		rc = query_ints(st, &b,
+		                "SELECT retention_seconds FROM {consumers}"
+		                " WHERE name = $1",
+		                1, p, &r);
+	if (rc == INBOX_OK && r.rows == 1 && r.v[0] > 0)
+		out->retention_seconds = r.v[0];
+	if (rc == INBOX_OK && out->retention_seconds > 0) {
+		char win[24];
+		int64_t w = out->retention_seconds;
+		snprintf(win, sizeof(win), "%lld",
+		         (long long)(w > INBOX__ADMIN_MAX_WINDOW_S
+		                         ? INBOX__ADMIN_MAX_WINDOW_S
+		                         : w));
+		p[1] = win;
+		rc = query_ints(
+		    st, &b,
+		    "SELECT count(*) FROM {inbox} WHERE consumer = $1"
+		    " AND status IN ('completed', 'dead')"
+		    " AND processed_at < {cutoff:2}",
+		    2, p, &r);
+		if (rc == INBOX_OK)
+			out->expired = r.v[0] > 0 ? r.v[0] : 0;
+	}
+	if (rc == INBOX_OK)
+		rc = query_ints(st, &b,
+		                "SELECT count(*), count(stored_fingerprint),"
+		                " count(replayed_at) FROM {dead_letters}"
+		                " WHERE consumer = $1",
+		                1, p, &r);
+	if (rc == INBOX_OK && r.rows == 1) {
+		out->dead_letters = r.v[0] > 0 ? r.v[0] : 0;
+		out->conflicts = r.v[1] > 0 ? r.v[1] : 0;
+		out->replayed = r.v[2] > 0 ? r.v[2] : 0;
+		out->dead_letters_pending = out->dead_letters - out->replayed;
+	}
+	if (rc == INBOX_OK)
+		rc = outbox_numbers(st, consumer, &out->outbox_pending,
+		                    &out->outbox_oldest_age_ms);
+	inbox__buf_free(&b);
+	return rc;
+}
+
+int64_t inbox_admin_headroom_ms(const inbox_admin_stats *s)
+{
+	if (!s || s->retention_seconds <= 0 || s->oldest_age_ms < 0)
+		return INT64_MAX;
+	int64_t w = s->retention_seconds > INBOX__ADMIN_MAX_WINDOW_S
+	                ? INBOX__ADMIN_MAX_WINDOW_S
+	                : s->retention_seconds;
+	return w * 1000 - s->oldest_age_ms;
+}
+
+/* ---- one record -------------------------------------------------------- */
+
+typedef struct record_read {
+	inbox_admin_record *r;
+	int oom;
+} record_read;
+
+static int record_row(int ncols, const char *const *v, void *payload)
+{
+	record_read *rr = payload;
+	if (ncols < 12 || rr->r)
+		return 1;
+	inbox_admin_record *r = calloc(1, sizeof(*r));
+	if (!r) {
+		rr->oom = 1;
+		return 1;
+	}
+	r->consumer = inbox__admin_dup(v[0], &rr->oom);
+	r->key = inbox__admin_dup(v[1], &rr->oom);
+	r->status = inbox__admin_dup(v[2], &rr->oom);
+	r->fingerprint = inbox__admin_dup(v[3], &rr->oom);
+	r->message_id = inbox__admin_dup(v[4], &rr->oom);
+	r->attempts = (int32_t)inbox__admin_num(v[5]);
+	r->fence = inbox__admin_num(v[6]);
+	r->lease_until_ms = inbox__admin_num(v[7]);
+	r->created_at_ms = inbox__admin_num(v[8]);
+	r->processed_at_ms = inbox__admin_num(v[9]);
+	r->updated_at_ms = inbox__admin_num(v[10]);
+	r->now_ms = inbox__admin_num(v[11]);
+	r->lease_expired = r->status && !strcmp(r->status, "processing") &&
+	                   r->lease_until_ms > 0 &&
+	                   r->lease_until_ms < r->now_ms;
+	rr->r = r;
+	return 1;
+}
+
+int inbox_admin_inspect(inbox_store *st, const char *consumer, const char *key,
+                        inbox_admin_record **out)
+{
+	if (!out)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	if (!st)
+		return INBOX_ERR_INVALID;
+	if (!consumer || !key)
+		return inbox__admin_invalid(
+		    st, "inspect: a consumer and a key are required");
+	const char *p[2] = {consumer, key};
+	inbox__buf b = INBOX__BUF_INIT;
+	record_read rr = {NULL, 0};
+	int rc = inbox__admin_sql(
+	    &b, st,
+	    "SELECT consumer, key, status, fingerprint, message_id, attempts,"
+	    " fence, {ms:lease_until}, {ms:created_at}, {ms:processed_at},"
+	    " {ms:updated_at}, {now} FROM {inbox}"
+	    " WHERE consumer = $1 AND key = $2");
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b.data, 2, p, record_row, &rr);
+	inbox__buf_free(&b);
+	if (rc == INBOX_OK && rr.oom) {
+		inbox__store_seterr(st, "", "inspect: out of memory");
+		rc = INBOX_ERR_NOMEM;
+	}
+	if (rc == INBOX_OK && !rr.r) {
+		inbox__store_seterr(st, "", "no inbox record for this key");
+		return INBOX_ERR_NOTFOUND;
+	}
+	if (rc != INBOX_OK) {
+		inbox_admin_record_free(rr.r);
+		return rc;
+	}
+	*out = rr.r;
+	return INBOX_OK;
+}
+
+void inbox_admin_record_free(inbox_admin_record *r)
+{
+	if (!r)
+		return;
+	free(r->consumer);
+	free(r->key);
+	free(r->status);
+	free(r->fingerprint);
+	free(r->message_id);
+	free(r);
+}

@@ -1,0 +1,342 @@
+/*
+ * Dead letters for operators: list, read one with its payload, mark it
+ * replayed, drop it, and replay it through the consumer.
+ *
+ * Payloads are read as hex text, whatever the store, so bytes that are not
+ * UTF-8 (or NUL) come back exactly as they were written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/admin_sql.h"
+#include "core/consumer.h"
+
+#define DL_COLUMNS                                                             \
+	"id, consumer, key, message_id, {len:payload}, headers, position,"     \
+	" attempts, reason, fingerprint, stored_fingerprint,"                  \
+	" {ms:created_at}, {ms:replayed_at}"
+#define DL_NCOLS 13
+
+void inbox_admin_dead_letter_free(inbox_admin_dead_letter *dl)
+{
+	if (!dl)
+		return;
+	free(dl->consumer);
+	free(dl->key);
+	free(dl->message_id);
+	free(dl->payload);
+	free(dl->headers);
+	free(dl->position);
+	free(dl->reason);
+	free(dl->fingerprint);
+	free(dl->stored_fingerprint);
+	free(dl);
+}
+
+/* Fill dl from the DL_COLUMNS of a row (strings duplicated). */
+static void fill(inbox_admin_dead_letter *dl, const char *const *v, int *oom)
+{
+	dl->id = inbox__admin_num(v[0]);
+	dl->consumer = inbox__admin_dup(v[1], oom);
+	dl->key = inbox__admin_dup(v[2], oom);
+	dl->message_id = inbox__admin_dup(v[3], oom);
+	dl->payload_len = (size_t)inbox__admin_num(v[4]);
+	dl->headers = inbox__admin_dup(v[5], oom);
+	dl->position = inbox__admin_dup(v[6], oom);
+	dl->attempts = (int32_t)inbox__admin_num(v[7]);
+	dl->reason = inbox__admin_dup(v[8], oom);
+	dl->fingerprint = inbox__admin_dup(v[9], oom);
+	dl->stored_fingerprint = inbox__admin_dup(v[10], oom);
+	dl->created_at_ms = inbox__admin_num(v[11]);
+	dl->replayed_at_ms = inbox__admin_num(v[12]);
+}
+
+static void clear(inbox_admin_dead_letter *dl)
+{
+	free(dl->consumer);
+	free(dl->key);
+	free(dl->message_id);
+	free(dl->headers);
+	free(dl->position);
+	free(dl->reason);
+	free(dl->fingerprint);
+	free(dl->stored_fingerprint);
+	memset(dl, 0, sizeof(*dl));
+}
+
+/* ---- list -------------------------------------------------------------- */
+
+typedef struct list_ctx {
+	inbox_admin_dlq_fn fn;
+	void *payload;
+	int oom;
+} list_ctx;
+
+static int list_row(int ncols, const char *const *v, void *payload)
+{
+	list_ctx *x = payload;
+	if (ncols < DL_NCOLS)
+		return 1;
+	inbox_admin_dead_letter dl;
+	memset(&dl, 0, sizeof(dl));
+	fill(&dl, v, &x->oom);
+	int stop = x->oom ? 1 : x->fn(&dl, x->payload);
+	clear(&dl);
+	return stop;
+}
+
+int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
+                         inbox_admin_dlq_fn fn, void *payload)
+{
+	inbox_admin_dlq_filter all = INBOX_ADMIN_DLQ_FILTER_INIT;
+	if (!st || !fn)
+		return INBOX_ERR_INVALID;
+	if (!f)
+		f = &all;
+	char after[24];
+	snprintf(after, sizeof(after), "%lld", (long long)f->after_id);
+	const char *p[3] = {after, NULL, NULL};
+	int np = 1;
+	inbox__buf t = INBOX__BUF_INIT, b = INBOX__BUF_INIT;
+	int bad = inbox__buf_puts(&t, "SELECT " DL_COLUMNS
+	                              " FROM {dead_letters} WHERE id > {i:1}");
+	if (f->consumer) {
+		p[np++] = f->consumer;
+		bad |= inbox__buf_printf(&t, " AND consumer = $%d", np);
+	}
+	if (f->key) {
+		p[np++] = f->key;
+		bad |= inbox__buf_printf(&t, " AND key = $%d", np);
+	}
+	if (f->pending_only)
+		bad |= inbox__buf_puts(&t, " AND replayed_at IS NULL");
+	if (f->version >= 2 && f->messages_only)
+		bad |= inbox__buf_puts(&t, " AND (position IS NULL OR position"
+		                           " NOT LIKE 'outbox:%')");
+	bad |= inbox__buf_puts(&t, " ORDER BY id");
+	if (f->limit > 0)
+		bad |= inbox__buf_printf(&t, " LIMIT %d", f->limit);
+	int rc = INBOX_ERR_NOMEM;
+	if (bad)
+		inbox__store_seterr(st, "", "out of memory building SQL");
+	else
+		rc = inbox__admin_sql(&b, st, t.data);
+	list_ctx x = {fn, payload, 0};
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b.data, np, p, list_row, &x);
+	if (rc == INBOX_OK && x.oom) {
+		inbox__store_seterr(st, "", "dead letters: out of memory");
+		rc = INBOX_ERR_NOMEM;
+	}
+	inbox__buf_free(&t);
+	inbox__buf_free(&b);
+	return rc;
+}
+
+/* ---- one, with its payload -------------------------------------------- */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decode hex text into a malloc'ed, NUL-terminated buffer. */
+static char *unhex(const char *h, size_t *len)
+{
+	size_t n = h ? strlen(h) / 2 : 0;
+	char *out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		int hi = hexval(h[2 * i]), lo = hexval(h[2 * i + 1]);
+		out[i] = (char)((hi < 0 ? 0 : hi) * 16 + (lo < 0 ? 0 : lo));
+	}
+	out[n] = '\0';
+	*len = n;
+	return out;
+}
+
+typedef struct get_ctx {
+	inbox_admin_dead_letter *dl;
+	int oom;
+} get_ctx;
+
+static int get_row(int ncols, const char *const *v, void *payload)
+{
+	get_ctx *x = payload;
+	if (ncols < DL_NCOLS + 1 || x->dl)
+		return 1;
+	inbox_admin_dead_letter *dl = calloc(1, sizeof(*dl));
+	if (!dl) {
+		x->oom = 1;
+		return 1;
+	}
+	fill(dl, v, &x->oom);
+	dl->payload = unhex(v[DL_NCOLS], &dl->payload_len);
+	if (!dl->payload)
+		x->oom = 1;
+	x->dl = dl;
+	return 1;
+}
+
+int inbox_admin_dlq_get(inbox_store *st, int64_t id, const char *consumer,
+                        inbox_admin_dead_letter **out)
+{
+	if (!out)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	if (!st)
+		return INBOX_ERR_INVALID;
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%lld", (long long)id);
+	const char *p[2] = {ids, consumer};
+	inbox__buf b = INBOX__BUF_INIT;
+	get_ctx x = {NULL, 0};
+	int rc = inbox__admin_sql(
+	    &b, st,
+	    consumer ? "SELECT " DL_COLUMNS ", {hex:payload} FROM"
+	               " {dead_letters} WHERE id = {i:1} AND consumer = $2"
+	             : "SELECT " DL_COLUMNS ", {hex:payload} FROM"
+	               " {dead_letters} WHERE id = {i:1}");
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b.data, consumer ? 2 : 1, p, get_row,
+		                       &x);
+	inbox__buf_free(&b);
+	if (rc == INBOX_OK && x.oom) {
+		inbox__store_seterr(st, "", "dead letter: out of memory");
+		rc = INBOX_ERR_NOMEM;
+	}
+	if (rc == INBOX_OK && !x.dl) {
+		inbox__store_seterr(st, "", "no dead letter %lld%s%s%s",
+		                    (long long)id, consumer ? " of \"" : "",
+		                    consumer ? consumer : "",
+		                    consumer ? "\"" : "");
+		return INBOX_ERR_NOTFOUND;
+	}
+	if (rc != INBOX_OK) {
+		inbox_admin_dead_letter_free(x.dl);
+		return rc;
+	}
+	*out = x.dl;
+	return INBOX_OK;
+}
+
+/* ---- changes ----------------------------------------------------------- */
+
+static int exec_id(inbox_store *st, const char *tmpl, int64_t id,
+                   const char *what)
+{
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%lld", (long long)id);
+	const char *p[1] = {ids};
+	inbox__buf b = INBOX__BUF_INIT;
+	int64_t rows = 0;
+	int rc = inbox__admin_sql(&b, st, tmpl);
+	if (rc == INBOX_OK)
+		rc = inbox_store_exec(st, b.data, 1, p, &rows);
+	inbox__buf_free(&b);
+	if (rc == INBOX_OK && rows == 0) {
+		inbox__store_seterr(st, "", "%s: no dead letter %lld", what,
+		                    (long long)id);
+		return INBOX_ERR_NOTFOUND;
+	}
+	return rc;
+}
+
+int inbox_admin_dlq_mark_replayed(inbox_store *st, int64_t id)
+{
+	if (!st)
+		return INBOX_ERR_INVALID;
+	return exec_id(st,
+	               "UPDATE {dead_letters} SET replayed_at = {nowts}"
+	               " WHERE id = {i:1}",
+	               id, "mark replayed");
+}
+
+int inbox_admin_dlq_drop(inbox_store *st, int64_t id)
+{
+	if (!st)
+		return INBOX_ERR_INVALID;
+	return exec_id(st, "DELETE FROM {dead_letters} WHERE id = {i:1}", id,
+	               "drop");
+}
+
+/* ---- replay ------------------------------------------------------------ */
+
+/* Delete the key's record if (and only if) it is `dead`, in one
+ * statement: a record another worker completed meanwhile stays. */
+static int release_dead(inbox_store *st, const char *consumer, const char *key)
+{
+	const char *p[2] = {consumer, key};
+	inbox__buf b = INBOX__BUF_INIT;
+	int rc = inbox__admin_sql(&b, st,
+	                          "DELETE FROM {inbox} WHERE consumer = $1"
+	                          " AND key = $2 AND status = 'dead'");
+	if (rc == INBOX_OK)
+		rc = inbox_store_exec(st, b.data, 2, p, NULL);
+	inbox__buf_free(&b);
+	return rc;
+}
+
+int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c, int64_t id,
+                           inbox_result *res)
+{
+	if (!st || !c || !res)
+		return INBOX_ERR_INVALID;
+	memset(res, 0, sizeof(*res));
+	if (c->st != st)
+		return inbox__admin_invalid(
+		    st, "replay: the consumer was opened on another store");
+	inbox_admin_dead_letter *dl = NULL;
+	int rc = inbox_admin_dlq_get(st, id, NULL, &dl);
+	if (rc != INBOX_OK)
+		return rc;
+	if (strcmp(dl->consumer, inbox_consumer_name(c)) != 0) {
+		inbox__store_seterr(st, "",
+		                    "replay: dead letter %lld belongs to "
+		                    "consumer \"%s\", not \"%s\"",
+		                    (long long)id, dl->consumer,
+		                    inbox_consumer_name(c));
+		inbox_admin_dead_letter_free(dl);
+		return INBOX_ERR_INVALID;
+	}
+	/* The outbox's dead letters hold a request body, not a message:
+	 * feeding it to the consumer would be wrong. */
+	if (dl->position && strncmp(dl->position, "outbox:", 7) == 0) {
+		inbox__store_seterr(st, "",
+		                    "replay: dead letter %lld is a failed outbox "
+		                    "effect (%s), not a message; it cannot go "
+		                    "through the consumer again",
+		                    (long long)id, dl->position);
+		inbox_admin_dead_letter_free(dl);
+		return INBOX_ERR_INVALID;
+	}
+	if (dl->key)
+		rc = release_dead(st, dl->consumer, dl->key);
+	if (rc == INBOX_OK) {
+		inbox_delivery d;
+		memset(&d, 0, sizeof(d));
+		d.id = dl->message_id;
+		d.payload = dl->payload;
+		d.payload_len = dl->payload_len;
+		d.headers = dl->headers;
+		d.position = dl->position;
+		d.delivery_count = 1;
+		rc = inbox_consumer_process(c, &d, res);
+		if (rc < 0)
+			inbox__store_seterr(st, "", "replay: %s",
+			                    inbox_consumer_errmsg(c));
+	}
+	if (rc == INBOX_OK && res->outcome != INBOX_RETRY &&
+	    res->outcome != INBOX_IN_PROGRESS)
+		rc = inbox_admin_dlq_mark_replayed(st, id);
+	inbox_admin_dead_letter_free(dl);
+	return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * SQL of the admin API (admin*.c), written once for both stores: a
+ * template names tables and the few expressions that differ between
+ * PostgreSQL (timestamptz, bytea) and SQLite (integer milliseconds, BLOB),
+ * and is expanded for the store at hand:
+ *
+ *   {inbox} {dead_letters} {consumers}   quoted, prefixed table names
+ *   {now}        the database's clock in epoch milliseconds (SQLite: the
+ *                local clock the SQLite store writes with, as a literal)
+ *   {nowts}      the current time as the column type stores it
+ *   {ms:EXPR}    a timestamp column/aggregate as epoch milliseconds
+ *   {i:N}        parameter $N used as an integer
+ *   {cutoff:N}   "now minus $N seconds", comparable with a timestamp column
+ *   {hex:COL}    a BLOB/bytea column as hex text
+ *   {len:COL}    its length in bytes
+ */
+#ifndef INBOX_CORE_ADMIN_SQL_H
+#define INBOX_CORE_ADMIN_SQL_H
+
+#include <inbox/admin.h>
+
+#include "core/buf.h"
+#include "core/internal.h"
+
+/* Windows longer than this (seconds) are clamped: far beyond any real
+ * retention, and still inside PostgreSQL's interval range. */
+#define INBOX__ADMIN_MAX_WINDOW_S 10000000000LL
+
+int inbox__admin_is_pg(const inbox_store *st);
+
+/* Expand `tmpl` into b (reset first). 0, or INBOX_ERR_NOMEM with the
+ * message set on the store. */
+int inbox__admin_sql(inbox__buf *b, inbox_store *st, const char *tmpl);
+
+/* strtoll of a column value; 0 for NULL. */
+int64_t inbox__admin_num(const char *v);
+
+/* strdup of a column value; NULL stays NULL. *oom set on failure. */
+char *inbox__admin_dup(const char *v, int *oom);
+
+/* Fail with INBOX_ERR_INVALID and a message on the store. */
+int inbox__admin_invalid(inbox_store *st, const char *what);
+
+#endif

@@ -1,0 +1,334 @@
+/*
+ * Prometheus text exposition (format 0.0.4) of consumers' counters and
+ * store numbers. One family per table entry: its HELP and TYPE lines once,
+ * then one sample per consumer that has a value; a family without any
+ * sample is left out entirely. Label values are escaped as the format
+ * requires (backslash, double quote, line feed) and must be UTF-8, so
+ * invalid bytes become U+FFFD.
+ */
+#include <inbox/metrics.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+
+typedef enum kind {
+	K_COUNTER,    /* uint64_t in inbox_stats */
+	K_COUNT,      /* int64_t in inbox_admin_stats, absent when < 0 */
+	K_AGE,        /* int64_t milliseconds, shown in seconds; absent < 0 */
+	K_RETENTION,  /* retention_seconds, absent when 0 */
+	K_HEADROOM,   /* inbox_admin_headroom_ms, absent when unknown */
+	K_STORE_UP,   /* 1 when the store numbers are there */
+	K_CONSUMER_UP /* the caller's running flag */
+} kind;
+
+typedef struct family {
+	const char *name;
+	const char *type;
+	const char *help;
+	kind k;
+	size_t off;
+} family;
+
+#define CNT(f)    K_COUNTER, offsetof(inbox_stats, f)
+#define ADM(k, f) k, offsetof(inbox_admin_stats, f)
+
+static const family families[] = {
+    {"inbox_messages_total", "counter", "Deliveries seen by the consumer.",
+     CNT(messages)},
+    {"inbox_applied_total", "counter",
+     "Messages whose effect committed with their inbox record.", CNT(applied)},
+    {"inbox_duplicates_total", "counter",
+     "Duplicates detected and dropped (key already recorded, same "
+     "fingerprint).",
+     CNT(duplicates)},
+    {"inbox_fingerprint_conflicts_total", "counter",
+     "Same key with a different payload fingerprint (dead-lettered).",
+     CNT(conflicts)},
+    {"inbox_stale_total", "counter",
+     "Messages older than the state they would update (version check).",
+     CNT(stale)},
+    {"inbox_retries_total", "counter",
+     "Messages rolled back for a transient reason, to be redelivered.",
+     CNT(retries)},
+    {"inbox_dead_lettered_total", "counter",
+     "Messages written to the dead letters (conflicts included).",
+     CNT(dead_letters)},
+    {"inbox_lease_takeovers_total", "counter",
+     "Expired processing leases taken over.", CNT(lease_takeovers)},
+    {"inbox_in_progress_total", "counter",
+     "Deliveries answered in_progress (another worker holds the lease).",
+     CNT(in_progress)},
+    {"inbox_fenced_total", "counter",
+     "Late completions refused because a newer holder owns the record.",
+     CNT(fenced)},
+    {"inbox_batches_total", "counter", "Batches committed.", CNT(batches)},
+    {"inbox_batch_retries_total", "counter",
+     "Batches run again after a transient database error.",
+     CNT(transient_retries)},
+    {"inbox_records", "gauge",
+     "Inbox records of the consumer in the store (inbox size).",
+     ADM(K_COUNT, records)},
+    {"inbox_records_processing", "gauge",
+     "Inbox records in processing (held under a lease).",
+     ADM(K_COUNT, processing)},
+    {"inbox_records_failed", "gauge",
+     "Inbox records that failed transiently, waiting for a redelivery.",
+     ADM(K_COUNT, failed)},
+    {"inbox_records_dead", "gauge", "Inbox records of dead-lettered keys.",
+     ADM(K_COUNT, dead)},
+    {"inbox_records_expired", "gauge",
+     "Inbox records older than the retention window (a purge would "
+     "delete them).",
+     ADM(K_COUNT, expired)},
+    {"inbox_oldest_record_age_seconds", "gauge",
+     "Age of the oldest processed inbox record.", ADM(K_AGE, oldest_age_ms)},
+    {"inbox_retention_seconds", "gauge",
+     "Retention window the consumer registered in the store.",
+     ADM(K_RETENTION, retention_seconds)},
+    {"inbox_retention_headroom_seconds", "gauge",
+     "Retention window minus the age of the oldest record (negative: "
+     "records past the window await a purge).",
+     ADM(K_HEADROOM, retention_seconds)},
+    {"inbox_dead_letters", "gauge", "Dead letters stored for the consumer.",
+     ADM(K_COUNT, dead_letters)},
+    {"inbox_dead_letters_pending", "gauge", "Dead letters not replayed yet.",
+     ADM(K_COUNT, dead_letters_pending)},
+    {"inbox_outbox_pending", "gauge", "Outbox intents not executed yet.",
+     ADM(K_COUNT, outbox_pending)},
+    {"inbox_outbox_oldest_age_seconds", "gauge",
+     "Age of the oldest pending outbox intent.",
+     ADM(K_AGE, outbox_oldest_age_ms)},
+    {"inbox_store_up", "gauge",
+     "1 if the last read of the consumer's store succeeded.", K_STORE_UP, 0},
+    {"inbox_consumer_up", "gauge", "1 while the consumer is running.",
+     K_CONSUMER_UP, 0},
+};
+
+#define NFAMILIES (sizeof(families) / sizeof(families[0]))
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	if (s[0] < 0x80)
+		return 1;
+	size_t len;
+	uint32_t cp;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+static int label_value(inbox__buf *b, const char *v)
+{
+	const unsigned char *p = (const unsigned char *)v;
+	size_t n = strlen(v);
+	int bad = 0;
+	while (n > 0 && !bad) {
+		size_t l = utf8_len(p, n);
+		if (l == 0) {
+			bad |= inbox__buf_puts(b, "\xef\xbf\xbd");
+			l = 1;
+		} else if (*p == '\\') {
+			bad |= inbox__buf_puts(b, "\\\\");
+		} else if (*p == '"') {
+			bad |= inbox__buf_puts(b, "\\\"");
+		} else if (*p == '\n') {
+			bad |= inbox__buf_puts(b, "\\n");
+		} else {
+			bad |= inbox__buf_append(b, p, l);
+		}
+		p += l;
+		n -= l;
+	}
+	return bad ? -1 : 0;
+}
+
+/* The value of family f for consumer c as text; 0 if there is none. */
+static int value(const family *f, const inbox_metrics_consumer *c, char *buf,
+                 size_t len)
+{
+	const char *base;
+	int64_t v;
+	switch (f->k) {
+	case K_COUNTER:
+		if (!c->counters)
+			return 0;
+		base = (const char *)c->counters;
+		snprintf(
+		    buf, len, "%llu",
+		    (unsigned long long)*(const uint64_t *)(base + f->off));
+		return 1;
+	case K_STORE_UP:
+		snprintf(buf, len, "%d", c->store ? 1 : 0);
+		return 1;
+	case K_CONSUMER_UP:
+		if (c->running < 0)
+			return 0;
+		snprintf(buf, len, "%d", c->running ? 1 : 0);
+		return 1;
+	default:
+		break;
+	}
+	if (!c->store)
+		return 0;
+	base = (const char *)c->store;
+	v = *(const int64_t *)(base + f->off);
+	switch (f->k) {
+	case K_COUNT:
+		if (v < 0)
+			return 0;
+		snprintf(buf, len, "%lld", (long long)v);
+		return 1;
+	case K_AGE:
+		if (v < 0)
+			return 0;
+		snprintf(buf, len, "%.3f", (double)v / 1000.0);
+		return 1;
+	case K_RETENTION:
+		if (v <= 0)
+			return 0;
+		snprintf(buf, len, "%lld", (long long)v);
+		return 1;
+	case K_HEADROOM:
+		v = inbox_admin_headroom_ms(c->store);
+		if (v == INT64_MAX)
+			return 0;
+		snprintf(buf, len, "%.3f", (double)v / 1000.0);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int sample(inbox__buf *b, const char *name, const char *consumer,
+                  const char *le, const char *v)
+{
+	int bad = inbox__buf_printf(b, "%s{consumer=\"", name);
+	bad |= label_value(b, consumer);
+	if (le)
+		bad |= inbox__buf_printf(b, "\",le=\"%s", le);
+	bad |= inbox__buf_printf(b, "\"} %s\n", v);
+	return bad ? -1 : 0;
+}
+
+static int render_family(inbox__buf *b, const family *f,
+                         const inbox_metrics_consumer *cs, size_t n)
+{
+	char v[64];
+	int any = 0, bad = 0;
+	for (size_t i = 0; i < n && !any; i++)
+		any = value(f, &cs[i], v, sizeof(v));
+	if (!any)
+		return 0;
+	bad |= inbox__buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", f->name,
+	                         f->help, f->name, f->type);
+	for (size_t i = 0; i < n; i++)
+		if (value(f, &cs[i], v, sizeof(v)))
+			bad |= sample(b, f->name, cs[i].name, NULL, v);
+	return bad ? -1 : 0;
+}
+
+static int render_histogram(inbox__buf *b, const inbox_metrics_consumer *cs,
+                            size_t n)
+{
+	static const char name[] = "inbox_processing_duration_seconds";
+	int any = 0, bad = 0;
+	for (size_t i = 0; i < n; i++)
+		any |= cs[i].counters != NULL;
+	if (!any)
+		return 0;
+	bad |= inbox__buf_printf(
+	    b,
+	    "# HELP %s Processing time per message, from the claim to the "
+	    "commit of its batch.\n# TYPE %s histogram\n",
+	    name, name);
+	for (size_t i = 0; i < n; i++) {
+		const inbox_stats *s = cs[i].counters;
+		char v[64], le[32];
+		if (!s)
+			continue;
+		for (int j = 0; j < INBOX_LATENCY_BUCKETS; j++) {
+			/* The last bound is +Inf whatever its value, so the
+			 * buckets always end with it. */
+			if (j == INBOX_LATENCY_BUCKETS - 1)
+				snprintf(le, sizeof(le), "+Inf");
+			else
+				snprintf(le, sizeof(le), "%g",
+				         inbox_latency_bounds[j]);
+			snprintf(
+			    v, sizeof(v), "%llu",
+			    (unsigned long long)(j == INBOX_LATENCY_BUCKETS - 1
+			                             ? s->processing_count
+			                             : s->processing_buckets
+			                                   [j]));
+			bad |= sample(
+			    b, "inbox_processing_duration_seconds_bucket",
+			    cs[i].name, le, v);
+		}
+		snprintf(v, sizeof(v), "%.9g", s->processing_seconds_sum);
+		bad |= sample(b, "inbox_processing_duration_seconds_sum",
+		              cs[i].name, NULL, v);
+		snprintf(v, sizeof(v), "%llu",
+		         (unsigned long long)s->processing_count);
+		bad |= sample(b, "inbox_processing_duration_seconds_count",
+		              cs[i].name, NULL, v);
+	}
+	return bad ? -1 : 0;
+}
+
+int inbox_metrics_render(char **out, size_t *len,
+                         const inbox_metrics_consumer *cs, size_t n)
+{
+	if (!out || !len || (n && !cs))
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	*len = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!cs[i].name)
+			return INBOX_ERR_INVALID;
+	inbox__buf b = INBOX__BUF_INIT;
+	int bad =
+	    inbox__buf_printf(&b,
+	                      "# HELP inbox_build_info libinbox version.\n"
+	                      "# TYPE inbox_build_info gauge\n"
+	                      "inbox_build_info{version=\"%s\"} 1\n",
+	                      INBOX_VERSION);
+	for (size_t f = 0; f < NFAMILIES && !bad; f++) {
+		bad |= render_family(&b, &families[f], cs, n);
+		/* The histogram right after the counters it belongs with. */
+		if (!strcmp(families[f].name, "inbox_batch_retries_total"))
+			bad |= render_histogram(&b, cs, n);
+	}
+	if (bad) {
+		inbox__buf_free(&b);
+		return INBOX_ERR_NOMEM;
+	}
+	*out = b.data;
+	*len = b.len;
+	return INBOX_OK;
+}

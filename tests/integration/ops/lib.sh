@@ -1,0 +1,149 @@
+# Helpers of the operations tests (sourced after ../daemon/lib.sh): one
+# consumer billing orders into ${tag}invoices, whose customer must exist in
+# ${tag}customers (a foreign key: an unknown customer is a permanent
+# failure, i.e. a dead letter, until the customer is created).
+#
+# Set before use: KIND (sqlite|pg), dir, tag. ops_setup sets STORE and
+# the q function (one SQL statement on the store, values | separated).
+
+ops_setup() {
+	case "$KIND" in
+	sqlite)
+		STORE="sqlite:$dir/inbox.db"
+		;;
+	pg)
+		need_pg
+		STORE="$INBOX_TEST_PG_URL"
+		;;
+	*)
+		echo "unknown store kind $KIND"
+		exit 2
+		;;
+	esac
+}
+
+q() {
+	if [ "$KIND" = sqlite ]; then
+		sqlite3 -cmd ".timeout 5000" "$dir/inbox.db" "$1"
+	else
+		psql "$INBOX_TEST_PG_URL" -X -q -tA -v ON_ERROR_STOP=1 -c "$1"
+	fi
+}
+
+# ops_config FILE SOURCE_URL [NAME] [STORE_URL]
+ops_config() {
+	cat >"$1" <<CFG
+store: ${4:-$STORE}
+table_prefix: "$tag"
+consumers:
+  - name: ${3:-billing.ops}
+    source: $2
+    key: "create-invoice:{/data/orderId}"
+    fingerprint: /data
+    batch_size: 50
+    retry_delay: 50ms
+    poll_timeout: 50ms
+    setup: |
+      CREATE TABLE IF NOT EXISTS ${tag}customers (id TEXT PRIMARY KEY);
+      CREATE TABLE IF NOT EXISTS ${tag}invoices (
+        order_id    TEXT    NOT NULL,
+        customer    TEXT    NOT NULL REFERENCES ${tag}customers (id),
+        total_cents INTEGER NOT NULL
+      );
+    effect:
+      - sql: |
+          INSERT INTO ${tag}invoices (order_id, customer, total_cents)
+          VALUES (\$1, \$2, \$3)
+        params: [/data/orderId, /data/customer, /data/totalCents]
+CFG
+}
+
+# order ID ORDER CUSTOMER TOTAL: one order-created line.
+order() {
+	printf '{"id":"%s","type":"order.created","data":{"orderId":"%s","customer":"%s","totalCents":%s}}\n' \
+		"$1" "$2" "$3" "$4"
+}
+
+# Create the tables (migrate runs the setup SQL) and customers c1..c3.
+ops_migrate() {
+	"$BIN" migrate "$1" >"$dir/migrate.out" 2>&1 || {
+		cat "$dir/migrate.out"
+		return 1
+	}
+	q "INSERT INTO ${tag}customers (id) VALUES ('c1'), ('c2'), ('c3')" >/dev/null
+}
+
+# start_daemon CONFIG LOG [ARGS...]: inbox run in the background with the
+# metrics endpoint on a free port; sets daemon_pid and port.
+start_daemon() {
+	cfg=$1
+	log=$2
+	shift 2
+	INBOX_LOG_LEVEL=${LOG_LEVEL:-info} "$BIN" run "$cfg" --metrics 127.0.0.1:0 "$@" 2>"$log" &
+	daemon_pid=$!
+	port=""
+	i=0
+	while [ -z "$port" ] && [ $i -lt 100 ]; do
+		port=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$log" | head -1)
+		[ -n "$port" ] && break
+		kill -0 "$daemon_pid" 2>/dev/null || break
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -n "$port" ]
+}
+
+# SIGTERM the daemon and wait: its exit status in daemon_rc (0 after a
+# clean drain; a sanitizer build also fails it on leaks).
+stop_daemon() {
+	daemon_rc=""
+	if [ -n "${daemon_pid:-}" ]; then
+		kill -TERM "$daemon_pid" 2>/dev/null
+		wait "$daemon_pid" 2>/dev/null
+		daemon_rc=$?
+		daemon_pid=""
+	fi
+}
+
+# get PATH: the body (stdout); HTTP status in $http_status.
+get() {
+	http_status=$(curl -s -o "$dir/http.body" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$port$1")
+	cat "$dir/http.body"
+}
+
+# metric FILE NAME: the value of NAME{consumer=...} (first sample).
+metric() {
+	awk -v n="$2" '$1 ~ "^" n "\\{" { print $2; exit }' "$1"
+}
+
+# wait_for SECONDS COMMAND...: until the command succeeds.
+wait_for() {
+	limit=$(($1 * 20))
+	shift
+	i=0
+	until "$@"; do
+		i=$((i + 1))
+		[ $i -ge $limit ] && return 1
+		sleep 0.05
+	done
+}
+
+# jqok FILTER FILE: the filter holds (quietly).
+jqok() {
+	jq -e "$1" "$2" >/dev/null 2>&1
+}
+
+# Every line of FILE is one JSON object.
+all_json_lines() {
+	bad=$(jq -R -r '. as $l | try (fromjson | if type == "object" then empty else $l end) catch $l' "$1" | head -3)
+	if [ -z "$bad" ]; then return 0; fi
+	echo "     not JSON: $bad"
+	return 1
+}
+
+# Drop the test's tables (PostgreSQL), whatever happened.
+ops_cleanup() {
+	stop_daemon
+	[ "$KIND" = pg ] && pg_drop_prefix "$tag"
+	return 0
+}

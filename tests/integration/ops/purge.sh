@@ -1,0 +1,76 @@
+#!/bin/sh
+# inbox purge: records are aged by UPDATE (processed_at moved back), some
+# past the 7-day window, some inside it. --dry-run counts without
+# deleting; purge deletes exactly the expired ones, never one inside the
+# window nor a processing/failed one, and shows a progress line on a
+# pseudo-terminal; a second purge finds nothing.
+#   purge.sh INBOX_BIN sqlite|pg
+set -u
+BIN=$1
+KIND=$2
+here=$(dirname "$0")
+. "$here/../daemon/lib.sh"
+. "$here/lib.sh"
+[ "$KIND" = pg ] && need_pg
+dir=$(mktmp)
+ops_setup
+tag="opsp$$_"
+trap ops_cleanup EXIT
+
+src="$dir/orders.jsonl"
+: >"$src"
+for i in $(seq 1 60); do order "m-$i" "ord-$i" c1 $((100 + i)) >>"$src"; done
+ops_config "$dir/inbox.yaml" "jsonl:$src?checkpoint=$dir/cp"
+check "migrate" ops_migrate "$dir/inbox.yaml"
+"$BIN" run "$dir/inbox.yaml" --once 2>"$dir/run.log"
+expect_eq "run --once: exit 0" "$?" 0
+
+# ord-1..ord-40: 8 days + i minutes old (expired, each a different age);
+# ord-41..ord-50: 6 days old (inside the window); ord-51: expired but
+# processing; ord-52: expired but failed; the rest: fresh.
+if [ "$KIND" = sqlite ]; then
+	for i in $(seq 1 40); do echo "UPDATE ${tag}inbox SET processed_at = processed_at - (8 * 86400 + $i * 60) * 1000 WHERE key = 'create-invoice:ord-$i';"; done >"$dir/age.sql"
+	for i in $(seq 41 52); do echo "UPDATE ${tag}inbox SET processed_at = processed_at - 6 * 86400 * 1000 WHERE key = 'create-invoice:ord-$i';"; done >>"$dir/age.sql"
+	echo "UPDATE ${tag}inbox SET processed_at = processed_at - 9 * 86400 * 1000 WHERE key IN ('create-invoice:ord-51', 'create-invoice:ord-52');" >>"$dir/age.sql"
+	sqlite3 -cmd ".timeout 5000" "$dir/inbox.db" <"$dir/age.sql"
+else
+	q "UPDATE ${tag}inbox SET processed_at = processed_at - interval '8 days' - (substr(key, 20)::int * interval '1 minute') WHERE substr(key, 20)::int <= 40" >/dev/null
+	q "UPDATE ${tag}inbox SET processed_at = processed_at - interval '6 days' WHERE substr(key, 20)::int BETWEEN 41 AND 50" >/dev/null
+	q "UPDATE ${tag}inbox SET processed_at = processed_at - interval '9 days' WHERE substr(key, 20)::int IN (51, 52)" >/dev/null
+fi
+q "UPDATE ${tag}inbox SET status = 'processing' WHERE key = 'create-invoice:ord-51'" >/dev/null
+q "UPDATE ${tag}inbox SET status = 'failed' WHERE key = 'create-invoice:ord-52'" >/dev/null
+expect_eq "records before" "$(q "SELECT count(*) FROM ${tag}inbox")" 60
+
+"$BIN" stats "$dir/inbox.yaml" --json >"$dir/stats1.json"
+check "stats: 40 expired, headroom negative" jqok '.expired == 40 and .headroom_s < 0' "$dir/stats1.json"
+
+"$BIN" purge "$dir/inbox.yaml" --dry-run >"$dir/dry.out" 2>&1
+expect_eq "purge --dry-run: exit 0" "$?" 0
+check "dry run counts 40" grep -q "would delete 40 records older than the 7d window" "$dir/dry.out"
+expect_eq "dry run deletes nothing" "$(q "SELECT count(*) FROM ${tag}inbox")" 60
+
+if command -v script >/dev/null; then
+	script -qec "$BIN purge $dir/inbox.yaml --batch 7" /dev/null >"$dir/purge.tty" 2>&1
+	expect_eq "purge on a tty: exit 0" "$?" 0
+	check "tty: progress lines (purged N/40 with \\r)" grep -q "$(printf '\r')billing.ops: purged [0-9]*/40" "$dir/purge.tty"
+	check "tty: the last progress line says 40/40" grep -q "purged 40/40 (100%)" "$dir/purge.tty"
+else
+	"$BIN" purge "$dir/inbox.yaml" --batch 7 >"$dir/purge.tty" 2>&1
+	expect_eq "purge: exit 0" "$?" 0
+fi
+check "purge reports 40 deleted" grep -q "deleted 40 records older than the 7d window" "$dir/purge.tty"
+expect_eq "records after" "$(q "SELECT count(*) FROM ${tag}inbox")" 20
+expect_eq "expired ones gone" \
+	"$(q "SELECT count(*) FROM ${tag}inbox WHERE key IN ('create-invoice:ord-1', 'create-invoice:ord-20', 'create-invoice:ord-40')")" 0
+expect_eq "inside the window: all 10 kept" \
+	"$(q "SELECT count(*) FROM ${tag}inbox WHERE key IN ('create-invoice:ord-41','create-invoice:ord-42','create-invoice:ord-43','create-invoice:ord-44','create-invoice:ord-45','create-invoice:ord-46','create-invoice:ord-47','create-invoice:ord-48','create-invoice:ord-49','create-invoice:ord-50')")" 10
+expect_eq "processing and failed records kept however old" \
+	"$(q "SELECT count(*) FROM ${tag}inbox WHERE key IN ('create-invoice:ord-51', 'create-invoice:ord-52')")" 2
+"$BIN" purge "$dir/inbox.yaml" >"$dir/purge2.out" 2>&1
+check "second purge: nothing left to delete" grep -q "deleted 0 records" "$dir/purge2.out"
+"$BIN" purge "$dir/inbox.yaml" --batch 0 >/dev/null 2>&1
+expect_eq "purge --batch 0: usage error" "$?" 2
+"$BIN" purge "$dir/inbox.yaml" --consumer nosuch >/dev/null 2>&1
+expect_eq "purge --consumer unknown: usage error" "$?" 2
+summary
