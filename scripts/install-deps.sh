@@ -11,7 +11,8 @@ librdkafka-dev kcat
 librabbitmq-dev rabbitmq-server
 libhiredis-dev redis-server
 libnats-dev nats-server
-libcurl4-openssl-dev libmicrohttpd-dev
+libcurl4-openssl-dev libmicrohttpd-dev prometheus bsdutils curl jq
+libpcre2-dev json-schema-test-suite
 procps"
 
 missing=""
@@ -37,7 +38,7 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends $missing
 # The server packages start their system services on install; the tests run
 # their own instances on other ports, so stop the system ones quietly.
-for svc in redis-server rabbitmq-server nats-server postgresql; do
+for svc in redis-server rabbitmq-server nats-server postgresql prometheus; do
 	if command -v service >/dev/null 2>&1; then
 		service "$svc" stop >/dev/null 2>&1 || true
 	fi

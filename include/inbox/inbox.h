@@ -160,8 +160,10 @@ typedef struct inbox_store_options {
 	/* PostgreSQL schema holding the tables (created by migrate). NULL =
 	 * the connection's search_path. Ignored by SQLite. */
 	const char *schema;
-	/* Run migrations on open (default 1). When 0, a missing or older
-	 * schema makes open fail with INBOX_ERR_SCHEMA. */
+	/* Run migrations on open (default 1). When 0, open does not touch
+	 * the schema (run inbox_store_migrate() or `inbox migrate` yourself);
+	 * inbox_consumer_open() then fails with INBOX_ERR_SCHEMA while the
+	 * schema is missing or at another version. */
 	int auto_migrate;
 	/* SQLite: busy timeout in ms (default 5000). */
 	int busy_timeout_ms;
@@ -287,17 +289,29 @@ typedef struct inbox_consumer_options {
 	/* Handler for inbox_consumer_process*(). */
 	inbox_handler_fn handler;
 	void *handler_payload;
+	/* --- version 2 --- */
+	/* JSON Schema (draft 7) text, NUL-terminated, or NULL for none. It is
+	 * compiled by inbox_consumer_open() (copied: the text may be freed
+	 * after the call); a schema that is malformed or uses anything we do
+	 * not support (see inbox_schema_open) makes open fail with
+	 * INBOX_ERR_INVALID and the reason in `err`. A message violating it
+	 * is dead-lettered before any effect, with a reason such as
+	 * "schema violation at /data/totalCents: minimum: -5 is less than
+	 * 0". Ignored (no schema) when version is 1. */
+	const char *json_schema;
 } inbox_consumer_options;
 
-#define INBOX_CONSUMER_OPTIONS_VERSION 1
+#define INBOX_CONSUMER_OPTIONS_VERSION 2
 #define INBOX_CONSUMER_OPTIONS_INIT                                            \
 	{INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,               \
-	 7 * 24 * 3600, 5, 30000, 1024 * 1024, INBOX_REPLAY_DEAD_LETTER, NULL, NULL}
+	 7 * 24 * 3600, 5, 30000, 1024 * 1024, INBOX_REPLAY_DEAD_LETTER, NULL, \
+	 NULL, NULL}
 
 /* Create a consumer on `st` (borrowed: it must outlive the consumer; one
  * consumer per store handle at a time). Registers the consumer name and
  * its retention window in the store. Errors: INVALID (bad name, template
- * or pointer; see inbox_consumer_errmsg of NULL... see *out), STORE, NOMEM.
+ * or pointer, or a json_schema that is malformed or uses something we do
+ * not support — checked before anything is written), STORE, NOMEM.
  * On INVALID, *out is NULL and the reason is written to `err` if non-NULL
  * (up to errlen bytes). */
 int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
@@ -470,6 +484,78 @@ typedef struct inbox_stats {
 
 /* Snapshot of the consumer's counters since it was opened. */
 void inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* JSON Schema (draft 7)                                                 */
+/* ------------------------------------------------------------------ */
+
+/* A compiled JSON Schema. Consumers take one through
+ * inbox_consumer_options.json_schema; this API is for checking schemas
+ * and messages directly (tools, tests, producers). docs/schema.md lists
+ * what is supported.
+ *
+ * Supported: boolean schemas; $schema (draft-07 only), $id, $ref to a
+ * place inside the same schema ("#", "#/definitions/x", an in-document
+ * $id), definitions, $comment, title, description, default, examples,
+ * readOnly, writeOnly; type, enum, const; multipleOf, maximum,
+ * exclusiveMaximum, minimum, exclusiveMinimum; maxLength, minLength (code
+ * points), pattern (ECMA 262 syntax, on PCRE2); items, additionalItems,
+ * maxItems, minItems, uniqueItems, contains; maxProperties, minProperties,
+ * required, properties, patternProperties, additionalProperties,
+ * dependencies, propertyNames; if/then/else, allOf, anyOf, oneOf, not;
+ * format: date-time, date, time, email, hostname, ipv4, ipv6, uri,
+ * uri-reference, uuid, json-pointer, relative-json-pointer, regex
+ * (formats are asserted, not mere annotations).
+ *
+ * Refused (never ignored): any other keyword, any other format, another
+ * $schema, a $ref leaving the document (remote), keywords beside $ref
+ * (draft 7 would ignore them), a regex that does not compile or uses
+ * PCRE-only syntax, a keyword value of the wrong type, a $ref cycle that
+ * never descends into the instance. */
+typedef struct inbox_schema inbox_schema;
+
+/* Compile the schema text [schema, schema+len). On INBOX_OK *out is the
+ * compiled schema (free with inbox_schema_close). INBOX_ERR_INVALID: *out
+ * is NULL and err (if non-NULL, up to errlen bytes) says why, with the
+ * place in the schema, e.g.
+ *   schema uses unsupported keyword "dependentRequired" at /properties/x
+ *   unknown format "phone" at /properties/tel
+ *   remote $ref "http://example.com/s.json" at /items is not supported
+ * INBOX_ERR_NOMEM. */
+int inbox_schema_open(inbox_schema **out, const char *schema, size_t len,
+                      char *err, size_t errlen);
+
+/* Free. NULL is a no-op. */
+void inbox_schema_close(inbox_schema *s);
+
+/* Validate the JSON text [json, json+len). INBOX_OK: *valid is 1, or 0
+ * with the first violation in reason (if non-NULL, up to rlen bytes):
+ *   schema violation at /data/totalCents: minimum: -5 is less than 0
+ * (the instance location as an RFC 6901 pointer, "(root)" for the whole
+ * document; then the failing keyword and a message).
+ * INBOX_ERR_INVALID when json is not well-formed JSON (reason says why).
+ * No allocation besides parsing the text. A schema may be used by one
+ * thread at a time (it holds the regex match buffer). */
+int inbox_schema_validate(inbox_schema *s, const char *json, size_t len,
+                          int *valid, char *reason, size_t rlen);
+
+/* Called for each violation: instance_path is an RFC 6901 pointer ("" for
+ * the root), keyword the failing keyword ("minimum"; "false" for a false
+ * schema), schema_path the keyword's location in the schema
+ * ("/properties/data/properties/totalCents/minimum"), message a sentence
+ * without the path ("-5 is less than 0"). The strings are valid during
+ * the call only. Return non-zero to stop. */
+typedef int (*inbox_schema_error_fn)(const char *instance_path,
+                                     const char *keyword,
+                                     const char *schema_path,
+                                     const char *message, void *payload);
+
+/* Validate and report every violation (not only the first) to fn.
+ * *nerrors (may be NULL) receives their number (0 = valid). Errors as
+ * inbox_schema_validate. */
+int inbox_schema_validate_all(inbox_schema *s, const char *json, size_t len,
+                              inbox_schema_error_fn fn, void *payload,
+                              size_t *nerrors);
 
 /* ------------------------------------------------------------------ */
 /* Utilities                                                             */

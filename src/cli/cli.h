@@ -32,11 +32,19 @@ int cli_cmd_run(int argc, char **argv);
 int cli_cmd_migrate(int argc, char **argv);
 int cli_cmd_stats(int argc, char **argv);
 int cli_cmd_demo(int argc, char **argv);
+int cli_cmd_dispatch(int argc, char **argv);
+int cli_cmd_purge(int argc, char **argv);
+int cli_cmd_dlq(int argc, char **argv);
+int cli_cmd_inspect(int argc, char **argv);
 
 extern const char cli_run_usage[];
 extern const char cli_migrate_usage[];
 extern const char cli_stats_usage[];
 extern const char cli_demo_usage[];
+extern const char cli_dispatch_usage[];
+extern const char cli_purge_usage[];
+extern const char cli_dlq_usage[];
+extern const char cli_inspect_usage[];
 
 /* Path of the running executable (for the demo's child processes). */
 extern const char *cli_argv0;

@@ -20,12 +20,15 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/dispatch.h"
+#include "cli/http.h"
 #include "cli/open.h"
 #include "core/log.h"
 
 const char cli_run_usage[] =
     "usage: inbox run CONFIG [--consumer NAME] [--drain-timeout DURATION] "
     "[--once]\n"
+    "                        [--metrics ADDR]\n"
     "\n"
     "Run the consumers declared in CONFIG (all of them, one thread each, "
     "or only\nNAME). Everything is opened and checked first: stores, "
@@ -41,9 +44,23 @@ const char cli_run_usage[] =
     "(JSONL without\n"
     "                          follow=1); without it the daemon waits for "
     "more\n"
+    "  --dispatch              also perform the consumers' external effects "
+    "(outbox:\n"
+    "                          steps), one dispatcher thread each, as "
+    "`inbox dispatch`\n"
+    "                          does; with --once, exit when they are done "
+    "too\n"
+    "  --metrics ADDR          serve /metrics (Prometheus) and /healthz on "
+    "ADDR\n"
+    "                          (127.0.0.1:9464, :9464, [::1]:9464; port 0 = "
+    "any free\n"
+    "                          port, logged); overrides metrics: listen: "
+    "of CONFIG\n"
     "\n"
     "Logs: JSON lines on stderr, one per batch (info), one per dead letter,"
-    "\nconflict or retry (warn). INBOX_LOG_LEVEL=warn keeps only problems.\n"
+    "\nconflict or retry (warn), one per message with its key, outcome and "
+    "duration\n(debug). Payloads are never logged. INBOX_LOG_LEVEL=warn "
+    "keeps only problems.\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage, 3 config error, 4 "
     "cannot\nopen/connect store or source, 5 drain deadline exceeded or "
     "second signal.\n";
@@ -58,6 +75,7 @@ typedef struct worker {
 	int started;
 	int once;
 	int rc;
+	int idx; /* in the metrics endpoint's list */
 	double sum_prev;
 	uint64_t count_prev;
 } worker;
@@ -67,6 +85,7 @@ static volatile sig_atomic_t g_signals; /* SIGTERM/SIGINT received */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static int g_running;
+static cli_http *g_http; /* /metrics and /healthz, or NULL */
 
 static void on_signal(int sig)
 {
@@ -137,6 +156,27 @@ static void log_problem(const worker *w, const inbox_delivery *d,
 	pthread_mutex_unlock(&g_mu);
 }
 
+/* Debug: one line per message, never its payload. */
+static void log_message(const worker *w, const inbox_delivery *d,
+                        const inbox_result *r, double ms)
+{
+	char k[520], pos[256];
+	if (r->key) {
+		k[0] = '"';
+		esc(k + 1, sizeof(k) - 2, r->key);
+		strcat(k, "\"");
+	} else {
+		strcpy(k, "null");
+	}
+	pthread_mutex_lock(&g_mu);
+	inbox__log(INBOX_LOG_DEBUG, w->cc->name,
+	           "\"event\":\"message\",\"key\":%s,\"outcome\":\"%s\","
+	           "\"attempts\":%d,\"position\":\"%s\",\"duration_ms\":%.2f",
+	           k, inbox_outcome_name(r->outcome), r->attempts,
+	           esc(pos, sizeof(pos), d->position), ms);
+	pthread_mutex_unlock(&g_mu);
+}
+
 static void on_batch(const inbox_delivery *d, const inbox_result *res, size_t n,
                      void *payload)
 {
@@ -160,6 +200,10 @@ static void on_batch(const inbox_delivery *d, const inbox_result *res, size_t n,
 	       : 0.0;
 	w->sum_prev = s.processing_seconds_sum;
 	w->count_prev = s.processing_count;
+	cli_http_publish(g_http, w->idx, &s);
+	if (inbox__log_enabled(INBOX_LOG_DEBUG))
+		for (size_t i = 0; i < n; i++)
+			log_message(w, &d[i], &res[i], ms);
 	pthread_mutex_lock(&g_mu);
 	inbox__log(INBOX_LOG_INFO, w->cc->name,
 	           "\"event\":\"batch\",\"size\":%zu,\"applied\":%llu,"
@@ -214,6 +258,7 @@ static void *worker_main(void *arg)
 	ro.on_batch = on_batch;
 	ro.payload = w;
 	int rc;
+	cli_http_set_running(g_http, w->idx, 1);
 	for (;;) {
 		rc = inbox_run(w->c, w->src, &ro, &g_stop);
 		if (rc < 0 || g_stop || w->once)
@@ -223,6 +268,7 @@ static void *worker_main(void *arg)
 		sleep_ms(w->cc->poll_timeout_ms);
 	}
 	w->rc = rc;
+	cli_http_set_running(g_http, w->idx, 0);
 	log_totals(w);
 	pthread_mutex_lock(&g_mu);
 	if (rc < 0)
@@ -295,6 +341,7 @@ static int wait_workers(double drain_s)
 		if (g_signals && deadline == 0) {
 			t0 = cli_now();
 			deadline = t0 + drain_s;
+			cli_http_set_draining(g_http);
 			inbox__log(
 			    INBOX_LOG_INFO, NULL,
 			    "\"event\":\"draining\",\"consumers_running\":"
@@ -362,6 +409,29 @@ static int start_workers(worker *ws, int n)
 	return err ? -1 : 0;
 }
 
+/* The /metrics and /healthz endpoint, before any consumer starts. */
+static int start_http(const cli_config *cfg, const worker *ws, int n,
+                      const char *listen)
+{
+	const cli_consumer **cs = calloc((size_t)n, sizeof(*cs));
+	char err[512];
+	if (!cs)
+		return CLI_EXIT_RUNTIME;
+	for (int i = 0; i < n; i++)
+		cs[i] = ws[i].cc;
+	int rc = cli_http_start(&g_http, listen, cfg, cs, n, err, sizeof(err));
+	free(cs);
+	if (rc < 0) {
+		cli_error("metrics: %s", err);
+		return CLI_EXIT_CONNECT;
+	}
+	inbox__log(INBOX_LOG_INFO, NULL,
+	           "\"event\":\"metrics_listening\",\"listen\":\"%s\","
+	           "\"paths\":[\"/metrics\",\"/healthz\"]",
+	           cli_http_address(g_http));
+	return 0;
+}
+
 static void log_start(const worker *w)
 {
 	char src[512], st[512], e1[600], e2[600];
@@ -376,12 +446,25 @@ static void log_start(const worker *w)
 
 int cli_cmd_run(int argc, char **argv)
 {
-	const char *path = NULL, *only = NULL;
+	const char *path = NULL, *only = NULL, *listen = NULL;
 	double drain_s = 10.0;
-	int once = 0;
+	int once = 0, dispatch = 0;
+	cli_dispatchers *dg = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--once")) {
 			once = 1;
+		} else if (!strcmp(argv[i], "--dispatch")) {
+			dispatch = 1;
+		} else if (!strcmp(argv[i], "--metrics") && i + 1 < argc) {
+			struct sockaddr_storage ss;
+			socklen_t sslen;
+			char why[256];
+			listen = argv[++i];
+			if (cli_http_parse_addr(listen, &ss, &sslen, why,
+			                        sizeof(why)) < 0) {
+				cli_error("--metrics: %s", why);
+				return CLI_EXIT_USAGE;
+			}
 		} else if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
 			only = argv[++i];
 		} else if (!strcmp(argv[i], "--drain-timeout") &&
@@ -424,8 +507,16 @@ int cli_cmd_run(int argc, char **argv)
 		ws[i].cfg = &cfg;
 		ws[i].cc = sel ? sel : &cfg.consumers[i];
 		ws[i].once = once;
+		ws[i].idx = i;
 	}
+	if (!listen)
+		listen = cfg.metrics_listen;
 	rc = open_all(&cfg, ws, n);
+	if (rc == 0 && listen)
+		rc = start_http(&cfg, ws, n, listen);
+	if (rc == 0 && dispatch)
+		rc = cli_dispatch_start(&cfg, sel, CLI_DISPATCH_FOREVER,
+		                        &g_stop, &dg);
 	if (rc == 0 && g_stop)
 		rc = CLI_EXIT_OK; /* stopped while starting: nothing read */
 	else if (rc == 0) {
@@ -441,6 +532,9 @@ int cli_cmd_run(int argc, char **argv)
 			if (ws[i].rc < 0)
 				rc = CLI_EXIT_RUNTIME;
 		}
+		/* --once: the dispatchers finish the effects, then stop. */
+		if (once && !g_signals)
+			cli_dispatch_drain(dg);
 		if (rc == CLI_EXIT_RUNTIME)
 			fprintf(
 			    stderr,
@@ -448,6 +542,12 @@ int cli_cmd_run(int argc, char **argv)
 			    "\"stopped\" log line); restart to resume where "
 			    "it left off\n");
 	}
+	if (rc != 0)
+		g_stop = 1; /* the dispatchers stop too */
+	if (cli_dispatch_join(dg) && rc == 0)
+		rc = CLI_EXIT_RUNTIME;
+	cli_http_stop(g_http);
+	g_http = NULL;
 	close_all(ws, n);
 	free(ws);
 	cli_config_free(&cfg);

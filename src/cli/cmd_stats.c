@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <inbox/admin.h>
 #include <inbox/sys/store.h>
 
 #include "cli/cli.h"
 #include "cli/open.h"
+#include "cli/progress.h"
 #include "cli/stats.h"
 #include "core/buf.h"
 #include "core/internal.h"
@@ -20,9 +22,12 @@ const char cli_stats_usage[] =
     "usage: inbox stats CONFIG [--consumer NAME] [--json]\n"
     "\n"
     "Per consumer, from its store: inbox records by status (completed, "
-    "dead,\nfailed, processing), dead letters (and how many are "
-    "fingerprint conflicts),\nthe age of the oldest inbox record. "
-    "--json prints one JSON object per line.\n"
+    "dead,\nfailed, processing), dead letters (pending, fingerprint "
+    "conflicts, replayed),\nthe age of the oldest processed record against "
+    "the retention window the\nconsumer registered (headroom; negative when "
+    "a purge is due), the records a\npurge would delete, and the outbox "
+    "intents not yet performed. --json prints\none JSON object per line "
+    "(ages in seconds, null when there is none).\n"
     "Exit codes: 0 ok, 2 usage, 3 config error, 4 cannot open the store "
     "(or\nits tables do not exist yet: run inbox migrate).\n";
 
@@ -124,15 +129,108 @@ static void age_text(int64_t s, char *buf, size_t len)
 		snprintf(buf, len, "%lldd ago", (long long)(s / 86400));
 }
 
+/* "-1" as JSON null. */
+static const char *num_or_null(int64_t v, char *buf, size_t len)
+{
+	if (v < 0)
+		snprintf(buf, len, "null");
+	else
+		snprintf(buf, len, "%lld", (long long)v);
+	return buf;
+}
+
+static void stats_json(const cli_consumer *c, const inbox_admin_stats *s)
+{
+	char h[24], ob[24], oa[24], oc[24], oo[24];
+	int64_t head = inbox_admin_headroom_ms(s);
+	if (head == INT64_MAX)
+		snprintf(h, sizeof(h), "null");
+	else
+		snprintf(h, sizeof(h), "%lld", (long long)(head / 1000));
+	printf("{\"consumer\":");
+	cli_json_string(stdout, c->name, strlen(c->name));
+	printf(",\"records\":%lld,\"completed\":%lld,\"dead\":%lld,"
+	       "\"failed\":%lld,\"processing\":%lld,\"expired\":%lld,"
+	       "\"dead_letters\":%lld,\"pending\":%lld,\"conflicts\":%lld,"
+	       "\"replayed\":%lld,\"oldest_age_s\":%s,"
+	       "\"oldest_created_age_s\":%s,\"retention_s\":%lld,"
+	       "\"headroom_s\":%s,\"outbox_pending\":%s,"
+	       "\"outbox_oldest_age_s\":%s}\n",
+	       (long long)s->records, (long long)s->completed,
+	       (long long)s->dead, (long long)s->failed,
+	       (long long)s->processing, (long long)s->expired,
+	       (long long)s->dead_letters, (long long)s->dead_letters_pending,
+	       (long long)s->conflicts, (long long)s->replayed,
+	       num_or_null(s->oldest_age_ms < 0 ? -1 : s->oldest_age_ms / 1000,
+	                   oa, sizeof(oa)),
+	       num_or_null(s->oldest_created_age_ms < 0
+	                       ? -1
+	                       : s->oldest_created_age_ms / 1000,
+	                   oc, sizeof(oc)),
+	       (long long)s->retention_seconds, h,
+	       num_or_null(s->outbox_pending, ob, sizeof(ob)),
+	       num_or_null(s->outbox_oldest_age_ms < 0
+	                       ? -1
+	                       : s->outbox_oldest_age_ms / 1000,
+	                   oo, sizeof(oo)));
+}
+
+static void stats_text(const cli_consumer *c, const char *store,
+                       const inbox_admin_stats *s)
+{
+	char age[32], win[24], head[24], oage[32];
+	int64_t h = inbox_admin_headroom_ms(s);
+	age_text(s->oldest_age_ms < 0 ? -1 : s->oldest_age_ms / 1000, age,
+	         sizeof(age));
+	printf("%s  (store %s)\n"
+	       "  inbox records ...... %lld  (completed %lld, dead %lld, "
+	       "failed %lld, processing %lld)\n"
+	       "  dead letters ....... %lld  (pending %lld, fingerprint "
+	       "conflicts %lld, replayed %lld)\n",
+	       c->name, store, (long long)s->records, (long long)s->completed,
+	       (long long)s->dead, (long long)s->failed,
+	       (long long)s->processing, (long long)s->dead_letters,
+	       (long long)s->dead_letters_pending, (long long)s->conflicts,
+	       (long long)s->replayed);
+	if (s->retention_seconds > 0) {
+		cli_age_text(s->retention_seconds * 1000, win, sizeof(win));
+		if (h == INT64_MAX)
+			printf("  oldest record ...... %s  (retention window "
+			       "%s)\n",
+			       age, win);
+		else
+			printf("  oldest record ...... %s  (retention window %s, "
+			       "headroom %s%s)\n",
+			       age, win, cli_age_text(h, head, sizeof(head)),
+			       h < 0 ? ": past the window, purge due" : "");
+		printf("  expired records .... %lld  (older than the window; "
+		       "inbox purge deletes them)\n",
+		       (long long)s->expired);
+	} else {
+		printf("  oldest record ...... %s  (no retention window "
+		       "registered: the consumer never ran here)\n",
+		       age);
+	}
+	if (s->outbox_pending < 0)
+		printf("  outbox pending ..... n/a (no outbox in this store)\n");
+	else if (s->outbox_pending == 0)
+		printf("  outbox pending ..... 0\n");
+	else
+		printf("  outbox pending ..... %lld  (oldest %s ago)\n",
+		       (long long)s->outbox_pending,
+		       cli_age_text(s->outbox_oldest_age_ms, oage,
+		                    sizeof(oage)));
+}
+
 static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
 {
 	inbox_store *st = NULL;
 	int rc = cli_open_store(cfg, c, 0, &st);
 	if (rc)
 		return rc;
-	cli_stats s;
-	int err = cli_stats_read(st, c->name, &s);
-	char red[512], age[32];
+	inbox_admin_stats s;
+	int err = inbox_admin_stats_read(st, c->name, &s);
+	char red[512];
 	cli_redact(cli_consumer_store(cfg, c), red, sizeof(red));
 	if (err < 0) {
 		char msg[1024];
@@ -143,30 +241,10 @@ static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
 		inbox_store_close(st);
 		return CLI_EXIT_CONNECT;
 	}
-	age_text(s.oldest_age_s, age, sizeof(age));
 	if (json)
-		printf(
-		    "{\"consumer\":\"%s\",\"records\":%lld,\"completed\":%lld,"
-		    "\"dead\":%lld,\"failed\":%lld,\"processing\":%lld,"
-		    "\"dead_letters\":%lld,\"conflicts\":%lld,"
-		    "\"replayed\":%lld,\"oldest_age_s\":%lld}\n",
-		    c->name, (long long)s.records, (long long)s.completed,
-		    (long long)s.dead, (long long)s.failed,
-		    (long long)s.processing, (long long)s.dead_letters,
-		    (long long)s.conflicts, (long long)s.replayed,
-		    (long long)s.oldest_age_s);
+		stats_json(c, &s);
 	else
-		printf(
-		    "%s  (store %s)\n"
-		    "  inbox records ...... %lld  (completed %lld, dead %lld, "
-		    "failed %lld, processing %lld)\n"
-		    "  dead letters ....... %lld  (fingerprint conflicts "
-		    "%lld, replayed %lld)\n"
-		    "  oldest record ...... %s\n",
-		    c->name, red, (long long)s.records, (long long)s.completed,
-		    (long long)s.dead, (long long)s.failed,
-		    (long long)s.processing, (long long)s.dead_letters,
-		    (long long)s.conflicts, (long long)s.replayed, age);
+		stats_text(c, red, &s);
 	inbox_store_close(st);
 	return 0;
 }

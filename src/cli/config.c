@@ -16,8 +16,10 @@
 
 #include "cli/cli.h"
 #include "cli/effect.h"
+#include "cli/http.h"
 #include "core/buf.h"
 #include "core/json.h"
+#include "core/outbox.h"
 
 typedef struct ctx {
 	yaml_document_t doc;
@@ -587,14 +589,347 @@ static int effect(ctx *x, yaml_node_t *n, cli_consumer *c)
 	return 0;
 }
 
+/* ---- outbox: external effects (docs/outbox.md) --------------------- */
+
+/* A body template leaf: "/json/pointer" (the value, with its JSON type),
+ * "{idempotency_key}", "{key}" (the inbox key), or "=text" (a literal
+ * string). */
+static int body_leaf(ctx *x, yaml_node_t *n)
+{
+	const char *s = sv(n);
+	if (is_null(n))
+		return fail(x, n,
+		            "outbox body: a value is required (a JSON "
+		            "pointer, {idempotency_key}, {key} or =text)");
+	if (s[0] == '=' || !strcmp(s, "{idempotency_key}") ||
+	    !strcmp(s, "{key}") || (s[0] == '/' && inbox__pointer_valid(s)))
+		return 0;
+	return fail(x, n,
+	            "outbox body: \"%s\" is neither a JSON pointer "
+	            "(/data/orderId), {idempotency_key}, {key} nor a literal "
+	            "(=text)",
+	            s);
+}
+
+/* The body template as JSON: objects and arrays as written, leaves as
+ * their text (resolved per message by src/cli/outbox_effect.c). */
+static json_t *body_tmpl(ctx *x, yaml_node_t *n, int depth)
+{
+	if (depth > 16) {
+		fail(x, n, "outbox body: nested too deep");
+		return NULL;
+	}
+	if (n->type == YAML_SCALAR_NODE)
+		return body_leaf(x, n) ? NULL : json_string(sv(n));
+	if (n->type == YAML_SEQUENCE_NODE) {
+		json_t *a = json_array();
+		for (yaml_node_item_t *i = n->data.sequence.items.start;
+		     a && i < n->data.sequence.items.top; i++) {
+			json_t *v = body_tmpl(x, node(x, *i), depth + 1);
+			if (!v || json_array_append_new(a, v)) {
+				json_decref(a);
+				return NULL;
+			}
+		}
+		return a;
+	}
+	if (n->type != YAML_MAPPING_NODE) {
+		fail(x, n, "outbox body: unexpected node");
+		return NULL;
+	}
+	json_t *o = json_object();
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+	     o && p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(x, p->key);
+		if (!k || k->type != YAML_SCALAR_NODE) {
+			fail(x, k, "outbox body: names must be plain text");
+			json_decref(o);
+			return NULL;
+		}
+		if (json_object_get(o, sv(k))) {
+			fail(x, k, "outbox body: duplicate name \"%s\"", sv(k));
+			json_decref(o);
+			return NULL;
+		}
+		json_t *v = body_tmpl(x, node(x, p->value), depth + 1);
+		if (!v || json_object_set_new(o, sv(k), v)) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+static char *headers_json(ctx *x, yaml_node_t *n)
+{
+	if (want(x, n, YAML_MAPPING_NODE, "outbox headers"))
+		return NULL;
+	json_t *o = json_object();
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+	     o && p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(x, p->key), *v = node(x, p->value);
+		if (!k || k->type != YAML_SCALAR_NODE ||
+		    v->type != YAML_SCALAR_NODE) {
+			fail(x, k, "outbox headers: name: value pairs of text");
+			json_decref(o);
+			return NULL;
+		}
+		json_object_set_new(o, sv(k), json_string(sv(v)));
+	}
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return text;
+}
+
+static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
+{
+	static const char *const keys[] = {
+	    "step",       "method",    "url",        "headers",      "body",
+	    "idempotent", "reconcile", "key_header", "max_attempts", NULL};
+	if (want(x, m, YAML_MAPPING_NODE, "an outbox step") ||
+	    check_keys(x, m, "outbox step", keys))
+		return -1;
+	s->pos = pos_of(m);
+	yaml_node_t *v = get(x, m, "step");
+	if (!v)
+		return fail(x, m, "outbox: step: is required (a name: charge)");
+	if (str_value(x, v, "outbox step", &s->step))
+		return -1;
+	if (!(v = get(x, m, "url")))
+		return fail(x, m, "outbox step %s: url is required", s->step);
+	if (str_value(x, v, "outbox url", &s->url))
+		return -1;
+	if (!(v = get(x, m, "idempotent")))
+		return fail(x, m,
+		            "outbox step %s: idempotent: is required — true "
+		            "if the provider honours Idempotency-Key, false to "
+		            "record the intent and reconcile",
+		            s->step);
+	if (bool_value(x, v, "idempotent", &s->idempotent))
+		return -1;
+	if ((v = get(x, m, "method")) &&
+	    str_value(x, v, "outbox method", &s->method))
+		return -1;
+	if ((v = get(x, m, "key_header")) &&
+	    str_value(x, v, "key_header", &s->key_header))
+		return -1;
+	if ((v = get(x, m, "headers")) && !is_null(v) &&
+	    !(s->headers = headers_json(x, v)))
+		return -1;
+	if ((v = get(x, m, "body")) && !(s->body = body_tmpl(x, v, 0)))
+		return -1;
+	long long i;
+	if ((v = get(x, m, "max_attempts"))) {
+		if (int_value(x, v, "max_attempts", 1, 1000000, &i))
+			return -1;
+		s->max_attempts = (int)i;
+	}
+	if ((v = get(x, m, "reconcile"))) {
+		static const char *const rkeys[] = {"url", NULL};
+		yaml_node_t *u;
+		if (s->idempotent)
+			return fail(
+			    x, v,
+			    "outbox step %s: reconcile is for providers "
+			    "without idempotency (idempotent: false)",
+			    s->step);
+		if (want(x, v, YAML_MAPPING_NODE, "reconcile") ||
+		    check_keys(x, v, "reconcile", rkeys))
+			return -1;
+		if (!(u = get(x, v, "url")))
+			return fail(x, v, "reconcile: url is required");
+		if (str_value(x, u, "reconcile url", &s->reconcile_url))
+			return -1;
+	}
+	inbox_outbox_effect e = INBOX_OUTBOX_EFFECT_INIT;
+	e.step = s->step;
+	e.method = s->method;
+	e.url = s->url;
+	e.headers = s->headers;
+	e.key_header = s->key_header;
+	e.idempotent = s->idempotent;
+	e.reconcile_url = s->reconcile_url;
+	char why[300];
+	if (inbox__outbox_effect_check(&e, why, sizeof(why)) < 0)
+		return fail(x, m, "outbox: %s", why);
+	return 0;
+}
+
+/* dispatch: {max_attempts, timeout, connect_timeout, backoff,
+ * max_backoff, lease, batch, poll} for this consumer's dispatcher. */
+static int dispatch_section(ctx *x, yaml_node_t *m, cli_dispatch *d)
+{
+	static const char *const keys[] = {
+	    "max_attempts", "timeout",     "connect_timeout",
+	    "backoff",      "max_backoff", "lease",
+	    "batch",        "poll",        NULL};
+	if (want(x, m, YAML_MAPPING_NODE, "dispatch") ||
+	    check_keys(x, m, "dispatch", keys))
+		return -1;
+	yaml_node_t *v;
+	long long i;
+	struct {
+		const char *name;
+		int64_t min, max, *out;
+	} durs[] = {{"timeout", 1, 3600000, &d->timeout_ms},
+	            {"connect_timeout", 1, 3600000, &d->connect_timeout_ms},
+	            {"backoff", 0, 86400000, &d->backoff_ms},
+	            {"max_backoff", 0, 86400000, &d->max_backoff_ms},
+	            {"lease", 1, 86400000, &d->lease_ms},
+	            {"poll", 1, 60000, &d->poll_ms}};
+	for (size_t k = 0; k < sizeof(durs) / sizeof(*durs); k++)
+		if ((v = get(x, m, durs[k].name)) &&
+		    duration_value(x, v, durs[k].name, durs[k].min, durs[k].max,
+		                   durs[k].out))
+			return -1;
+	if ((v = get(x, m, "max_attempts"))) {
+		if (int_value(x, v, "max_attempts", 1, 1000000, &i))
+			return -1;
+		d->max_attempts = (int)i;
+	}
+	if ((v = get(x, m, "batch"))) {
+		if (int_value(x, v, "batch", 1, 1000, &i))
+			return -1;
+		d->batch = (int)i;
+	}
+	if (d->max_backoff_ms < d->backoff_ms)
+		return fail(x, m, "dispatch: max_backoff is below backoff");
+	if (d->lease_ms && d->lease_ms < 2 * d->timeout_ms + 1500)
+		return fail(
+		    x, m,
+		    "dispatch: lease must cover a reconcile and a call: "
+		    "at least 2 x timeout + 1.5s");
+	return 0;
+}
+
+static int outbox_config(ctx *x, yaml_node_t *m, cli_consumer *c)
+{
+	inbox_dispatcher_options def = INBOX_DISPATCHER_OPTIONS_INIT;
+	c->dispatch.max_attempts = def.max_attempts;
+	c->dispatch.timeout_ms = def.timeout_ms;
+	c->dispatch.connect_timeout_ms = def.connect_timeout_ms;
+	c->dispatch.backoff_ms = def.backoff_ms;
+	c->dispatch.max_backoff_ms = def.max_backoff_ms;
+	c->dispatch.lease_ms = def.lease_ms;
+	c->dispatch.batch = def.batch;
+	c->dispatch.poll_ms = def.poll_ms;
+	yaml_node_t *n = get(x, m, "outbox");
+	if (n && !is_null(n)) {
+		if (want(x, n, YAML_SEQUENCE_NODE, "outbox"))
+			return -1;
+		int count = (int)(n->data.sequence.items.top -
+		                  n->data.sequence.items.start);
+		c->outbox = calloc((size_t)count + 1, sizeof(*c->outbox));
+		if (!c->outbox)
+			return fail(x, n, "out of memory");
+		for (int i = 0; i < count; i++) {
+			cli_outbox_step *s = &c->outbox[i];
+			c->noutbox = i + 1;
+			if (outbox_step(
+			        x, node(x, n->data.sequence.items.start[i]), s))
+				return -1;
+			for (int j = 0; j < i; j++)
+				if (!strcmp(c->outbox[j].step, s->step))
+					return fail(x, n,
+					            "outbox: step \"%s\" is "
+					            "declared twice",
+					            s->step);
+		}
+	}
+	if ((n = get(x, m, "dispatch")) && !is_null(n) &&
+	    dispatch_section(x, n, &c->dispatch))
+		return -1;
+	return 0;
+}
+
+static void free_outbox(cli_consumer *c)
+{
+	for (int i = 0; i < c->noutbox; i++) {
+		cli_outbox_step *s = &c->outbox[i];
+		free(s->step);
+		free(s->method);
+		free(s->url);
+		free(s->headers);
+		free(s->key_header);
+		free(s->reconcile_url);
+		json_decref(s->body);
+	}
+	free(c->outbox);
+	c->outbox = NULL;
+	c->noutbox = 0;
+}
+
 /* ---- consumers ----------------------------------------------------- */
+
+/* ---- schema: a JSON Schema file (docs/schema.md) ------------------ */
+
+#define SCHEMA_FILE_MAX (16 * 1024 * 1024)
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	inbox__buf b = INBOX__BUF_INIT;
+	char chunk[8192];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (b.len + n > SCHEMA_FILE_MAX ||
+		    inbox__buf_append(&b, chunk, n) < 0) {
+			errno = EFBIG;
+			break;
+		}
+	}
+	int bad = ferror(f) || n > 0;
+	fclose(f);
+	if (bad || inbox__buf_append(&b, "", 0) < 0) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
+	*len = b.len;
+	return b.data;
+}
+
+/* Read the schema file (relative to the config file) and compile it now,
+ * so an unsupported keyword stops the daemon before anything is read. */
+static int schema_file(ctx *x, yaml_node_t *v, cli_consumer *c)
+{
+	char *path = NULL;
+	if (str_value(x, v, "schema", &path))
+		return -1;
+	inbox__buf b = INBOX__BUF_INIT;
+	int bad = rebase(x, &b, path, strlen(path)) < 0;
+	free(path);
+	if (bad) {
+		inbox__buf_free(&b);
+		return fail(x, v, "out of memory");
+	}
+	c->schema_path = b.data;
+	c->schema_pos = pos_of(v);
+	size_t len = 0;
+	c->schema_json = read_file(c->schema_path, &len);
+	if (!c->schema_json)
+		return fail(x, v, "schema: cannot read %s: %s", c->schema_path,
+		            strerror(errno));
+	if (memchr(c->schema_json, '\0', len))
+		return fail(x, v, "schema: %s: a NUL byte in the file",
+		            c->schema_path);
+	char err[512];
+	inbox_schema *s = NULL;
+	int rc = inbox_schema_open(&s, c->schema_json, len, err, sizeof(err));
+	inbox_schema_close(s);
+	if (rc != INBOX_OK)
+		return fail(x, v, "schema: %s: %s", c->schema_path, err);
+	return 0;
+}
 
 static const char *const consumer_keys[] = {
     "name",         "source",      "store",       "key",
     "id",           "fingerprint", "batch_size",  "retention",
     "max_attempts", "lease",       "max_payload", "retry_delay",
     "poll_timeout", "batch_pause", "replay",      "setup",
-    "effect",       NULL};
+    "effect",       "outbox",      "dispatch",    "schema",
+    NULL};
 
 static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
@@ -690,6 +1025,8 @@ static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 			return -1;
 		c->setup_pos = pos_of(v);
 	}
+	if ((v = get(x, m, "schema")) && !is_null(v) && schema_file(x, v, c))
+		return -1;
 	return 0;
 }
 
@@ -726,9 +1063,12 @@ static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 		            c->name);
 	if (source_url(x, v, &c->source, &c->source_pos))
 		return -1;
-	if (consumer_opts(x, m, c))
+	if (consumer_opts(x, m, c) || outbox_config(x, m, c))
 		return -1;
-	if (!(v = get(x, m, "effect")))
+	/* Only external effects (outbox:) is fine too. */
+	if (!(v = get(x, m, "effect")) && c->noutbox)
+		return 0;
+	if (!v)
 		return fail(x, m,
 		            "consumer \"%s\": effect is required (one or more "
 		            "\"- sql:\" or \"- upsert:\" steps)",
@@ -736,11 +1076,35 @@ static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 	return effect(x, v, c);
 }
 
+/* metrics: {listen: 127.0.0.1:9464} -- the /metrics and /healthz
+ * endpoint of `inbox run` (src/cli/http.c). */
+static int metrics_section(ctx *x, yaml_node_t *m, cli_config *cfg)
+{
+	static const char *const keys[] = {"listen", NULL};
+	if (want(x, m, YAML_MAPPING_NODE, "metrics") ||
+	    check_keys(x, m, "metrics", keys))
+		return -1;
+	yaml_node_t *v = get(x, m, "listen");
+	if (!v)
+		return fail(x, m, "metrics: listen is required (e.g. listen: "
+		                  "127.0.0.1:9464)");
+	if (str_value(x, v, "metrics listen", &cfg->metrics_listen))
+		return -1;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char why[256];
+	if (cli_http_parse_addr(cfg->metrics_listen, &ss, &len, why,
+	                        sizeof(why)) < 0)
+		return fail(x, v, "metrics listen: %s", why);
+	return 0;
+}
+
 static int top(ctx *x, yaml_node_t *root, cli_config *cfg)
 {
 	static const char *const keys[] = {"store",     "table_prefix",
 	                                   "schema",    "auto_migrate",
-	                                   "consumers", NULL};
+	                                   "consumers", "metrics",
+	                                   NULL};
 	if (want(x, root, YAML_MAPPING_NODE, "the config file") ||
 	    check_keys(x, root, "the config file", keys))
 		return -1;
@@ -773,6 +1137,9 @@ static int top(ctx *x, yaml_node_t *root, cli_config *cfg)
 	}
 	if ((v = get(x, root, "auto_migrate")) &&
 	    bool_value(x, v, "auto_migrate", &cfg->auto_migrate))
+		return -1;
+	if ((v = get(x, root, "metrics")) && !is_null(v) &&
+	    metrics_section(x, v, cfg))
 		return -1;
 	yaml_node_t *cs = get(x, root, "consumers");
 	if (!cs)
@@ -905,15 +1272,19 @@ void cli_config_free(cli_config *cfg)
 		free(c->id);
 		free(c->fingerprint);
 		free(c->setup);
+		free(c->schema_path);
+		free(c->schema_json);
 		for (int j = 0; j < c->nsteps; j++)
 			free_step(&c->steps[j]);
 		free(c->steps);
+		free_outbox(c);
 	}
 	free(cfg->consumers);
 	free(cfg->path);
 	free(cfg->store);
 	free(cfg->table_prefix);
 	free(cfg->schema);
+	free(cfg->metrics_listen);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

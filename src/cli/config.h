@@ -43,6 +43,32 @@ typedef struct cli_step {
 	int nset;
 } cli_step;
 
+/* One external effect of a consumer (outbox:), declared for every
+ * applied message in the inbox's transaction (src/cli/outbox_effect.c). */
+typedef struct cli_outbox_step {
+	cli_pos pos;
+	char *step;
+	char *method; /* NULL = POST */
+	char *url;
+	char *headers;       /* JSON object text, or NULL */
+	char *key_header;    /* NULL = Idempotency-Key */
+	char *reconcile_url; /* with {key}, or NULL */
+	struct json_t *body; /* template; leaves are "/pointer",
+	                        "{idempotency_key}", "{key}", "=text" */
+	int idempotent;
+	int max_attempts; /* 0 = dispatch.max_attempts */
+} cli_outbox_step;
+
+/* dispatch: the consumer's dispatcher settings. */
+typedef struct cli_dispatch {
+	int max_attempts;
+	int batch;
+	int64_t timeout_ms, connect_timeout_ms;
+	int64_t backoff_ms, max_backoff_ms;
+	int64_t lease_ms; /* 0 = derived */
+	int64_t poll_ms;
+} cli_dispatch;
+
 typedef struct cli_consumer {
 	cli_pos pos;
 	char *name;
@@ -64,8 +90,17 @@ typedef struct cli_consumer {
 	inbox_replay_policy replay;
 	char *setup; /* SQL run once at start (several statements), or NULL */
 	cli_pos setup_pos;
+	/* JSON Schema of the messages (docs/schema.md): the file's path
+	 * (rebased on the config's directory) and its text; NULL = none.
+	 * Compiled at load, so an unsupported keyword is a config error. */
+	char *schema_path;
+	char *schema_json;
+	cli_pos schema_pos;
 	cli_step *steps;
 	int nsteps;
+	cli_outbox_step *outbox; /* external effects, or NULL */
+	int noutbox;
+	cli_dispatch dispatch;
 } cli_consumer;
 
 typedef struct cli_config {
@@ -75,6 +110,7 @@ typedef struct cli_config {
 	char *table_prefix;
 	char *schema;
 	int auto_migrate;
+	char *metrics_listen; /* metrics: {listen: ADDR}, or NULL */
 	cli_consumer *consumers;
 	int nconsumers;
 } cli_config;

@@ -4,6 +4,7 @@
  * and run per message in the inbox's transaction (cli_effect_handler).
  */
 #include "cli/effect.h"
+#include "cli/outbox_effect.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -454,5 +455,6 @@ int cli_effect_handler(inbox_txn *t, const inbox_msg *m, void *payload)
 		if (v != INBOX_HANDLER_OK)
 			return v;
 	}
-	return INBOX_HANDLER_OK;
+	/* External effects: outbox rows in the same transaction. */
+	return c->noutbox ? cli_outbox_declare(t, m, c) : INBOX_HANDLER_OK;
 }

@@ -15,8 +15,20 @@ static const cli_command commands[] = {
      "create or upgrade the tables, run setup SQL, check the effects",
      cli_migrate_usage},
     {"stats", cli_cmd_stats,
-     "per consumer: inbox records, dead letters, oldest record",
+     "per consumer: inbox size, processing, dead letters, retention "
+     "headroom, outbox",
      cli_stats_usage},
+    {"purge", cli_cmd_purge,
+     "delete inbox records older than the retention window (--dry-run)",
+     cli_purge_usage},
+    {"dlq", cli_cmd_dlq, "dead letters: list, show, replay, drop",
+     cli_dlq_usage},
+    {"inspect", cli_cmd_inspect,
+     "one inbox record: status, attempts, fingerprint, lease, times",
+     cli_inspect_usage},
+    {"dispatch", cli_cmd_dispatch,
+     "perform the external effects (outbox) with idempotency keys",
+     cli_dispatch_usage},
     {"demo", cli_cmd_demo,
      "a self-contained demo on SQLite and a JSONL file (no server)",
      cli_demo_usage},
@@ -46,6 +58,9 @@ static void usage(FILE *f)
 	           "  4  cannot open or connect to a store or source\n"
 	           "  5  drain deadline exceeded after SIGTERM/SIGINT, or a "
 	           "second signal\n"
+	           "  (inspect, dlq: 1 also when the record or dead letter "
+	           "does not exist,\n   or a replay did not end applied, "
+	           "duplicate or stale)\n"
 	           "\nenvironment: INBOX_LOG_LEVEL=debug|info|warn|error "
 	           "(default info); logs are\nJSON lines on stderr.\n"
 	           "docs: docs/cli.md, docs/config.md\n");

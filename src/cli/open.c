@@ -80,6 +80,7 @@ int cli_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	o.replay_policy = c->replay;
 	o.handler = cli_effect_handler;
 	o.handler_payload = (void *)c;
+	o.json_schema = c->schema_json;
 	char err[512] = "";
 	int rc = inbox_consumer_open(out, st, &o, err, sizeof(err));
 	if (rc == INBOX_OK)

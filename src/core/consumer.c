@@ -101,7 +101,30 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 		inbox_consumer_close(c);
 		return INBOX_ERR_NOMEM;
 	}
-	int rc = st->vt->register_consumer(st, c->name, c->retention_s);
+	/* json_schema exists from version 2 of the options on. */
+	const char *schema = o->version >= 2 ? o->json_schema : NULL;
+	if (schema) {
+		int src = inbox_schema_open(&c->schema, schema, strlen(schema),
+		                            err, errlen);
+		if (src != INBOX_OK) {
+			inbox_consumer_close(c);
+			return src;
+		}
+	}
+	/* Without auto_migrate the schema may be missing or older. */
+	int version = 0;
+	int rc = st->vt->schema_version(st, &version);
+	if (rc == INBOX_OK && version != INBOX__SCHEMA_VERSION) {
+		snprintf(err, errlen,
+		         "the store's schema is at version %d, this library "
+		         "needs %d: run inbox migrate (or open the store with "
+		         "auto_migrate)",
+		         version, INBOX__SCHEMA_VERSION);
+		inbox_consumer_close(c);
+		return INBOX_ERR_SCHEMA;
+	}
+	if (rc == INBOX_OK)
+		rc = st->vt->register_consumer(st, c->name, c->retention_s);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot register consumer: %s",
 		         st->errmsg);
@@ -124,6 +147,7 @@ void inbox_consumer_close(inbox_consumer *c)
 	free(c->claims);
 	free(c->order);
 	inbox__keytmpl_free(c->tmpl);
+	inbox_schema_close(c->schema);
 	free(c->name);
 	free(c->id_pointer);
 	free(c->fp_pointer);

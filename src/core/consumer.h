@@ -65,6 +65,7 @@ struct inbox_consumer {
 	inbox_replay_policy replay;
 	inbox_handler_fn handler;
 	void *handler_payload;
+	inbox_schema *schema; /* JSON Schema of the payload, or NULL */
 	char errmsg[512];
 
 	/* batch scratch, reused between calls */

@@ -6,7 +6,7 @@
 #include <inbox/sys/store.h>
 
 /* The schema version this library's stores migrate to. */
-#define INBOX__SCHEMA_VERSION 1
+#define INBOX__SCHEMA_VERSION 2
 
 extern const inbox_store_vtable inbox__pg_vtable;
 extern const inbox_store_vtable inbox__sqlite_vtable;

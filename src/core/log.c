@@ -6,7 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-static int min_level = -1;
+/* Read by every thread that logs; set once from the environment. */
+static _Atomic int min_level = -1;
 
 void inbox__log_set_level(int level)
 {
@@ -17,13 +18,14 @@ int inbox__log_enabled(int level)
 {
 	if (min_level < 0) {
 		const char *e = getenv("INBOX_LOG_LEVEL");
-		min_level = INBOX_LOG_INFO;
+		int l = INBOX_LOG_INFO;
 		if (e && strcmp(e, "debug") == 0)
-			min_level = INBOX_LOG_DEBUG;
+			l = INBOX_LOG_DEBUG;
 		else if (e && strcmp(e, "warn") == 0)
-			min_level = INBOX_LOG_WARN;
+			l = INBOX_LOG_WARN;
 		else if (e && strcmp(e, "error") == 0)
-			min_level = INBOX_LOG_ERROR;
+			l = INBOX_LOG_ERROR;
+		min_level = l;
 	}
 	return level >= min_level;
 }
@@ -52,22 +54,37 @@ void inbox__log(int level, const char *consumer, const char *fields, ...)
 	                 consumer ? inbox__log_escape(consumer) : "");
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
+	/* A line too long for the stack buffer is formatted again on the
+	 * heap: cutting it would leave half a JSON object. */
+	char *out = line, *heap = NULL;
 	if (fields && *fields) {
 		line[n++] = ',';
+		size_t room = sizeof(line) - (size_t)n - 2;
 		va_list ap;
 		va_start(ap, fields);
-		int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 2,
-		                  fields, ap);
+		int m = vsnprintf(line + n, room, fields, ap);
 		va_end(ap);
 		if (m < 0)
 			return;
+		if ((size_t)m >= room) {
+			heap = malloc((size_t)n + (size_t)m + 3);
+			if (heap) {
+				memcpy(heap, line, (size_t)n);
+				va_start(ap, fields);
+				vsnprintf(heap + n, (size_t)m + 1, fields, ap);
+				va_end(ap);
+				out = heap;
+			} else {
+				m = snprintf(line + n, room,
+				             "\"event\":\"log_line_dropped\"");
+			}
+		}
 		n += m;
-		if ((size_t)n > sizeof(line) - 3)
-			n = (int)sizeof(line) - 3;
 	}
-	line[n++] = '}';
-	line[n++] = '\n';
-	fwrite(line, 1, (size_t)n, stderr);
+	out[n++] = '}';
+	out[n++] = '\n';
+	fwrite(out, 1, (size_t)n, stderr);
+	free(heap);
 }
 
 const char *inbox__log_escape(const char *s)

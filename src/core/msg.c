@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/consumer.h"
+#include "schema/schema.h"
 
 void inbox__msg_reset(inbox_msg *m)
 {
@@ -68,6 +69,16 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 		json_t *v = inbox__pointer_get(m->root, c->id_pointer);
 		if (v && (json_is_string(v) || json_is_integer(v)))
 			m->id = value_dup(v);
+	}
+	if (c->schema &&
+	    inbox__schema_check(c->schema, m->root, reason, rlen) != 0) {
+		/* Before the key: the violation is the better reason (a
+		 * missing key field is usually a "required" too). The key,
+		 * when it renders, is kept in the dead letter for operators. */
+		if (inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
+		                          sizeof(err)) != 0)
+			inbox__buf_reset(&m->key);
+		return -1;
 	}
 	if (inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
 	                          sizeof(err)) != 0) {

@@ -33,6 +33,11 @@ int inbox_store_register(const inbox_store_vtable *vt)
 	    !vt->finish || !vt->extend || !vt->dead_letter || !vt->purge ||
 	    !vt->native || vt->version < 1)
 		return INBOX_ERR_INVALID;
+	/* Version 2 added the outbox: a backend claiming it has all of it. */
+	if (vt->version >= 2 &&
+	    (!vt->outbox_add || !vt->outbox_claim || !vt->outbox_finish ||
+	     !vt->outbox_counts || !vt->outbox_purge))
+		return INBOX_ERR_INVALID;
 	for (int i = 0; i < nregistered; i++)
 		if (strcmp(registry[i]->scheme, vt->scheme) == 0)
 			return INBOX_ERR_INVALID;
@@ -100,19 +105,8 @@ int inbox_store_open(inbox_store **out, const char *url,
 			snprintf((*out)->schema, sizeof((*out)->schema), "%s",
 			         opts->schema);
 	}
-	if (rc == INBOX_OK && opts->auto_migrate) {
+	if (rc == INBOX_OK && opts->auto_migrate)
 		rc = vt->migrate(*out);
-	} else if (rc == INBOX_OK) {
-		int v = 0;
-		rc = vt->schema_version(*out, &v);
-		if (rc == INBOX_OK && v != INBOX__SCHEMA_VERSION) {
-			inbox__store_seterr(*out, "",
-			                    "schema version %d, this library "
-			                    "needs %d: run inbox migrate",
-			                    v, INBOX__SCHEMA_VERSION);
-			rc = INBOX_ERR_SCHEMA;
-		}
-	}
 	return rc;
 }
 

@@ -1013,6 +1013,31 @@ TEST(invalid_options_are_refused)
 	env_teardown(&e);
 }
 
+TEST(unmigrated_store_is_refused_by_consumers)
+{
+	char prefix[48];
+	snprintf(prefix, sizeof(prefix), "u%d_%d_", (int)getpid(), ++test_seq);
+	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
+	so.table_prefix = prefix;
+	so.auto_migrate = 0;
+	inbox_store *st = NULL;
+	ASSERT_OK(inbox_store_open(&st, URL, &so));
+	int v = -1;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 0);
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "billing.order-created.v1";
+	inbox_consumer *c = NULL;
+	char err[256];
+	ASSERT_EQ(inbox_consumer_open(&c, st, &o, err, sizeof(err)),
+	          INBOX_ERR_SCHEMA);
+	ASSERT_CONTAINS(err, "inbox migrate");
+	ASSERT_OK(inbox_store_migrate(st));
+	ASSERT_OK(inbox_consumer_open(&c, st, &o, err, sizeof(err)));
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
 	URL = argc > 1 ? argv[1] : getenv("INBOX_TEST_STORE_URL");
@@ -1043,5 +1068,6 @@ int main(int argc, char **argv)
 	RUN(broker_delivery_count_feeds_attempts);
 	RUN(handler_statement_failure_is_retry);
 	RUN(invalid_options_are_refused);
+	RUN(unmigrated_store_is_refused_by_consumers);
 	return test_summary();
 }
