@@ -940,7 +940,12 @@ TEST(version_1_store_migrates_up)
 	so.table_prefix = e.prefix;
 	so.auto_migrate = 0;
 	inbox_store *st = NULL;
-	ASSERT_EQ(inbox_store_open(&st, URL, &so), INBOX_ERR_SCHEMA);
+	ASSERT_OK(inbox_store_open(&st, URL, &so));
+	/* a consumer refuses the older schema until it is migrated */
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "billing.order-confirmed.v1";
+	inbox_consumer *c = NULL;
+	ASSERT_EQ(inbox_consumer_open(&c, st, &co, NULL, 0), INBOX_ERR_SCHEMA);
 	inbox_store_close(st);
 	ASSERT_OK(inbox_store_migrate(e.st));
 	ASSERT_OK(inbox_store_schema_version(e.st, &v));
