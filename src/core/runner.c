@@ -73,6 +73,15 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 			rc = INBOX_OK;
 			continue;
 		}
+		/* A poll that worked ends any poll backoff. */
+		backoff = opts->backoff_initial_ms > 0 ? opts->backoff_initial_ms
+		                                       : 100;
+		/* Sources report what went wrong beside a successful poll (an
+		 * offset commit the broker refused, a reconnect): log it. */
+		if (inbox_source_errmsg(src)[0])
+			inbox__log(INBOX_LOG_WARN, name,
+			           "\"event\":\"source_warning\",\"error\":\"%s\"",
+			           inbox__log_escape(inbox_source_errmsg(src)));
 		if (n == 0) {
 			if (eof && opts->exit_at_eof)
 				break;

@@ -1,0 +1,361 @@
+# Helpers for the Kafka daemon tests (sourced). Each test starts its own
+# Kafka cluster — librdkafka's mock cluster in tests/tools/kafka-mock, on
+# random loopback ports — and its own `inbox run` daemons, and stops all of
+# them by PID whatever happens. Each test prints one line per check and ends
+# with "N passed, N failed"; exit 0 only if all passed, 77 when skipped.
+#
+# Kafka topics never end, so the daemons run without --once: a test waits
+# until the effect table holds what it expects (under a deadline), lets the
+# stream go quiet, then stops the daemons with SIGTERM (drain, exit 0).
+#
+# The mock cluster's group coordinator is slow on purpose: a group's first
+# join waits ~3 s; a member that dies without leaving (SIGKILL) holds its
+# partitions until session.timeout.ms; a rebalance waits for every member
+# to rejoin. GROUP_OPTS keeps those short.
+passed=0
+failed=0
+here=$(cd "$(dirname "$0")" && pwd)
+daemons=""
+mock_pid=""
+
+SESSION_MS=${SESSION_MS:-6000}
+GROUP_OPTS="rdkafka.session.timeout.ms=$SESSION_MS&rdkafka.heartbeat.interval.ms=300&rdkafka.log_level=3"
+
+ok() {
+	passed=$((passed + 1))
+	echo "ok   $1"
+}
+
+fail() {
+	failed=$((failed + 1))
+	echo "FAIL $1"
+	shift
+	for l in "$@"; do echo "     $l"; done
+}
+
+check() {
+	name=$1
+	shift
+	if "$@"; then ok "$name"; else fail "$name"; fi
+}
+
+expect_eq() {
+	if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "got '$2', want '$3'"; fi
+}
+
+# Stop what this test started: the daemons still running (by PID), then
+# the mock cluster (SIGTERM by PID; it also exits when fd 9, the write end
+# of its stdin, closes).
+cleanup() {
+	for _p in $daemons; do kill -KILL "$_p" 2>/dev/null; done
+	for _p in $daemons; do wait "$_p" 2>/dev/null; done
+	daemons=""
+	if [ -n "$mock_pid" ]; then
+		kill -TERM "$mock_pid" 2>/dev/null
+		wait "$mock_pid" 2>/dev/null
+		mock_pid=""
+	fi
+	exec 9>&-
+	[ -n "${cleanup_extra:-}" ] && eval "$cleanup_extra"
+	return 0
+}
+
+summary() {
+	echo "$passed passed, $failed failed"
+	cleanup
+	trap - EXIT
+	if [ "$failed" -eq 0 ]; then
+		# KEEP=1 keeps the files of a passing run too
+		[ -n "${dir:-}" ] && [ -z "${KEEP:-}" ] && rm -rf "$dir"
+		exit 0
+	fi
+	[ -n "${dir:-}" ] && echo "files kept in $dir"
+	exit 1
+}
+
+# bail MESSAGE: a step the rest depends on failed.
+bail() {
+	fail "$1"
+	summary
+}
+
+need_pg() {
+	if [ -z "${INBOX_TEST_PG_URL:-}" ]; then
+		echo "skip: INBOX_TEST_PG_URL is not set"
+		exit 77
+	fi
+}
+
+mktmp() {
+	if [ -n "${INBOX_TEST_TMP:-}" ] && [ -d "$INBOX_TEST_TMP" ]; then
+		mktemp -d "$INBOX_TEST_TMP/kafka.XXXXXX"
+	else
+		mktemp -d "${TMPDIR:-/tmp}/inbox-kafka.XXXXXX"
+	fi
+}
+
+rand_between() {
+	_r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+	echo $(($1 + _r % ($2 - $1 + 1)))
+}
+
+sleep_ms() {
+	sleep "$(awk -v m="$1" 'BEGIN { printf "%.3f", m / 1000 }')"
+}
+
+now_ms() {
+	date +%s%3N
+}
+
+# pgq SQL: one value (or rows, | separated) from PostgreSQL.
+pgq() {
+	psql "$INBOX_TEST_PG_URL" -X -q -tA -v ON_ERROR_STOP=1 -c "$1"
+}
+
+# Drop every table whose name starts with PREFIX (PostgreSQL).
+pg_drop_prefix() {
+	_tables=$(pgq "SELECT string_agg(quote_ident(tablename), ',') FROM pg_tables
+	              WHERE schemaname = current_schema()
+	              AND starts_with(tablename, '$1')")
+	[ -n "$_tables" ] && pgq "DROP TABLE IF EXISTS $_tables" >/dev/null
+	return 0
+}
+
+sq() {
+	sqlite3 -cmd ".timeout 5000" "$1" "$2"
+}
+
+# start_mock TOPIC:PARTITIONS...: a mock cluster of 3 brokers of our own
+# in the background; sets BOOT (host:port,...) and mock_pid. Its stdin is
+# a FIFO whose write end this shell holds as fd 9 (children get it
+# closed): if the test dies, the cluster goes with it.
+start_mock() {
+	rm -f "$dir/mock.in"
+	mkfifo "$dir/mock.in" || bail "mkfifo"
+	"$MOCK" --stdin-lifetime "$@" <"$dir/mock.in" >"$dir/mock.out" \
+		2>"$dir/mock.err" &
+	mock_pid=$!
+	exec 9>"$dir/mock.in"
+	_end=$(($(date +%s) + 15))
+	BOOT=""
+	while [ -z "$BOOT" ] && [ "$(date +%s)" -lt "$_end" ]; do
+		BOOT=$(sed -n 's/^bootstrap=//p' "$dir/mock.out")
+		[ -n "$BOOT" ] || sleep 0.05
+	done
+	[ -n "$BOOT" ] || bail "kafka-mock printed no bootstrap line: $(cat "$dir/mock.err")"
+}
+
+# produce TOPIC FILE [kafka-produce options]: lines "KEY<TAB>ID<TAB>PAYLOAD"
+# (the id goes to the message-id header); fails the test if not delivered.
+produce() {
+	_t=$1
+	_f=$2
+	shift 2
+	"$PRODUCE" -q -K -i "$@" "$BOOT" "$_t" "$_f" 9>&- ||
+		bail "kafka-produce $_t $_f $* failed"
+}
+
+# gen_orders DIR ORDERS DUPS RETRIES PARTS [FIRST [SEED]]: order-created
+# events for orders FIRST..FIRST+ORDERS-1 (default 1), one file per
+# partition, DIR/p.N, as "KEY<TAB>ID<TAB>PAYLOAD" lines. Order o goes to
+# partition o % PARTS; DUPS exact copies of earlier events (same message
+# id, same partition: a redelivery upstream) and RETRIES producer retries
+# (a new message id, the same order data, on the next partition — so two
+# group members may race for the same business key) are interleaved.
+# The payload's top-level "p" is the partition (outside /data, the
+# fingerprinted part), the effect stores it.
+gen_orders() {
+	mkdir -p "$1" && rm -f "$1"/p.*
+	awk -v dir="$1" -v n="$2" -v dups="$3" -v retries="$4" -v parts="$5" \
+		-v first="${6:-1}" -v seed="${7:-42}" '
+	function emit(id, o, p) {
+		printf("%s\t%s\t{\"id\":\"%s\",\"type\":\"order.created\",\"p\":%d,\"data\":{\"orderId\":\"ord-%06d\",\"customer\":\"c%d\",\"totalCents\":%d}}\n", id, id, id, p, o, o % 97, 100 + (o * 7919) % 90000) >> (dir "/p." p)
+		hid[nh] = id; ho[nh] = o; hp[nh] = p; nh++
+	}
+	BEGIN {
+		srand(seed)
+		nh = 0
+		for (i = 0; i < n; i++) {
+			o = first + i
+			emit(sprintf("m-%06d", o), o, o % parts)
+			if (dups > 0 && rand() < dups / n) {
+				k = int(rand() * nh); emit(hid[k], ho[k], hp[k]); dups--
+			}
+			if (retries > 0 && rand() < retries / n) {
+				emit(sprintf("m-%06d-retry", o), o, (o + 1) % parts); retries--
+			}
+		}
+		for (; dups > 0; dups--) { k = int(rand() * nh); emit(hid[k], ho[k], hp[k]) }
+		for (; retries > 0; retries--) {
+			o = first + int(rand() * n)
+			emit(sprintf("m-%06d-late", o), o, (o + 1) % parts)
+		}
+	}'
+}
+
+# produce_orders TOPIC DIR: produce DIR/p.N to partition N, for each N.
+produce_orders() {
+	for _f in "$2"/p.*; do
+		produce "$1" "$_f" -p "${_f##*.}"
+	done
+}
+
+# write_config FILE STORE_URL SOURCE_URL TABLE PREFIX BATCH WHO [SLOW]:
+# one consumer billing orders into TABLE (no unique constraint: a double
+# effect shows as two rows). Each row records WHO applied it (a constant
+# per daemon run), the partition it came from and, in seq, the order in
+# which rows were inserted. SLOW adds an effect step
+# that makes each message cost about a millisecond inside the transaction
+# (so a SIGKILL most likely lands with a batch in hand): "pg" or "sqlite".
+write_config() {
+	case "${8:-}" in
+	pg) _slow="
+      - sql: SELECT pg_sleep(0.001)" ;;
+	sqlite) _slow="
+      - sql: |
+          SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1
+            UNION ALL SELECT x + 1 FROM c WHERE x < 5000) SELECT x FROM c)" ;;
+	*) _slow="" ;;
+	esac
+	# The application order: PostgreSQL's sequence, SQLite's rowid.
+	case "$2" in
+	postgres*) _seq="seq BIGSERIAL," ;;
+	*) _seq="seq INTEGER PRIMARY KEY," ;;
+	esac
+	cat >"$1" <<CFG
+store: $2
+table_prefix: "$5"
+consumers:
+  - name: billing.kafka
+    source: "$3"
+    key: "create-invoice:{/data/orderId}"
+    fingerprint: /data
+    batch_size: $6
+    retry_delay: 50ms
+    poll_timeout: 100ms
+    max_attempts: 5
+    setup: |
+      CREATE TABLE IF NOT EXISTS $4 (
+        $_seq
+        order_id    TEXT    NOT NULL,
+        customer    TEXT    NOT NULL,
+        total_cents INTEGER NOT NULL,
+        part        INTEGER NOT NULL,
+        who         TEXT    NOT NULL
+      );
+    effect:
+      - sql: |
+          INSERT INTO $4 (order_id, customer, total_cents, part, who)
+          VALUES (\$1, \$2, \$3, \$4, '$7')
+        params: [/data/orderId, /data/customer, /data/totalCents, /p]$_slow
+CFG
+}
+
+# start_daemon CONFIG LOG: `inbox run CONFIG` in the background (no
+# --once); sets $pid.
+start_daemon() {
+	"$BIN" run "$1" 2>>"$2" 9>&- &
+	pid=$!
+	daemons="$daemons $pid"
+}
+
+# forget_daemon PID: it was waited for; never signal that PID again.
+forget_daemon() {
+	daemons=$(echo "$daemons" | tr ' ' '\n' | grep -vx "$1" | tr '\n' ' ')
+}
+
+# stop_daemon PID: SIGTERM (drain), wait; the exit status in $rc.
+stop_daemon() {
+	kill -TERM "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	rc=$?
+	forget_daemon "$1"
+}
+
+# kill_daemon PID: SIGKILL, wait; the exit status in $rc (137: killed).
+kill_daemon() {
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	rc=$?
+	forget_daemon "$1"
+}
+
+# alive PID: running (not exited, not a zombie)?
+alive() {
+	[ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"
+}
+
+daemon_alive() {
+	for _p in $daemons; do
+		alive "$_p" && return 0
+	done
+	return 1
+}
+
+# wait_count WANT SECONDS: until count_rows (defined by the test) reaches
+# WANT, or no daemon runs any more, or SECONDS passed; prints the count.
+wait_count() {
+	_end=$(($(date +%s) + $2))
+	while :; do
+		_c=$(count_rows 2>/dev/null)
+		[ -n "$_c" ] || _c=0
+		if [ "$_c" -ge "$1" ] || [ "$(date +%s)" -ge "$_end" ] ||
+			! daemon_alive; then
+			echo "$_c"
+			return
+		fi
+		sleep 0.1
+	done
+}
+
+# wait_batches LOG N SECONDS: until LOG has N batch lines; 0 if it did.
+wait_batches() {
+	_end=$(($(date +%s) + $3))
+	while [ "$(grep -c '"event":"batch"' "$1" 2>/dev/null)" -lt "$2" ]; do
+		[ "$(date +%s)" -ge "$_end" ] && return 1
+		sleep 0.02
+	done
+	return 0
+}
+
+# wait_quiet SECONDS MS LOG...: until no LOG grew for MS milliseconds (the
+# stream, duplicates included, is consumed), or SECONDS passed.
+wait_quiet() {
+	_end=$(($(date +%s) + $1))
+	_q=$2
+	shift 2
+	_last=$(cat "$@" 2>/dev/null | wc -c)
+	_since=$(now_ms)
+	while [ "$(date +%s)" -lt "$_end" ]; do
+		sleep 0.1
+		_cur=$(cat "$@" 2>/dev/null | wc -c)
+		if [ "$_cur" != "$_last" ]; then
+			_last=$_cur
+			_since=$(now_ms)
+		elif [ $(($(now_ms) - _since)) -ge "$_q" ]; then
+			return 0
+		fi
+	done
+	return 1
+}
+
+# logged FIELD LOG...: the sum of FIELD over the batch lines of the logs.
+logged() {
+	_f=$1
+	shift
+	cat "$@" | grep '"event":"batch"' | grep -o "\"$_f\":[0-9]*" |
+		awk -F: '{ s += $2 } END { print s + 0 }'
+}
+
+# stopped_field FIELD LOG: FIELD of the last "stopped" line of LOG.
+stopped_field() {
+	grep '"event":"stopped"' "$2" | tail -1 | grep -o "\"$1\":[0-9]*" |
+		cut -d: -f2
+}
+
+# no_errors LOG...: no line at level error, no sanitizer report (an
+# ASan/UBSan build writes them to the daemon's stderr, the log).
+no_errors() {
+	! cat "$@" | grep -q -e '"level":"error"' -e 'Sanitizer' \
+		-e 'runtime error:'
+}
