@@ -290,6 +290,13 @@ int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
 	return INBOX_OK;
 }
 
+/* Sorting entries: the key beside the slot index, so the comparison needs
+ * no shared context (consumers run on several threads at once). */
+typedef struct order_entry {
+	const char *key;
+	size_t idx;
+} order_entry;
+
 static int grow(inbox_consumer *c, size_t n)
 {
 	if (n <= c->slots_cap)
@@ -306,7 +313,7 @@ static int grow(inbox_consumer *c, size_t n)
 	if (!cl)
 		return -1;
 	c->claims = cl;
-	size_t *o = realloc(c->order, cap * sizeof(*o));
+	order_entry *o = realloc(c->order, cap * sizeof(*o));
 	if (!o)
 		return -1;
 	c->order = o;
@@ -314,18 +321,14 @@ static int grow(inbox_consumer *c, size_t n)
 	return 0;
 }
 
-/* qsort context: slots are sorted through an index array. */
-static inbox__slot *sort_slots;
-
 static int cmp_key(const void *a, const void *b)
 {
-	const inbox__slot *x = &sort_slots[*(const size_t *)a];
-	const inbox__slot *y = &sort_slots[*(const size_t *)b];
-	int r = strcmp(x->msg.key.data, y->msg.key.data);
+	const order_entry *x = a, *y = b;
+	int r = strcmp(x->key, y->key);
 	if (r)
 		return r;
 	/* same key: the earliest delivery first */
-	return x < y ? -1 : x > y;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 /* Parse every delivery, find repeated keys, build the sorted claim list.
@@ -348,16 +351,16 @@ static size_t prepare_batch(inbox_consumer *c, const inbox_delivery *d,
 		if (d[i].timestamp_ms > 0 &&
 		    now - d[i].timestamp_ms > c->retention_s * 1000)
 			s->too_old = 1;
-		c->order[np++] = i;
+		c->order[np].key = s->msg.key.data;
+		c->order[np++].idx = i;
 	}
-	sort_slots = c->slots;
 	qsort(c->order, np, sizeof(*c->order), cmp_key);
 	size_t nc = 0;
 	for (size_t k = 0; k < np; k++) {
-		size_t i = c->order[k];
+		size_t i = c->order[k].idx;
 		inbox__slot *s = &c->slots[i];
 		if (k > 0) {
-			size_t p = c->order[k - 1];
+			size_t p = c->order[k - 1].idx;
 			inbox__slot *prev = &c->slots[p];
 			if (strcmp(prev->msg.key.data, s->msg.key.data) == 0) {
 				s->kind = SLOT_REPEAT;

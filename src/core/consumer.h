@@ -72,7 +72,7 @@ struct inbox_consumer {
 	inbox__slot *slots;
 	size_t slots_cap;
 	inbox_claim *claims;
-	size_t *order; /* primaries sorted by key */
+	struct order_entry *order; /* claimable deliveries sorted by key */
 	size_t claims_cap;
 
 	inbox_stats stats;
