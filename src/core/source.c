@@ -1,6 +1,7 @@
 /* Source registry and URL dispatch. */
 #include <inbox/sys/source.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,16 +12,19 @@
 
 static const inbox_source_vtable *registry[MAX_SOURCES];
 static int nregistered;
-static int builtins_done;
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 
-static void register_builtins(void)
+static void register_builtins_once(void)
 {
-	if (builtins_done)
-		return;
-	builtins_done = 1;
 	for (const inbox_source_vtable *const *p = inbox__builtin_sources; *p;
 	     p++)
 		inbox_source_register(*p);
+}
+
+/* Sources are opened from several threads at once (one per consumer). */
+static void register_builtins(void)
+{
+	pthread_once(&builtins_once, register_builtins_once);
 }
 
 int inbox_source_register(const inbox_source_vtable *vt)

@@ -1,6 +1,7 @@
 /* Store registry, URL dispatch and the common store helpers. */
 #include <inbox/sys/store.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,15 +13,18 @@
 
 static const inbox_store_vtable *registry[MAX_STORES];
 static int nregistered;
-static int builtins_done;
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 
-static void register_builtins(void)
+static void register_builtins_once(void)
 {
-	if (builtins_done)
-		return;
-	builtins_done = 1;
 	inbox_store_register(&inbox__pg_vtable);
 	inbox_store_register(&inbox__sqlite_vtable);
+}
+
+/* Stores are opened from several threads at once (one per consumer). */
+static void register_builtins(void)
+{
+	pthread_once(&builtins_once, register_builtins_once);
 }
 
 int inbox_store_register(const inbox_store_vtable *vt)
