@@ -3,8 +3,10 @@
  * counters and of what their stores hold, for a /metrics endpoint.
  *
  * The caller gathers, per consumer, a snapshot of its counters
- * (inbox_consumer_stats, taken on the consumer's own thread) and, when it
- * can, the store's numbers (inbox_admin_stats_read); this renders them.
+ * (inbox_consumer_stats, taken on the consumer's own thread), of its
+ * outbox dispatcher's counters when the process runs one
+ * (inbox_dispatcher_stats, on the dispatcher's thread) and, when it can,
+ * the store's numbers (inbox_admin_stats_read); this renders them.
  * Every sample is labelled consumer="NAME" and nothing else (the histogram
  * adds le): never a key, an id or a payload. Families (all prefixed
  * inbox_):
@@ -15,6 +17,12 @@
  *     dead_lettered_total lease_takeovers_total in_progress_total
  *     fenced_total batches_total batch_retries_total
  *   histogram: processing_duration_seconds (claim to commit, per message)
+ *   counters of the consumer's outbox dispatcher, since it was opened:
+ *     outbox_attempts_total outbox_done_total outbox_retries_total
+ *     outbox_unknown_outcomes_total outbox_reconciliations_total
+ *     outbox_reconciled_found_total outbox_reconciled_not_found_total
+ *     outbox_dead_letters_total outbox_lease_takeovers_total
+ *     outbox_fenced_total
  *   gauges, from the store:
  *     records (inbox size) records_processing records_failed records_dead
  *     records_expired oldest_record_age_seconds retention_seconds
@@ -29,6 +37,7 @@
 
 #include "admin.h"
 #include "inbox.h"
+#include "outbox.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +46,8 @@ extern "C" {
 /* HTTP Content-Type of the exposition. */
 #define INBOX_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
+/* Fields are only ever appended: fill it with designated initializers
+ * (or zero it first) so that new ones start as NULL. */
 typedef struct inbox_metrics_consumer {
 	const char *name; /* required */
 	/* Counters; NULL: the counter and histogram samples are left out. */
@@ -46,6 +57,10 @@ typedef struct inbox_metrics_consumer {
 	const inbox_admin_stats *store;
 	/* 1 running, 0 stopped, -1 unknown (consumer_up left out). */
 	int running;
+	/* Counters of the dispatcher performing this consumer's outbox rows
+	 * (one dispatcher per consumer: inbox_dispatcher_options.consumer);
+	 * NULL: the outbox_*_total families are left out. */
+	const inbox_outbox_stats *outbox;
 } inbox_metrics_consumer;
 
 /* Render the exposition of n consumers into *out (malloc'ed,

@@ -19,12 +19,14 @@
 
 #include "cli/cli.h"
 #include "cli/dispatch.h"
+#include "cli/http.h"
 #include "cli/open.h"
 #include "core/log.h"
 
 const char cli_dispatch_usage[] =
     "usage: inbox dispatch CONFIG [--consumer NAME] [--once | --drain]\n"
-    "                             [--timeout DURATION] [--pending]\n"
+    "                             [--timeout DURATION] [--pending] "
+    "[--metrics ADDR]\n"
     "\n"
     "Perform the external effects (outbox: steps) of the consumers in "
     "CONFIG: one\ndispatcher per consumer with outbox steps. Each row is "
@@ -43,6 +45,12 @@ const char cli_dispatch_usage[] =
     "remain)\n"
     "  --pending         print each consumer's outbox counters (JSON "
     "lines) and exit\n"
+    "  --metrics ADDR    serve /metrics (the dispatchers' counters, the "
+    "outbox gauges)\n"
+    "                    and /healthz on ADDR (127.0.0.1:9465, :9465; "
+    "port 0 = any\n"
+    "                    free port, logged); metrics: listen: of CONFIG "
+    "is not used\n"
     "\n"
     "Without --once/--drain it runs until SIGTERM/SIGINT (the call in "
     "hand finishes\nfirst). Logs: a JSON line per outcome (done/retry: "
@@ -59,6 +67,7 @@ typedef struct dworker {
 	pthread_t th;
 	int started;
 	int rc;
+	int hidx; /* the consumer's entry on the HTTP endpoint, or -1 */
 } dworker;
 
 struct cli_dispatchers {
@@ -67,6 +76,7 @@ struct cli_dispatchers {
 	cli_dispatch_mode mode;
 	volatile sig_atomic_t *stop;
 	volatile sig_atomic_t drain; /* FOREVER threads: stop when empty */
+	cli_http *http;              /* or NULL */
 };
 
 static void on_event(const inbox_outbox_item *it,
@@ -133,14 +143,27 @@ static void log_totals(const dworker *w)
 	    (unsigned long long)s.dead_letters, (unsigned long long)s.fenced);
 }
 
+/* The counters as they are now, for /metrics (the thread's own handle). */
+static void publish(const dworker *w)
+{
+	inbox_outbox_stats s;
+	if (w->hidx < 0)
+		return;
+	inbox_dispatcher_stats(w->d, &s);
+	cli_http_publish_outbox(w->g->http, w->hidx, &s);
+}
+
 static void *dworker_main(void *arg)
 {
 	dworker *w = arg;
 	struct cli_dispatchers *g = w->g;
 	int rc = INBOX_OK;
+	/* Zero counters from the start: rate() gets a baseline. */
+	publish(w);
 	while (!*g->stop) {
 		int n = 0;
 		rc = inbox_dispatcher_run_once(w->d, &n);
+		publish(w);
 		if (rc == INBOX_ERR_TRANSIENT || rc == INBOX_ERR_CONNECT) {
 			inbox__log(
 			    INBOX_LOG_WARN, w->cc->name,
@@ -163,6 +186,7 @@ static void *dworker_main(void *arg)
 		pause_ms(g, w->cc->dispatch.poll_ms);
 	}
 	w->rc = rc;
+	cli_http_set_dispatching(g->http, w->hidx, 0);
 	log_totals(w);
 	return NULL;
 }
@@ -206,9 +230,14 @@ static int open_worker(dworker *w)
 	return irc == INBOX_ERR_INVALID ? CLI_EXIT_CONFIG : CLI_EXIT_RUNTIME;
 }
 
+int cli_dispatch_wanted(const cli_consumer *cc, const cli_consumer *only)
+{
+	return (!only || cc == only) && cc->noutbox > 0;
+}
+
 int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
                        cli_dispatch_mode mode, volatile sig_atomic_t *stop,
-                       cli_dispatchers **out)
+                       cli_http *http, cli_dispatchers **out)
 {
 	*out = NULL;
 	struct cli_dispatchers *g = calloc(1, sizeof(*g));
@@ -218,14 +247,16 @@ int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
 	}
 	g->mode = mode;
 	g->stop = stop;
+	g->http = http;
 	for (int i = 0; i < cfg->nconsumers; i++) {
 		const cli_consumer *cc = &cfg->consumers[i];
-		if ((only && cc != only) || cc->noutbox == 0)
+		if (!cli_dispatch_wanted(cc, only))
 			continue;
 		dworker *w = &g->w[g->n++];
 		w->cfg = cfg;
 		w->cc = cc;
 		w->g = g;
+		w->hidx = cli_http_index(http, cc);
 		int rc = open_worker(w);
 		if (rc) {
 			free_group(g);
@@ -244,8 +275,13 @@ int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 	int err = 0;
 	for (int i = 0; i < g->n && !err; i++) {
+		/* Running before the thread exists: it may be over before
+		 * pthread_create returns (--once with nothing due). */
+		cli_http_set_dispatching(http, g->w[i].hidx, 1);
 		err = pthread_create(&g->w[i].th, NULL, dworker_main, &g->w[i]);
 		g->w[i].started = !err;
+		if (err)
+			cli_http_set_dispatching(http, g->w[i].hidx, 0);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	*out = g;
@@ -348,11 +384,21 @@ static void *watchdog(void *arg)
 
 static int parse_args(int argc, char **argv, const char **path,
                       const char **only, cli_dispatch_mode *mode,
-                      double *timeout_s, int *pending)
+                      double *timeout_s, int *pending, const char **listen)
 {
 	for (int i = 1; i < argc; i++) {
 		int64_t ms;
-		if (!strcmp(argv[i], "--once")) {
+		if (!strcmp(argv[i], "--metrics") && i + 1 < argc) {
+			struct sockaddr_storage ss;
+			socklen_t sslen;
+			char why[256];
+			*listen = argv[++i];
+			if (cli_http_parse_addr(*listen, &ss, &sslen, why,
+			                        sizeof(why)) < 0) {
+				cli_error("--metrics: %s", why);
+				return CLI_EXIT_USAGE;
+			}
+		} else if (!strcmp(argv[i], "--once")) {
 			*mode = CLI_DISPATCH_ONCE;
 		} else if (!strcmp(argv[i], "--drain")) {
 			*mode = CLI_DISPATCH_DRAIN;
@@ -384,14 +430,40 @@ static int parse_args(int argc, char **argv, const char **path,
 	return 0;
 }
 
+/* /metrics and /healthz for the consumers that get a dispatcher. */
+static int start_http(const cli_config *cfg, const cli_consumer *only,
+                      const char *listen, cli_http **out)
+{
+	const cli_consumer **cs = calloc((size_t)cfg->nconsumers, sizeof(*cs));
+	char err[512];
+	int n = 0;
+	if (!cs)
+		return CLI_EXIT_RUNTIME;
+	for (int i = 0; i < cfg->nconsumers; i++)
+		if (cli_dispatch_wanted(&cfg->consumers[i], only))
+			cs[n++] = &cfg->consumers[i];
+	int rc = cli_http_start(out, listen, cfg, cs, n, CLI_HTTP_DISPATCH, err,
+	                        sizeof(err));
+	free(cs);
+	if (rc < 0) {
+		cli_error("metrics: %s", err);
+		return CLI_EXIT_CONNECT;
+	}
+	inbox__log(INBOX_LOG_INFO, NULL,
+	           "\"event\":\"metrics_listening\",\"listen\":\"%s\","
+	           "\"paths\":[\"/metrics\",\"/healthz\"]",
+	           cli_http_address(*out));
+	return 0;
+}
+
 int cli_cmd_dispatch(int argc, char **argv)
 {
-	const char *path = NULL, *only = NULL;
+	const char *path = NULL, *only = NULL, *listen = NULL;
 	cli_dispatch_mode mode = CLI_DISPATCH_FOREVER;
 	double timeout_s = 0;
 	int pending = 0;
-	int rc =
-	    parse_args(argc, argv, &path, &only, &mode, &timeout_s, &pending);
+	int rc = parse_args(argc, argv, &path, &only, &mode, &timeout_s,
+	                    &pending, &listen);
 	if (rc)
 		return rc;
 	struct sigaction sa;
@@ -416,7 +488,11 @@ int cli_cmd_dispatch(int argc, char **argv)
 		return rc;
 	}
 	cli_dispatchers *g = NULL;
-	rc = cli_dispatch_start(&cfg, sel, mode, &d_stop, &g);
+	cli_http *http = NULL;
+	if (listen)
+		rc = start_http(&cfg, sel, listen, &http);
+	if (rc == 0)
+		rc = cli_dispatch_start(&cfg, sel, mode, &d_stop, http, &g);
 	if (rc == 0 && !g)
 		cli_error("%s: no consumer declares outbox steps%s", cfg.path,
 		          sel ? " (--consumer)" : "");
@@ -437,6 +513,7 @@ int cli_cmd_dispatch(int argc, char **argv)
 		print_pending(&cfg, sel);
 		rc = CLI_EXIT_RUNTIME;
 	}
+	cli_http_stop(http);
 	cli_config_free(&cfg);
 	return rc;
 }

@@ -419,7 +419,8 @@ static int start_http(const cli_config *cfg, const worker *ws, int n,
 		return CLI_EXIT_RUNTIME;
 	for (int i = 0; i < n; i++)
 		cs[i] = ws[i].cc;
-	int rc = cli_http_start(&g_http, listen, cfg, cs, n, err, sizeof(err));
+	int rc = cli_http_start(&g_http, listen, cfg, cs, n, CLI_HTTP_RUN, err,
+	                        sizeof(err));
 	free(cs);
 	if (rc < 0) {
 		cli_error("metrics: %s", err);
@@ -516,7 +517,7 @@ int cli_cmd_run(int argc, char **argv)
 		rc = start_http(&cfg, ws, n, listen);
 	if (rc == 0 && dispatch)
 		rc = cli_dispatch_start(&cfg, sel, CLI_DISPATCH_FOREVER,
-		                        &g_stop, &dg);
+		                        &g_stop, g_http, &dg);
 	if (rc == 0 && g_stop)
 		rc = CLI_EXIT_OK; /* stopped while starting: nothing read */
 	else if (rc == 0) {

@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include "cli/config.h"
+#include "cli/http.h"
 
 typedef enum cli_dispatch_mode {
 	CLI_DISPATCH_FOREVER = 0, /* until *stop */
@@ -19,13 +20,19 @@ typedef enum cli_dispatch_mode {
 
 typedef struct cli_dispatchers cli_dispatchers;
 
+/* Whether consumer cc gets a dispatcher (it declares outbox steps, and
+ * is `only` when that is not NULL). */
+int cli_dispatch_wanted(const cli_consumer *cc, const cli_consumer *only);
+
 /* Open a store and a dispatcher for every consumer of cfg with outbox
  * steps (or `only`), then start their threads. *out is NULL (and 0
- * returned) when no consumer has outbox steps. Returns 0 or an exit code
- * (message printed). */
+ * returned) when no consumer has outbox steps. Each thread publishes its
+ * counters and state on `http` (may be NULL) under its consumer's entry,
+ * if the endpoint lists that consumer. Returns 0 or an exit code (message
+ * printed). */
 int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
                        cli_dispatch_mode mode, volatile sig_atomic_t *stop,
-                       cli_dispatchers **out);
+                       cli_http *http, cli_dispatchers **out);
 
 /* From now on, threads in FOREVER mode stop once nothing is left to do. */
 void cli_dispatch_drain(cli_dispatchers *g);

@@ -1,11 +1,14 @@
 /*
- * /metrics and /healthz for `inbox run`, served by libmicrohttpd with one
- * internal polling thread: requests are handled one at a time, so the
- * store handles below are only ever used by that thread.
+ * /metrics and /healthz for `inbox run` and `inbox dispatch`, served by
+ * libmicrohttpd with one internal polling thread: requests are handled one
+ * at a time, so the store handles below are only ever used by that thread.
  *
  * The store is read at most once a second per consumer (count queries on a
  * large inbox are not free); a scrape or probe in between reuses the last
- * reading. Errors shown by /healthz are scrubbed of the URL's password.
+ * reading. `inbox dispatch` reads only the outbox's numbers: the inbox
+ * gauges belong to the `inbox run` process, and showing them twice would
+ * double them in every sum. Errors shown by /healthz are scrubbed of the
+ * URL's password.
  */
 #include "cli/http.h"
 
@@ -29,6 +32,9 @@
 /* Seconds a store reading is reused. */
 #define READ_EVERY_S 1.0
 
+/* The consumer's dispatcher in this process. */
+enum { D_NONE = 0, D_RUNNING = 1, D_STOPPED = 2 };
+
 typedef struct mon {
 	const cli_consumer *cc;
 	/* Written by the consumer thread, under h->mu. */
@@ -36,6 +42,10 @@ typedef struct mon {
 	int have_snap;
 	int running;
 	double last_batch; /* cli_now() of the last batch, 0 = none */
+	/* Written by the dispatcher thread, under h->mu. */
+	inbox_outbox_stats osnap;
+	int have_osnap;
+	int dispatcher; /* D_* */
 	/* HTTP thread only. */
 	inbox_store *st;
 	double read_at; /* cli_now() of the last reading, 0 = never */
@@ -48,6 +58,7 @@ typedef struct mon {
 struct cli_http {
 	struct MHD_Daemon *d;
 	const cli_config *cfg;
+	cli_http_role role;
 	pthread_mutex_t mu;
 	int draining;
 	mon *m;
@@ -181,6 +192,25 @@ static int ping_row(int ncols, const char *const *v, void *payload)
 	return 1;
 }
 
+/* `inbox dispatch`: the outbox gauges only, every other number absent. */
+static int read_outbox(mon *m)
+{
+	int64_t pending = -1;
+	double age = 0;
+	int rc = inbox_outbox_pending(m->st, m->cc->name, &pending, &age);
+	if (rc != INBOX_OK)
+		return rc;
+	memset(&m->db, 0, sizeof(m->db));
+	m->db.records = m->db.completed = m->db.processing = -1;
+	m->db.failed = m->db.dead = m->db.expired = -1;
+	m->db.oldest_age_ms = m->db.oldest_created_age_ms = -1;
+	m->db.dead_letters = m->db.dead_letters_pending = -1;
+	m->db.conflicts = m->db.replayed = -1;
+	m->db.outbox_pending = pending;
+	m->db.outbox_oldest_age_ms = pending > 0 ? (int64_t)(age * 1000.0) : -1;
+	return INBOX_OK;
+}
+
 /* Refresh m's reading if it is older than READ_EVERY_S: the full stats
  * when `full`, else a ping. */
 static void refresh(cli_http *h, mon *m, int full)
@@ -201,9 +231,14 @@ static void refresh(cli_http *h, mon *m, int full)
 	}
 	if (open_monitor(h, m) < 0)
 		return;
-	int rc = full ? inbox_admin_stats_read(m->st, m->cc->name, &m->db)
-	              : inbox_store_query(m->st, "SELECT 1", 0, NULL, ping_row,
-	                                  NULL);
+	int rc;
+	if (!full)
+		rc = inbox_store_query(m->st, "SELECT 1", 0, NULL, ping_row,
+		                       NULL);
+	else if (h->role == CLI_HTTP_DISPATCH)
+		rc = read_outbox(m);
+	else
+		rc = inbox_admin_stats_read(m->st, m->cc->name, &m->db);
 	if (rc != INBOX_OK) {
 		store_failed(h, m, full ? "reading the store" : "store ping",
 		             rc);
@@ -219,8 +254,9 @@ static char *metrics_page(cli_http *h, size_t *len)
 {
 	inbox_metrics_consumer *cs = calloc((size_t)h->n, sizeof(*cs));
 	inbox_stats *snaps = calloc((size_t)h->n, sizeof(*snaps));
+	inbox_outbox_stats *osnaps = calloc((size_t)h->n, sizeof(*osnaps));
 	char *out = NULL;
-	if (!cs || !snaps)
+	if (!cs || !snaps || !osnaps)
 		goto done;
 	for (int i = 0; i < h->n; i++)
 		refresh(h, &h->m[i], 1);
@@ -228,12 +264,20 @@ static char *metrics_page(cli_http *h, size_t *len)
 	for (int i = 0; i < h->n; i++) {
 		mon *m = &h->m[i];
 		cs[i].name = m->cc->name;
-		snaps[i] = m->snap;
-		/* Zero counters until the first batch: the series exist from
-		 * the start, so rate() has a baseline. */
-		cs[i].counters = &snaps[i];
 		cs[i].store = m->store_ok && m->read_full ? &m->db : NULL;
-		cs[i].running = m->running;
+		if (h->role == CLI_HTTP_RUN) {
+			snaps[i] = m->snap;
+			/* Zero counters until the first batch: the series
+			 * exist from the start, so rate() has a baseline. */
+			cs[i].counters = &snaps[i];
+			cs[i].running = m->running;
+		} else {
+			cs[i].running = -1; /* no consumer runs here */
+		}
+		if (m->have_osnap) {
+			osnaps[i] = m->osnap;
+			cs[i].outbox = &osnaps[i];
+		}
 	}
 	pthread_mutex_unlock(&h->mu);
 	if (inbox_metrics_render(&out, len, cs, (size_t)h->n) != INBOX_OK)
@@ -241,6 +285,7 @@ static char *metrics_page(cli_http *h, size_t *len)
 done:
 	free(cs);
 	free(snaps);
+	free(osnaps);
 	return out;
 }
 
@@ -259,18 +304,32 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 	}
 	for (int i = 0; i < h->n; i++) {
 		mon *m = &h->m[i];
-		if ((!m->running || !m->store_ok) && ok) {
+		/* The thread this process runs for the consumer. */
+		int running = h->role == CLI_HTTP_RUN
+		                  ? m->running
+		                  : m->dispatcher == D_RUNNING;
+		const char *why = m->err;
+		if (!running)
+			why = h->role == CLI_HTTP_RUN
+			          ? "not running"
+			          : "dispatcher not running";
+		else if (m->dispatcher == D_STOPPED)
+			why = "its dispatcher stopped";
+		if ((!running || m->dispatcher == D_STOPPED || !m->store_ok) &&
+		    ok) {
 			ok = 0;
-			bad |= inbox__buf_printf(
-			    &reason, "consumer %s: %s", m->cc->name,
-			    !m->running ? "not running" : m->err);
+			bad |= inbox__buf_printf(&reason, "consumer %s: %s",
+			                         m->cc->name, why);
 		}
 		bad |= inbox__buf_puts(&list, i ? ",{\"name\":" : "{\"name\":");
 		bad |= json_str(&list, m->cc->name);
-		bad |=
-		    inbox__buf_printf(&list, ",\"running\":%s,\"store\":\"%s\"",
-		                      m->running ? "true" : "false",
-		                      m->store_ok ? "ok" : "error");
+		bad |= inbox__buf_printf(
+		    &list, ",\"running\":%s,\"store\":\"%s\"",
+		    running ? "true" : "false", m->store_ok ? "ok" : "error");
+		if (m->dispatcher != D_NONE)
+			bad |= inbox__buf_printf(
+			    &list, ",\"dispatcher\":\"%s\"",
+			    m->dispatcher == D_RUNNING ? "running" : "stopped");
 		if (!m->store_ok) {
 			bad |= inbox__buf_puts(&list, ",\"error\":");
 			bad |= json_str(&list, m->err);
@@ -388,8 +447,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 int cli_http_start(cli_http **out, const char *listen, const cli_config *cfg,
-                   const cli_consumer *const *cs, int n, char *err,
-                   size_t errlen)
+                   const cli_consumer *const *cs, int n, cli_http_role role,
+                   char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t sslen;
@@ -405,6 +464,7 @@ int cli_http_start(cli_http **out, const char *listen, const cli_config *cfg,
 		return -1;
 	}
 	h->cfg = cfg;
+	h->role = role;
 	h->m = m;
 	h->n = n;
 	pthread_mutex_init(&h->mu, NULL);
@@ -471,6 +531,35 @@ void cli_http_set_running(cli_http *h, int i, int running)
 		return;
 	pthread_mutex_lock(&h->mu);
 	h->m[i].running = running;
+	pthread_mutex_unlock(&h->mu);
+}
+
+int cli_http_index(const cli_http *h, const cli_consumer *cc)
+{
+	if (!h)
+		return -1;
+	for (int i = 0; i < h->n; i++)
+		if (h->m[i].cc == cc)
+			return i;
+	return -1;
+}
+
+void cli_http_publish_outbox(cli_http *h, int i, const inbox_outbox_stats *s)
+{
+	if (!h || i < 0 || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->m[i].osnap = *s;
+	h->m[i].have_osnap = 1;
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_set_dispatching(cli_http *h, int i, int running)
+{
+	if (!h || i < 0 || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->m[i].dispatcher = running ? D_RUNNING : D_STOPPED;
 	pthread_mutex_unlock(&h->mu);
 }
 

@@ -1,10 +1,10 @@
 /*
- * Prometheus text exposition (format 0.0.4) of consumers' counters and
- * store numbers. One family per table entry: its HELP and TYPE lines once,
- * then one sample per consumer that has a value; a family without any
- * sample is left out entirely. Label values are escaped as the format
- * requires (backslash, double quote, line feed) and must be UTF-8, so
- * invalid bytes become U+FFFD.
+ * Prometheus text exposition (format 0.0.4) of consumers' counters, their
+ * outbox dispatchers' counters and store numbers. One family per table
+ * entry: its HELP and TYPE lines once, then one sample per consumer that
+ * has a value; a family without any sample is left out entirely. Label
+ * values are escaped as the format requires (backslash, double quote, line
+ * feed) and must be UTF-8, so invalid bytes become U+FFFD.
  */
 #include <inbox/metrics.h>
 
@@ -18,6 +18,7 @@
 
 typedef enum kind {
 	K_COUNTER,    /* uint64_t in inbox_stats */
+	K_OUTBOX,     /* uint64_t in inbox_outbox_stats */
 	K_COUNT,      /* int64_t in inbox_admin_stats, absent when < 0 */
 	K_AGE,        /* int64_t milliseconds, shown in seconds; absent < 0 */
 	K_RETENTION,  /* retention_seconds, absent when 0 */
@@ -35,6 +36,7 @@ typedef struct family {
 } family;
 
 #define CNT(f)    K_COUNTER, offsetof(inbox_stats, f)
+#define OBX(f)    K_OUTBOX, offsetof(inbox_outbox_stats, f)
 #define ADM(k, f) k, offsetof(inbox_admin_stats, f)
 
 static const family families[] = {
@@ -70,6 +72,38 @@ static const family families[] = {
     {"inbox_batch_retries_total", "counter",
      "Batches run again after a transient database error.",
      CNT(transient_retries)},
+    {"inbox_outbox_attempts_total", "counter",
+     "Calls made to providers by the outbox dispatcher.", OBX(attempts)},
+    {"inbox_outbox_done_total", "counter",
+     "Outbox rows completed (performed, or reconciled as performed).",
+     OBX(done)},
+    {"inbox_outbox_retries_total", "counter",
+     "Outbox attempts that failed or had an unknown outcome and will be "
+     "tried again.",
+     OBX(retries)},
+    {"inbox_outbox_unknown_outcomes_total", "counter",
+     "Outbox attempts whose outcome could not be known (timeout, dropped "
+     "connection, lease expired mid-call).",
+     OBX(unknown_outcomes)},
+    {"inbox_outbox_reconciliations_total", "counter",
+     "Reconcile queries made for unknown outcomes of non-idempotent "
+     "providers.",
+     OBX(reconciliations)},
+    {"inbox_outbox_reconciled_found_total", "counter",
+     "Reconcile queries that found the effect performed.",
+     OBX(reconciled_found)},
+    {"inbox_outbox_reconciled_not_found_total", "counter",
+     "Reconcile queries that found the effect not performed (sent "
+     "again).",
+     OBX(reconciled_not_found)},
+    {"inbox_outbox_dead_letters_total", "counter",
+     "Outbox rows given up (dead-lettered).", OBX(dead_letters)},
+    {"inbox_outbox_lease_takeovers_total", "counter",
+     "Outbox rows taken over after their claim's lease expired.",
+     OBX(lease_expired)},
+    {"inbox_outbox_fenced_total", "counter",
+     "Late outbox outcomes refused because the row was claimed again.",
+     OBX(fenced)},
     {"inbox_records", "gauge",
      "Inbox records of the consumer in the store (inbox size).",
      ADM(K_COUNT, records)},
@@ -179,6 +213,14 @@ static int value(const family *f, const inbox_metrics_consumer *c, char *buf,
 		if (!c->counters)
 			return 0;
 		base = (const char *)c->counters;
+		snprintf(
+		    buf, len, "%llu",
+		    (unsigned long long)*(const uint64_t *)(base + f->off));
+		return 1;
+	case K_OUTBOX:
+		if (!c->outbox)
+			return 0;
+		base = (const char *)c->outbox;
 		snprintf(
 		    buf, len, "%llu",
 		    (unsigned long long)*(const uint64_t *)(base + f->off));

@@ -253,8 +253,8 @@ TEST(metrics_exposition)
 	inbox_admin_stats db;
 	ASSERT_OK(inbox_admin_stats_read(st, "billing", &db));
 	inbox_metrics_consumer cs[2] = {
-	    {"billing", &s, &db, 1},
-	    {"we\"ird\\na\nme\xff", &s, NULL, 0},
+	    {.name = "billing", .counters = &s, .store = &db, .running = 1},
+	    {.name = "we\"ird\\na\nme\xff", .counters = &s, .running = 0},
 	};
 	char *out = NULL;
 	size_t len = 0;
@@ -282,8 +282,84 @@ TEST(metrics_exposition)
 	/* The consumer without store numbers has no gauge from the store. */
 	ASSERT_TRUE(!strstr(out, "inbox_records{consumer=\"we"));
 	ASSERT_CONTAINS(out, "inbox_store_up{consumer=\"we\\\"ird");
+	/* No dispatcher counters given: no outbox counter family. */
+	ASSERT_TRUE(!strstr(out, "inbox_outbox_attempts_total"));
 	free(out);
 	ASSERT_EQ(inbox_metrics_render(&out, &len, NULL, 1), INBOX_ERR_INVALID);
+}
+
+/* The dispatcher's counters: one family each, HELP and TYPE once, the
+ * value of its field, only for the consumers that have a dispatcher. */
+TEST(metrics_outbox_counters)
+{
+	inbox_outbox_stats o;
+	memset(&o, 0, sizeof(o));
+	o.claimed = 99; /* not exported */
+	o.attempts = 8;
+	o.done = 6;
+	o.retries = 3;
+	o.unknown_outcomes = 4;
+	o.reconciliations = 2;
+	o.reconciled_found = 1;
+	o.reconciled_not_found = 1;
+	o.dead_letters = 5;
+	o.lease_expired = 7;
+	o.fenced = 9;
+	o.released = 11; /* not exported */
+	inbox_metrics_consumer cs[3] = {
+	    {.name = "mail\"er", .outbox = &o, .running = -1},
+	    {.name = "plain", .running = -1},
+	    {.name = "pay", .outbox = &o, .running = -1},
+	};
+	static const struct {
+		const char *name;
+		const char *value;
+	} want[] = {
+	    {"inbox_outbox_attempts_total", "8"},
+	    {"inbox_outbox_done_total", "6"},
+	    {"inbox_outbox_retries_total", "3"},
+	    {"inbox_outbox_unknown_outcomes_total", "4"},
+	    {"inbox_outbox_reconciliations_total", "2"},
+	    {"inbox_outbox_reconciled_found_total", "1"},
+	    {"inbox_outbox_reconciled_not_found_total", "1"},
+	    {"inbox_outbox_dead_letters_total", "5"},
+	    {"inbox_outbox_lease_takeovers_total", "7"},
+	    {"inbox_outbox_fenced_total", "9"},
+	};
+	char *out = NULL;
+	size_t len = 0;
+	ASSERT_OK(inbox_metrics_render(&out, &len, cs, 3));
+	ASSERT_EQ(strlen(out), len);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		char line[200];
+		snprintf(line, sizeof(line), "# HELP %s ", want[i].name);
+		ASSERT_CONTAINS(out, line);
+		snprintf(line, sizeof(line), "# TYPE %s counter\n",
+		         want[i].name);
+		ASSERT_CONTAINS(out, line);
+		const char *p = strstr(out, line);
+		ASSERT_TRUE(p && !strstr(p + 1, line));
+		snprintf(line, sizeof(line),
+		         "\n%s{consumer=\"mail\\\"er\"} %s\n", want[i].name,
+		         want[i].value);
+		ASSERT_CONTAINS(out, line);
+		snprintf(line, sizeof(line), "\n%s{consumer=\"pay\"} %s\n",
+		         want[i].name, want[i].value);
+		ASSERT_CONTAINS(out, line);
+		snprintf(line, sizeof(line), "\n%s{consumer=\"plain\"}",
+		         want[i].name);
+		ASSERT_TRUE(!strstr(out, line));
+	}
+	/* Nothing else came with them: no consumer counters, no histogram,
+	 * no consumer_up, no store gauge but store_up 0. */
+	ASSERT_TRUE(!strstr(out, "inbox_messages_total"));
+	ASSERT_TRUE(!strstr(out, "inbox_processing_duration_seconds"));
+	ASSERT_TRUE(!strstr(out, "inbox_consumer_up"));
+	ASSERT_TRUE(!strstr(out, "inbox_outbox_pending"));
+	ASSERT_CONTAINS(out, "inbox_store_up{consumer=\"plain\"} 0\n");
+	ASSERT_TRUE(!strstr(out, "inbox_outbox_claimed"));
+	ASSERT_TRUE(!strstr(out, "inbox_outbox_released"));
+	free(out);
 }
 
 int main(void)
@@ -297,6 +373,7 @@ int main(void)
 	RUN(replay);
 	RUN(purge_in_steps);
 	RUN(metrics_exposition);
+	RUN(metrics_outbox_counters);
 	inbox_consumer_close(c);
 	inbox_store_close(st);
 	return test_summary();
