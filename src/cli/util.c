@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/url.h"
 
 const char *cli_argv0 = "inbox";
 
@@ -32,17 +33,6 @@ const char *cli_redact(const char *url, char *buf, size_t len)
 	return buf;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Replace every occurrence of secret (len n) in msg with "***". */
 static void scrub_one(char *msg, const char *secret, size_t n)
 {
@@ -62,29 +52,23 @@ void cli_scrub(char *msg, const char *url)
 	const char *s = strstr(url, "://");
 	if (s) {
 		s += 3;
-		const char *at = strchr(s, '@'), *slash = strchr(s, '/');
-		const char *colon = strchr(s, ':');
-		if (at && (!slash || at < slash) && colon && colon < at) {
-			char raw[256], dec[256];
-			size_t n = (size_t)(at - colon - 1), d = 0;
+		/* The same rule as the sources and inbox_redact_url: the user
+		 * info ends at the last '@' before the first '/'. */
+		const char *at = inbox__url_userinfo_end(s);
+		const char *colon = at ? memchr(s, ':', (size_t)(at - s)) : NULL;
+		if (at && colon) {
+			char raw[256];
+			size_t n = (size_t)(at - colon - 1);
 			if (n >= sizeof(raw))
 				n = sizeof(raw) - 1;
 			memcpy(raw, colon + 1, n);
 			raw[n] = '\0';
-			for (size_t i = 0; i < n; i++) {
-				int h, l;
-				if (raw[i] == '%' && i + 2 < n &&
-				    (h = hexval(raw[i + 1])) >= 0 &&
-				    (l = hexval(raw[i + 2])) >= 0) {
-					dec[d++] = (char)(h * 16 + l);
-					i += 2;
-				} else {
-					dec[d++] = raw[i];
-				}
-			}
-			dec[d] = '\0';
 			scrub_one(msg, raw, n);
-			scrub_one(msg, dec, d);
+			char *dec = NULL;
+			if (inbox__url_decode(&dec, raw, n) == INBOX_OK) {
+				scrub_one(msg, dec, strlen(dec));
+				free(dec);
+			}
 		}
 	}
 	const char *q = strstr(url, "password=");

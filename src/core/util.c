@@ -12,6 +12,7 @@
 #include <inbox/inbox.h>
 
 #include "core/json.h"
+#include "core/url.h"
 
 /* ------------------------------------------------------------------ */
 /* Errors and outcomes                                                  */
@@ -237,11 +238,7 @@ static int userinfo_password(const char *url, size_t *from, size_t *to)
 	if (!sep)
 		return 0;
 	const char *auth = sep + 3;
-	size_t alen = strcspn(auth, "/");
-	const char *at = NULL;
-	for (const char *p = auth; p < auth + alen; p++)
-		if (*p == '@')
-			at = p;
+	const char *at = inbox__url_userinfo_end(auth);
 	if (!at)
 		return 0;
 	const char *colon = memchr(auth, ':', (size_t)(at - auth));

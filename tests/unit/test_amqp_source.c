@@ -298,14 +298,7 @@ TEST(url_errors)
 
 static void free_parsed(amqp_source *s)
 {
-	free(s->host);
-	free(s->user);
-	free(s->pass);
-	free(s->vhost);
-	free(s->queue);
-	free(s->retry_queue);
-	free(s->dlx);
-	free(s->where);
+	inbox__amqp_url_clear(s);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -113,16 +113,7 @@ static void am_close(inbox_source *src)
 		inbox__buf_free(&sl->text);
 		free(sl);
 	}
-	free(s->host);
-	free(s->user);
-	if (s->pass)
-		memset(s->pass, 0, strlen(s->pass));
-	free(s->pass);
-	free(s->vhost);
-	free(s->queue);
-	free(s->retry_queue);
-	free(s->dlx);
-	free(s->where);
+	inbox__amqp_url_clear(s);
 	free(s);
 }
 

@@ -12,8 +12,10 @@
  *                   segment) or empty also means "/".
  *   QUEUE           the queue, percent-encoded (a '/' in the name is
  *                   "%2F"). Required.
- *   Every part is percent-decoded; %00 is refused. amqps:// (TLS) is not
- *   supported yet.
+ *   Every part is percent-decoded; %00 is refused, and so is a '#'
+ *   (fragment) anywhere after the host: write it as %23. The user info ends
+ *   at the last '@' before the first '/' (the password may hold '@'; it is
+ *   what inbox_redact_url hides). amqps:// (TLS) is not supported yet.
  *
  *   prefetch=N          basic.qos prefetch count, 1..65535 (default
  *                       max_batch, capped at 65535).
@@ -198,9 +200,12 @@ typedef struct amqp_source {
 	int polled; /* a batch awaits settle */
 } amqp_source;
 
-/* amqp_url.c: parse the URL into s. INBOX_ERR_URL (errmsg) / NOMEM. */
+/* amqp_url.c: parse the URL into s (parse only: no connection).
+ * INBOX_ERR_URL (errmsg) / NOMEM. */
 int inbox__amqp_parse_url(amqp_source *s, const char *url,
                           const inbox_source_options *opts);
+/* Free what the parse filled in (the password is wiped first). */
+void inbox__amqp_url_clear(amqp_source *s);
 
 /* amqp_conn.c */
 /* Connect, open the channels, declare, consume. INBOX_OK, or

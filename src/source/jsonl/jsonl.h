@@ -133,8 +133,11 @@ typedef struct jl_source {
 	uint64_t ck_off, ck_line;
 } jl_source;
 
-/* jsonl_url.c: parse the URL into s (path, label, ckpt, flags). */
+/* jsonl_url.c: parse the URL into s (path, label, ckpt, flags; parse
+ * only: no file is opened). INBOX_ERR_URL (errmsg) / NOMEM. */
 int inbox__jl_parse_url(jl_source *s, const char *url, const char *consumer);
+/* Free what the parse filled in. */
+void inbox__jl_url_clear(jl_source *s);
 
 /* jsonl_checkpoint.c */
 /* Read the checkpoint; INBOX_OK with *found = 0 when there is none. */

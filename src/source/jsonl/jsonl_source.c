@@ -23,10 +23,7 @@ static void jl_close(inbox_source *src)
 		close(s->fd);
 	if (s->dirfd >= 0)
 		close(s->dirfd);
-	free(s->path);
-	free(s->label);
-	free(s->ckpt);
-	free(s->ckpt_tmp);
+	inbox__jl_url_clear(s);
 	free(s->consumer);
 	free(s->rbuf);
 	free(s->q);

@@ -2,28 +2,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/url.h"
 #include "source/jsonl/jsonl.h"
 
-static char *dup_n(const char *p, size_t n)
-{
-	char *s = malloc(n + 1);
-	if (s) {
-		memcpy(s, p, n);
-		s[n] = '\0';
-	}
-	return s;
-}
-
-static int parse_bool(const char *v, size_t n, int *out)
+static int parse_bool(const char *v, int *out)
 {
 	static const char *const yes[] = {"1", "true", "yes", "on"};
 	static const char *const no[] = {"0", "false", "no", "off"};
 	for (size_t i = 0; i < 4; i++) {
-		if (strlen(yes[i]) == n && strncmp(v, yes[i], n) == 0) {
+		if (strcmp(v, yes[i]) == 0) {
 			*out = 1;
 			return 0;
 		}
-		if (strlen(no[i]) == n && strncmp(v, no[i], n) == 0) {
+		if (strcmp(v, no[i]) == 0) {
 			*out = 0;
 			return 0;
 		}
@@ -31,54 +22,46 @@ static int parse_bool(const char *v, size_t n, int *out)
 	return -1;
 }
 
-/* One "key=value" of the query. */
-static int parse_param(jl_source *s, const char *p, size_t n)
+/* One query parameter, taken literally (an inbox__url_param_fn). */
+static int apply_param(const char *k, const char *v, void *payload)
 {
-	const char *eq = memchr(p, '=', n);
-	size_t klen = eq ? (size_t)(eq - p) : n;
-	const char *v = eq ? eq + 1 : p + n;
-	size_t vlen = eq ? n - klen - 1 : 0;
+	jl_source *s = payload;
 	inbox_source *b = &s->base;
-
-	if (klen == 6 && strncmp(p, "follow", 6) == 0) {
-		if (!eq) { /* "?follow" alone means follow=1 */
+	if (strcmp(k, "follow") == 0) {
+		if (!v) { /* "?follow" alone means follow=1 */
 			s->follow = 1;
 			return INBOX_OK;
 		}
-		if (parse_bool(v, vlen, &s->follow) == 0)
+		if (parse_bool(v, &s->follow) == 0)
 			return INBOX_OK;
 		inbox__source_seterr(b,
-		                     "jsonl: bad value for follow: '%.*s' "
+		                     "jsonl: bad value for follow: '%s' "
 		                     "(use 1 or 0)",
-		                     (int)vlen, v);
+		                     v);
 		return INBOX_ERR_URL;
 	}
-	if (klen == 10 && strncmp(p, "checkpoint", 10) == 0) {
-		if (vlen == 0) {
+	if (strcmp(k, "checkpoint") == 0) {
+		if (!v || !*v) {
 			inbox__source_seterr(b, "jsonl: empty checkpoint path");
 			return INBOX_ERR_URL;
 		}
-		free(s->ckpt);
-		s->ckpt = dup_n(v, vlen);
-		return s->ckpt ? INBOX_OK : INBOX_ERR_NOMEM;
+		return inbox__url_set_str(&s->ckpt, v);
 	}
-	if (klen == 4 && strncmp(p, "from", 4) == 0) {
-		if (vlen == 9 && strncmp(v, "beginning", 9) == 0) {
-			s->from_beginning = 1;
-			return INBOX_OK;
-		}
-		if (vlen == 10 && strncmp(v, "checkpoint", 10) == 0) {
-			s->from_beginning = 0;
+	if (strcmp(k, "from") == 0) {
+		if (!v)
+			v = "";
+		if (strcmp(v, "beginning") == 0 ||
+		    strcmp(v, "checkpoint") == 0) {
+			s->from_beginning = v[0] == 'b';
 			return INBOX_OK;
 		}
 		inbox__source_seterr(b,
-		                     "jsonl: bad value for from: '%.*s' "
+		                     "jsonl: bad value for from: '%s' "
 		                     "(use beginning or checkpoint)",
-		                     (int)vlen, v);
+		                     v);
 		return INBOX_ERR_URL;
 	}
-	inbox__source_seterr(b, "jsonl: unknown parameter '%.*s'", (int)klen,
-	                     p);
+	inbox__source_seterr(b, "jsonl: unknown parameter '%s'", k);
 	return INBOX_ERR_URL;
 }
 
@@ -119,7 +102,7 @@ int inbox__jl_parse_url(jl_source *s, const char *url, const char *consumer)
 		                     url);
 		return INBOX_ERR_URL;
 	}
-	s->path = dup_n(p, plen);
+	s->path = strndup(p, plen);
 	if (!s->path)
 		return INBOX_ERR_NOMEM;
 	s->is_stdin = strcmp(s->path, "-") == 0;
@@ -128,17 +111,10 @@ int inbox__jl_parse_url(jl_source *s, const char *url, const char *consumer)
 		return INBOX_ERR_NOMEM;
 
 	if (q) {
-		const char *it = q + 1;
-		while (*it) {
-			const char *amp = strchr(it, '&');
-			size_t n = amp ? (size_t)(amp - it) : strlen(it);
-			if (n > 0) {
-				int rc = parse_param(s, it, n);
-				if (rc < 0)
-					return rc;
-			}
-			it += n + (amp ? 1 : 0);
-		}
+		int rc = inbox__url_params(b, "jsonl", q + 1, strlen(q + 1),
+		                           INBOX__URL_RAW, apply_param, s);
+		if (rc < 0)
+			return rc;
 	}
 
 	if (s->is_stdin) {
@@ -161,4 +137,13 @@ int inbox__jl_parse_url(jl_source *s, const char *url, const char *consumer)
 	memcpy(s->ckpt_tmp, s->ckpt, cl);
 	memcpy(s->ckpt_tmp + cl, ".tmp", sizeof(".tmp"));
 	return INBOX_OK;
+}
+
+void inbox__jl_url_clear(jl_source *s)
+{
+	free(s->path);
+	free(s->label);
+	free(s->ckpt);
+	free(s->ckpt_tmp);
+	s->path = s->label = s->ckpt = s->ckpt_tmp = NULL;
 }

@@ -145,11 +145,13 @@ typedef struct kafka_source {
 } kafka_source;
 
 /* kafka_url.c: parse the URL and build the librdkafka configuration
- * (*conf is set only on success; errmsg on failure). INBOX_ERR_URL /
- * NOMEM. */
+ * (parse only: no connection; *conf is set only on success, and is the
+ * caller's; errmsg on failure). INBOX_ERR_URL / NOMEM. */
 int inbox__kafka_parse_url(kafka_source *ks, const char *url,
                            const inbox_source_options *opts,
                            rd_kafka_conf_t **conf, int *open_timeout_ms);
+/* Free what the parse filled in (topic, id_header). */
+void inbox__kafka_url_clear(kafka_source *ks);
 
 /* kafka_parts.c: partition state. */
 /* The state of partition p, grown on demand; NULL on NOMEM or p < 0. */

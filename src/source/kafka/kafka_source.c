@@ -132,8 +132,7 @@ static void kafka_close(inbox_source *src)
 	for (size_t p = 0; p < ks->nparts; p++)
 		free(ks->parts[p].seen);
 	free(ks->parts);
-	free(ks->topic);
-	free(ks->id_header);
+	inbox__kafka_url_clear(ks);
 	free(ks);
 }
 

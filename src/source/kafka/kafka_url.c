@@ -4,9 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/url.h"
 #include "source/kafka/kafka.h"
-
-#define SCHEME "kafka://"
 
 /* Properties the source sets itself and refuses to take from the URL. */
 static const char *const owned_props[] = {
@@ -26,44 +25,6 @@ static int secret_prop(const char *name)
 	return 0;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-/* Percent-decode [s, s+n) into a new string; NULL on a bad escape (or
- * NOMEM: *nomem set). */
-static char *pct_decode(const char *s, size_t n, int *nomem)
-{
-	char *out = malloc(n + 1);
-	size_t j = 0;
-	if (!out) {
-		*nomem = 1;
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] != '%') {
-			out[j++] = s[i];
-			continue;
-		}
-		int hi = i + 1 < n ? hexval(s[i + 1]) : -1;
-		int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-			free(out);
-			return NULL;
-		}
-		out[j++] = (char)(hi * 16 + lo);
-		i += 2;
-	}
-	out[j] = '\0';
-	return out;
-}
-
 static int valid_topic(const char *t, size_t n)
 {
 	if (n == 0 || n > 249)
@@ -74,19 +35,6 @@ static int valid_topic(const char *t, size_t n)
 			return 0;
 	}
 	return !(n == 1 && t[0] == '.') && !(n == 2 && !strncmp(t, "..", 2));
-}
-
-static int valid_brokers(const char *b, size_t n)
-{
-	if (n == 0)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)b[i];
-		/* no user info, no spaces, no controls */
-		if (c <= ' ' || c == '@' || c >= 0x7f)
-			return 0;
-	}
-	return 1;
 }
 
 typedef struct url_state {
@@ -116,28 +64,42 @@ static int set_prop(url_state *u, const char *name, const char *value,
 	return INBOX_ERR_URL;
 }
 
-/* One query parameter name=value (both decoded). */
-static int apply_param(url_state *u, const char *name, char *value)
+/* rdkafka.PROP=VALUE: any property but those the source owns. */
+static int pass_through(url_state *u, const char *prop, const char *value)
 {
+	for (size_t i = 0; i < sizeof(owned_props) / sizeof(*owned_props); i++)
+		if (strcmp(prop, owned_props[i]) == 0) {
+			inbox__source_seterr(
+			    &u->ks->base,
+			    "kafka: rdkafka.%s is set by the source "
+			    "(use the URL's host list and group=)",
+			    prop);
+			return INBOX_ERR_URL;
+		}
+	return set_prop(u, prop, value, 1);
+}
+
+/* One query parameter (an inbox__url_param_fn). */
+static int apply_param(const char *name, const char *value, void *payload)
+{
+	url_state *u = payload;
 	kafka_source *ks = u->ks;
+	long long x;
+	int rc;
 	if (strcmp(name, "group") == 0) {
 		if (!*value) {
 			inbox__source_seterr(&ks->base,
 			                     "kafka: group must not be empty");
-			free(value);
 			return INBOX_ERR_URL;
 		}
-		free(u->group);
-		u->group = value;
-		return INBOX_OK;
+		return inbox__url_set_str(&u->group, value);
 	}
-	if (strcmp(name, "id_header") == 0) {
+	if (strcmp(name, "id_header") == 0) { /* "id_header=": none */
 		free(ks->id_header);
-		ks->id_header = *value ? value : NULL;
-		if (!*value)
-			free(value);
+		ks->id_header = NULL;
 		u->have_id_header = 1;
-		return INBOX_OK;
+		return *value ? inbox__url_set_str(&ks->id_header, value)
+		              : INBOX_OK;
 	}
 	if (strcmp(name, "offset_reset") == 0) {
 		if (strcmp(value, "earliest") != 0 &&
@@ -147,94 +109,25 @@ static int apply_param(url_state *u, const char *name, char *value)
 			    "kafka: offset_reset must be "
 			    "earliest or latest, not \"%.40s\"",
 			    value);
-			free(value);
 			return INBOX_ERR_URL;
 		}
-		free(u->offset_reset);
-		u->offset_reset = value;
-		return INBOX_OK;
+		return inbox__url_set_str(&u->offset_reset, value);
 	}
 	if (strcmp(name, "open_timeout_ms") == 0) {
-		char *end;
-		long v = strtol(value, &end, 10);
-		if (!*value || *end || v < 0 || v > 600000) {
-			inbox__source_seterr(&ks->base,
-			                     "kafka: open_timeout_ms must be "
-			                     "0..600000");
-			free(value);
-			return INBOX_ERR_URL;
-		}
-		u->open_timeout_ms = (int)v;
-		free(value);
-		return INBOX_OK;
-	}
-	if (strncmp(name, "rdkafka.", 8) == 0 && name[8]) {
-		const char *prop = name + 8;
-		for (size_t i = 0;
-		     i < sizeof(owned_props) / sizeof(*owned_props); i++)
-			if (strcmp(prop, owned_props[i]) == 0) {
-				inbox__source_seterr(
-				    &ks->base,
-				    "kafka: rdkafka.%s is set by the source "
-				    "(use the URL's host list and group=)",
-				    prop);
-				free(value);
-				return INBOX_ERR_URL;
-			}
-		int rc = set_prop(u, prop, value, 1);
-		free(value);
+		rc = inbox__url_int_param(&x, &ks->base, "kafka", name, value,
+		                          0, 600000);
+		if (rc == INBOX_OK)
+			u->open_timeout_ms = (int)x;
 		return rc;
 	}
+	if (strncmp(name, "rdkafka.", 8) == 0 && name[8])
+		return pass_through(u, name + 8, value);
 	inbox__source_seterr(&ks->base,
 	                     "kafka: unknown URL parameter \"%.60s\" (known: "
 	                     "group, id_header, offset_reset, open_timeout_ms, "
 	                     "rdkafka.<property>)",
 	                     name);
-	free(value);
 	return INBOX_ERR_URL;
-}
-
-/* Parse "a=b&c=d..." (the part after '?'). */
-static int parse_query(url_state *u, const char *q)
-{
-	while (*q) {
-		const char *amp = strchr(q, '&');
-		size_t len = amp ? (size_t)(amp - q) : strlen(q);
-		const char *eq = memchr(q, '=', len);
-		int nomem = 0;
-		if (len == 0) {
-			q = amp ? amp + 1 : q + len;
-			continue;
-		}
-		if (!eq) {
-			inbox__source_seterr(&u->ks->base,
-			                     "kafka: URL parameter \"%.*s\" "
-			                     "lacks '='",
-			                     (int)(len > 60 ? 60 : len), q);
-			return INBOX_ERR_URL;
-		}
-		char *name = pct_decode(q, (size_t)(eq - q), &nomem);
-		char *value =
-		    name
-		        ? pct_decode(eq + 1, len - (size_t)(eq - q) - 1, &nomem)
-		        : NULL;
-		if (!name || !value) {
-			free(name);
-			free(value);
-			if (nomem)
-				return INBOX_ERR_NOMEM;
-			inbox__source_seterr(&u->ks->base,
-			                     "kafka: bad %%-escape in URL "
-			                     "parameter");
-			return INBOX_ERR_URL;
-		}
-		int rc = apply_param(u, name, value); /* takes value */
-		free(name);
-		if (rc < 0)
-			return rc;
-		q = amp ? amp + 1 : q + len;
-	}
-	return INBOX_OK;
 }
 
 /* The settings the source imposes (before the URL's rdkafka.*). */
@@ -286,43 +179,42 @@ int inbox__kafka_parse_url(kafka_source *ks, const char *url,
                            rd_kafka_conf_t **conf, int *open_timeout_ms)
 {
 	url_state u = {ks, NULL, NULL, NULL, 10000, 0};
+	inbox__url parts;
 	int rc = INBOX_ERR_URL;
 	char *brokers = NULL;
 	*conf = NULL;
-	if (strncmp(url, SCHEME, strlen(SCHEME)) != 0) {
+	if (inbox__url_split(&parts, url, "kafka", 0) < 0) {
 		inbox__source_seterr(&ks->base,
 		                     "kafka: URL must start with kafka://");
 		return INBOX_ERR_URL;
 	}
-	const char *hosts = url + strlen(SCHEME);
-	const char *slash = strchr(hosts, '/');
-	const char *qmark = strchr(hosts, '?');
-	if (!slash || (qmark && qmark < slash) ||
-	    !valid_brokers(hosts, (size_t)(slash - hosts))) {
+	/* No user info: credentials go in rdkafka.sasl.* parameters. */
+	if (!parts.path || parts.userinfo ||
+	    !inbox__url_printable(parts.hosts, parts.hosts_len)) {
 		inbox__source_seterr(
 		    &ks->base, "kafka: expected kafka://HOST:PORT[,HOST:PORT"
 		               "...]/TOPIC[?params]");
 		return INBOX_ERR_URL;
 	}
-	const char *topic = slash + 1;
-	size_t tlen = qmark ? (size_t)(qmark - topic) : strlen(topic);
-	if (!valid_topic(topic, tlen)) {
+	if (!valid_topic(parts.path, parts.path_len)) {
 		inbox__source_seterr(&ks->base,
 		                     "kafka: missing or invalid topic name "
 		                     "(letters, digits, '.', '_', '-'; at most "
 		                     "249)");
 		return INBOX_ERR_URL;
 	}
-	brokers = strndup(hosts, (size_t)(slash - hosts));
-	ks->topic = strndup(topic, tlen);
+	brokers = strndup(parts.hosts, parts.hosts_len);
+	ks->topic = strndup(parts.path, parts.path_len);
 	u.conf = rd_kafka_conf_new();
 	if (!brokers || !ks->topic || !u.conf) {
 		rc = INBOX_ERR_NOMEM;
 		goto out;
 	}
 	rc = base_conf(&u, brokers, opts);
-	if (rc == INBOX_OK && qmark)
-		rc = parse_query(&u, qmark + 1);
+	if (rc == INBOX_OK && parts.query)
+		rc = inbox__url_params(&ks->base, "kafka", parts.query,
+		                       parts.query_len, INBOX__URL_NEED_EQ,
+		                       apply_param, &u);
 	if (rc == INBOX_OK)
 		rc = finish_conf(&u, opts);
 out:
@@ -336,4 +228,11 @@ out:
 		rd_kafka_conf_destroy(u.conf);
 	}
 	return rc;
+}
+
+void inbox__kafka_url_clear(kafka_source *ks)
+{
+	free(ks->topic);
+	free(ks->id_header);
+	ks->topic = ks->id_header = NULL;
 }

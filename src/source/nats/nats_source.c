@@ -187,16 +187,7 @@ static void ns_close(inbox_source *src)
 		natsConnection_FlushTimeout(ns->nc, 1000); /* naks, terms */
 	natsConnection_Destroy(ns->nc);
 	natsOptions_Destroy(ns->nopts);
-	for (int i = 0; i < ns->nservers; i++)
-		free(ns->servers[i]);
-	free(ns->servers);
-	free(ns->hosts);
-	free(ns->user);
-	free(ns->password);
-	free(ns->token);
-	free(ns->stream);
-	free(ns->durable);
-	free(ns->subject);
+	inbox__nats_url_clear(ns);
 	free(ns);
 }
 

@@ -38,7 +38,8 @@
  *   Durations: an integer with a unit, ms, s, m or h ("500ms", "30s"); "0"
  *   needs none. Values are percent-decoded, user and password too. The
  *   credentials are handed to cnats apart from the host list and never
- *   appear in an error message. TOKEN@ (no ':') is a token.
+ *   appear in an error message. TOKEN@ (no ':') is a token. The user info
+ *   ends at the last '@' before the first '/'. A '#' fragment is ignored.
  *
  * Deliveries
  *   payload = the message data (truncated to max_payload + 1 bytes so the
@@ -137,9 +138,12 @@ typedef struct nats_source {
 } nats_source;
 
 /* nats_url.c: parse the URL into ns (servers, credentials, stream,
- * parameters). INBOX_ERR_URL / NOMEM with errmsg. */
+ * parameters; parse only: no connection). INBOX_ERR_URL / NOMEM with
+ * errmsg. */
 int inbox__nats_parse_url(nats_source *ns, const char *url,
                           const inbox_source_options *opts);
+/* Free what the parse filled in. */
+void inbox__nats_url_clear(nats_source *ns);
 
 /* nats_text.c: headers as a JSON object text appended to out (with its
  * NUL); *has = 0 when the message has none. 0 or -1 (NOMEM). */

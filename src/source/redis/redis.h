@@ -14,7 +14,8 @@
  *              is taken as DB when it is all digits and another segment
  *              follows; the rest of the path is the stream.
  *   STREAM     the stream key, percent-decoded; may contain '/'. Required.
- *   Parameters (values percent-decoded; unknown names are an error):
+ *   Parameters (names and values percent-decoded; NAME alone is NAME=;
+ *   unknown names are an error):
  *     group=G          consumer group (default: the consumer name).
  *     consumer=C       this member's name inside the group (default
  *                      HOSTNAME-PID, so a restarted process is a new
@@ -202,9 +203,12 @@ typedef struct redis_source {
 } redis_source;
 
 /* redis_url.c: fill host, port, user, password, db, stream and the
- * parameters from the URL (errmsg on failure). INBOX_ERR_URL / NOMEM. */
+ * parameters from the URL (parse only: no connection; errmsg on
+ * failure). INBOX_ERR_URL / NOMEM. */
 int inbox__redis_parse_url(redis_source *rs, const char *url,
                            const char *consumer);
+/* Free what the parse filled in. */
+void inbox__redis_url_clear(redis_source *rs);
 
 /* redis_conn.c */
 /* Connect, AUTH, SELECT, create the group. INBOX_OK or CONNECT/SOURCE

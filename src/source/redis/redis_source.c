@@ -41,14 +41,7 @@ static void rs_close(inbox_source *src)
 	free(rs->slots);
 	free(rs->tombs);
 	inbox__buf_free(&rs->argbuf);
-	free(rs->host);
-	free(rs->user);
-	free(rs->password);
-	free(rs->stream);
-	free(rs->group);
-	free(rs->consumer);
-	free(rs->start);
-	free(rs->label);
+	inbox__redis_url_clear(rs);
 	free(rs);
 }
 

@@ -1,74 +1,13 @@
 /* Redis source: parse redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/STREAM?... */
-#include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/url.h"
 #include "source/redis/redis.h"
 
-#define SCHEME "redis://"
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-/* Percent-decode [s, s+n) into a new string. INBOX_OK, URL (a bad escape
- * or an encoded NUL) or NOMEM. */
-static int pct_decode(const char *s, size_t n, char **out)
-{
-	char *d = malloc(n + 1);
-	size_t j = 0;
-	if (!d)
-		return INBOX_ERR_NOMEM;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] != '%') {
-			d[j++] = s[i];
-			continue;
-		}
-		int hi = i + 1 < n ? hexval((unsigned char)s[i + 1]) : -1;
-		int lo = i + 2 < n ? hexval((unsigned char)s[i + 2]) : -1;
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-			free(d);
-			return INBOX_ERR_URL;
-		}
-		d[j++] = (char)(hi * 16 + lo);
-		i += 2;
-	}
-	d[j] = '\0';
-	*out = d;
-	return INBOX_OK;
-}
-
-/* A decimal in [min, max] from [v, v+n). 0 or -1. */
-static int parse_int(const char *v, size_t n, long long min, long long max,
-                     long long *out)
-{
-	if (n == 0 || n > 18)
-		return -1;
-	long long x = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (v[i] < '0' || v[i] > '9')
-			return -1;
-		x = x * 10 + (v[i] - '0');
-	}
-	if (x < min || x > max)
-		return -1;
-	*out = x;
-	return 0;
-}
-
-static int keyis(const char *k, size_t klen, const char *name)
-{
-	return strlen(name) == klen && strncmp(k, name, klen) == 0;
-}
+#define MAX_ID 999999999999999999LL
 
 /* A valid stream id for XGROUP CREATE: "$", "0", MS or MS-SEQ. */
 static int valid_start(const char *s)
@@ -78,160 +17,106 @@ static int valid_start(const char *s)
 	const char *dash = strchr(s, '-');
 	size_t a = dash ? (size_t)(dash - s) : strlen(s);
 	long long x;
-	if (parse_int(s, a, 0, 999999999999999999LL, &x) < 0)
+	if (inbox__url_int(&x, s, a, 0, MAX_ID) < 0)
 		return 0;
-	return !dash || parse_int(dash + 1, strlen(dash + 1), 0,
-	                          999999999999999999LL, &x) == 0;
+	return !dash ||
+	       inbox__url_int(&x, dash + 1, strlen(dash + 1), 0, MAX_ID) == 0;
 }
 
-static int set_str(char **dst, const char *v, size_t n)
+static int bad_value(redis_source *rs, const char *k, const char *hint)
 {
-	char *s = NULL;
-	int rc = pct_decode(v, n, &s);
-	if (rc < 0)
-		return rc;
-	free(*dst);
-	*dst = s;
-	return INBOX_OK;
-}
-
-static int bad_value(redis_source *rs, const char *k, size_t klen,
-                     const char *hint)
-{
-	inbox__source_seterr(&rs->base, "redis: bad value for %.*s (%s)",
-	                     (int)klen, k, hint);
+	inbox__source_seterr(&rs->base, "redis: bad value for %s (%s)", k,
+	                     hint);
 	return INBOX_ERR_URL;
 }
 
-/* One "key=value" of the query. */
-static int parse_param(redis_source *rs, const char *p, size_t n)
+/* One query parameter (an inbox__url_param_fn); "k" alone is "k=". */
+static int apply_param(const char *k, const char *v, void *payload)
 {
-	const char *eq = memchr(p, '=', n);
-	size_t klen = eq ? (size_t)(eq - p) : n;
-	const char *v = eq ? eq + 1 : p + n;
-	size_t vlen = eq ? n - klen - 1 : 0;
+	redis_source *rs = payload;
 	long long x;
-	int rc;
-
-	if (keyis(p, klen, "group") || keyis(p, klen, "consumer")) {
-		char **dst = p[0] == 'g' ? &rs->group : &rs->consumer;
-		if (vlen == 0)
-			return bad_value(rs, p, klen, "empty");
-		rc = set_str(dst, v, vlen);
-		if (rc == INBOX_ERR_URL)
-			return bad_value(rs, p, klen, "bad percent-escape");
-		return rc;
+	if (!v)
+		v = "";
+	if (strcmp(k, "group") == 0 || strcmp(k, "consumer") == 0) {
+		if (!*v)
+			return bad_value(rs, k, "empty");
+		return inbox__url_set_str(
+		    k[0] == 'g' ? &rs->group : &rs->consumer, v);
 	}
-	if (keyis(p, klen, "claim_idle")) {
-		if (parse_int(v, vlen, 1, 86400000LL * 365, &x) < 0)
-			return bad_value(rs, p, klen, "milliseconds > 0");
+	if (strcmp(k, "claim_idle") == 0) {
+		if (inbox__url_int(&x, v, strlen(v), 1, 86400000LL * 365) < 0)
+			return bad_value(rs, k, "milliseconds > 0");
 		rs->claim_idle_ms = x;
 		return INBOX_OK;
 	}
-	if (keyis(p, klen, "timeout_ms")) {
-		if (parse_int(v, vlen, 1, 3600000, &x) < 0)
-			return bad_value(rs, p, klen,
-			                 "milliseconds, 1..3600000");
+	if (strcmp(k, "timeout_ms") == 0) {
+		if (inbox__url_int(&x, v, strlen(v), 1, 3600000) < 0)
+			return bad_value(rs, k, "milliseconds, 1..3600000");
 		rs->timeout_ms = (int)x;
 		return INBOX_OK;
 	}
-	if (keyis(p, klen, "drain")) {
-		if (vlen == 1 && (v[0] == '0' || v[0] == '1')) {
-			rs->drain = v[0] == '1';
-			return INBOX_OK;
-		}
-		return bad_value(rs, p, klen, "0 or 1");
+	if (strcmp(k, "drain") == 0) {
+		if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+			return bad_value(rs, k, "0 or 1");
+		rs->drain = v[0] == '1';
+		return INBOX_OK;
 	}
-	if (keyis(p, klen, "start")) {
-		rc = set_str(&rs->start, v, vlen);
-		if (rc == INBOX_OK && !valid_start(rs->start))
-			rc = INBOX_ERR_URL;
-		if (rc == INBOX_ERR_URL)
-			return bad_value(rs, p, klen, "0, $ or a stream id");
-		return rc;
+	if (strcmp(k, "start") == 0) {
+		if (!valid_start(v))
+			return bad_value(rs, k, "0, $ or a stream id");
+		return inbox__url_set_str(&rs->start, v);
 	}
 	inbox__source_seterr(&rs->base,
-	                     "redis: unknown parameter '%.*s' "
+	                     "redis: unknown parameter '%.60s' "
 	                     "(group, consumer, claim_idle, start, "
 	                     "timeout_ms, drain)",
-	                     (int)klen, p);
+	                     k);
 	return INBOX_ERR_URL;
 }
 
-/* USER:PASSWORD of [a, a+n). */
+/* [USER]:PASSWORD of [a, a+n). */
 static int parse_userinfo(redis_source *rs, const char *a, size_t n)
 {
-	const char *colon = memchr(a, ':', n);
-	if (!colon) {
+	if (!memchr(a, ':', n)) {
 		inbox__source_seterr(&rs->base, "redis: user info without a "
 		                                "password (use :PASSWORD@ or "
 		                                "USER:PASSWORD@)");
 		return INBOX_ERR_URL;
 	}
-	size_t ulen = (size_t)(colon - a);
-	int rc = INBOX_OK;
-	if (ulen > 0)
-		rc = set_str(&rs->user, a, ulen);
-	if (rc == INBOX_OK)
-		rc = set_str(&rs->password, colon + 1, n - ulen - 1);
-	if (rc == INBOX_ERR_URL)
-		inbox__source_seterr(&rs->base, "redis: bad percent-escape in "
-		                                "the user info");
+	int rc = inbox__url_userinfo(&rs->user, &rs->password, &rs->base,
+	                             "redis", a, n);
+	if (rc == INBOX_OK && !*rs->user) { /* ":PASSWORD@": AUTH PASSWORD */
+		free(rs->user);
+		rs->user = NULL;
+	}
 	return rc;
 }
 
 /* HOST[:PORT] or [V6][:PORT] of [h, h+n). */
 static int parse_hostport(redis_source *rs, const char *h, size_t n)
 {
-	const char *host = h, *port = NULL;
-	size_t hlen = n;
-	if (n > 0 && h[0] == '[') {
-		const char *rb = memchr(h, ']', n);
-		if (!rb)
-			goto bad;
-		host = h + 1;
-		hlen = (size_t)(rb - h - 1);
-		if (rb + 1 < h + n) {
-			if (rb[1] != ':')
-				goto bad;
-			port = rb + 2;
-		}
-	} else {
-		const char *colon = memchr(h, ':', n);
-		if (colon) {
-			hlen = (size_t)(colon - h);
-			port = colon + 1;
-		}
-	}
-	if (hlen == 0)
-		goto bad;
-	rs->host = malloc(hlen + 1);
-	if (!rs->host)
-		return INBOX_ERR_NOMEM;
-	memcpy(rs->host, host, hlen);
-	rs->host[hlen] = '\0';
+	const char *host;
+	size_t hlen;
 	rs->port = 6379;
-	if (port) {
-		long long x;
-		if (parse_int(port, (size_t)(h + n - port), 1, 65535, &x) < 0)
-			goto bad;
-		rs->port = (int)x;
+	if (inbox__url_hostport(&host, &hlen, &rs->port, h, n) < 0 ||
+	    !inbox__url_printable(host, hlen)) {
+		inbox__source_seterr(&rs->base,
+		                     "redis: bad host or port in the URL "
+		                     "(HOST[:PORT] or [IPv6][:PORT])");
+		return INBOX_ERR_URL;
 	}
-	return INBOX_OK;
-bad:
-	inbox__source_seterr(&rs->base, "redis: bad host or port in the URL "
-	                                "(HOST[:PORT] or [IPv6][:PORT])");
-	return INBOX_ERR_URL;
+	rs->host = strndup(host, hlen);
+	return rs->host ? INBOX_OK : INBOX_ERR_NOMEM;
 }
 
-/* [/DB]/STREAM of [p, p+n), p just past the first '/'. */
+/* [DB/]STREAM of [p, p+n) (the path). */
 static int parse_path(redis_source *rs, const char *p, size_t n)
 {
 	const char *slash = memchr(p, '/', n);
 	long long db;
 	rs->db = -1;
 	if (slash && slash + 1 < p + n &&
-	    parse_int(p, (size_t)(slash - p), 0, 1000000, &db) == 0) {
+	    inbox__url_int(&db, p, (size_t)(slash - p), 0, 1000000) == 0) {
 		rs->db = (int)db;
 		n -= (size_t)(slash + 1 - p);
 		p = slash + 1;
@@ -242,11 +127,8 @@ static int parse_path(redis_source *rs, const char *p, size_t n)
 		                                "/STREAM?group=G)");
 		return INBOX_ERR_URL;
 	}
-	int rc = set_str(&rs->stream, p, n);
-	if (rc == INBOX_ERR_URL)
-		inbox__source_seterr(&rs->base, "redis: bad percent-escape in "
-		                                "the stream name");
-	return rc;
+	return inbox__url_decode_part(&rs->stream, &rs->base, "redis",
+	                              "stream name", p, n);
 }
 
 static char *default_consumer(void)
@@ -261,50 +143,26 @@ static char *default_consumer(void)
 	return s;
 }
 
-static int parse_query(redis_source *rs, const char *q)
-{
-	while (*q) {
-		const char *amp = strchr(q, '&');
-		size_t n = amp ? (size_t)(amp - q) : strlen(q);
-		if (n > 0) {
-			int rc = parse_param(rs, q, n);
-			if (rc < 0)
-				return rc;
-		}
-		q += n + (amp ? 1 : 0);
-	}
-	return INBOX_OK;
-}
-
 int inbox__redis_parse_url(redis_source *rs, const char *url,
                            const char *consumer)
 {
-	if (strncmp(url, SCHEME, strlen(SCHEME)) != 0) {
+	inbox__url u;
+	if (inbox__url_split(&u, url, "redis", 0) < 0) {
 		inbox__source_seterr(&rs->base, "redis: URL must start with "
 		                                "redis://");
 		return INBOX_ERR_URL;
 	}
-	const char *auth = url + strlen(SCHEME);
-	const char *q = strchr(auth, '?');
-	const char *end = q ? q : auth + strlen(auth);
-	const char *slash = memchr(auth, '/', (size_t)(end - auth));
-	if (!slash)
-		return parse_path(rs, end, 0);
-	/* The user info ends at the last '@' before the first '/'. */
-	const char *at = NULL;
-	for (const char *p = auth; p < slash; p++)
-		if (*p == '@')
-			at = p;
-	int rc = INBOX_OK;
-	if (at)
-		rc = parse_userinfo(rs, auth, (size_t)(at - auth));
-	const char *hp = at ? at + 1 : auth;
+	if (!u.path)
+		return parse_path(rs, "", 0); /* "missing stream" */
+	int rc = u.userinfo ? parse_userinfo(rs, u.userinfo, u.userinfo_len)
+	                    : INBOX_OK;
 	if (rc == INBOX_OK)
-		rc = parse_hostport(rs, hp, (size_t)(slash - hp));
+		rc = parse_hostport(rs, u.hosts, u.hosts_len);
 	if (rc == INBOX_OK)
-		rc = parse_path(rs, slash + 1, (size_t)(end - slash - 1));
-	if (rc == INBOX_OK && q)
-		rc = parse_query(rs, q + 1);
+		rc = parse_path(rs, u.path, u.path_len);
+	if (rc == INBOX_OK && u.query)
+		rc = inbox__url_params(&rs->base, "redis", u.query, u.query_len,
+		                       0, apply_param, rs);
 	if (rc < 0)
 		return rc;
 
@@ -325,4 +183,18 @@ int inbox__redis_parse_url(redis_source *rs, const char *url,
 	                               : "redis://%s:%d/%s",
 	         rs->host, rs->port, rs->stream);
 	return INBOX_OK;
+}
+
+void inbox__redis_url_clear(redis_source *rs)
+{
+	free(rs->host);
+	free(rs->user);
+	free(rs->password);
+	free(rs->stream);
+	free(rs->group);
+	free(rs->consumer);
+	free(rs->start);
+	free(rs->label);
+	rs->host = rs->user = rs->password = rs->stream = NULL;
+	rs->group = rs->consumer = rs->start = rs->label = NULL;
 }

@@ -1,0 +1,294 @@
+/* URL syntax shared by the sources and by inbox_redact_url (see url.h). */
+#include "core/url.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "WHO: message" into src's errmsg; INBOX_ERR_URL. Written here rather
+ * than through inbox__source_seterr so that this file links without the
+ * source registry (inbox_redact_url and its fuzz target use it too). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int
+fail(inbox_source *src, const char *who, const char *fmt, ...)
+{
+	char msg[sizeof(src->errmsg)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(src->errmsg, sizeof(src->errmsg), "%s: %s", who, msg);
+	return INBOX_ERR_URL;
+}
+
+static int hexval(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int inbox__url_decode(char **out, const char *p, size_t n)
+{
+	char *d = malloc(n + 1);
+	size_t j = 0;
+	*out = NULL;
+	if (!d)
+		return INBOX_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '%') {
+			d[j++] = p[i];
+			continue;
+		}
+		int hi = i + 1 < n ? hexval((unsigned char)p[i + 1]) : -1;
+		int lo = i + 2 < n ? hexval((unsigned char)p[i + 2]) : -1;
+		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+			free(d);
+			return INBOX_ERR_URL;
+		}
+		d[j++] = (char)(hi * 16 + lo);
+		i += 2;
+	}
+	d[j] = '\0';
+	*out = d;
+	return INBOX_OK;
+}
+
+const char *inbox__url_userinfo_end(const char *auth)
+{
+	const char *at = NULL;
+	for (const char *p = auth; *p && *p != '/'; p++)
+		if (*p == '@')
+			at = p;
+	return at;
+}
+
+int inbox__url_split(inbox__url *out, const char *url, const char *scheme,
+                     unsigned flags)
+{
+	int frag = (flags & INBOX__URL_FRAGMENT) != 0;
+	size_t sl = strlen(scheme);
+	memset(out, 0, sizeof(*out));
+	if (strncmp(url, scheme, sl) != 0 || strncmp(url + sl, "://", 3) != 0)
+		return INBOX_ERR_URL;
+	const char *p = url + sl + 3;
+	const char *at = inbox__url_userinfo_end(p);
+	if (at) {
+		out->userinfo = p;
+		out->userinfo_len = (size_t)(at - p);
+		p = at + 1;
+	}
+	out->hosts = p;
+	out->hosts_len = strcspn(p, frag ? "/?#" : "/?");
+	p += out->hosts_len;
+	if (*p == '/') {
+		out->path = ++p;
+		out->path_len = strcspn(p, frag ? "?#" : "?");
+		p += out->path_len;
+	}
+	if (*p == '?') {
+		out->query = ++p;
+		out->query_len = strcspn(p, frag ? "#" : "");
+		p += out->query_len;
+	}
+	if (*p == '#') {
+		out->fragment = ++p;
+		out->fragment_len = strlen(p);
+	}
+	return INBOX_OK;
+}
+
+int inbox__url_hostport(const char **host, size_t *hlen, int *port,
+                        const char *p, size_t n)
+{
+	const char *end = p + n, *colon = NULL;
+	if (n > 0 && p[0] == '[') {
+		const char *rb = memchr(p, ']', n);
+		if (!rb)
+			return -1;
+		*host = p + 1;
+		*hlen = (size_t)(rb - p - 1);
+		if (rb + 1 < end) {
+			if (rb[1] != ':')
+				return -1;
+			colon = rb + 1;
+		}
+	} else {
+		colon = memchr(p, ':', n);
+		*host = p;
+		*hlen = colon ? (size_t)(colon - p) : n;
+	}
+	if (*hlen == 0)
+		return -1;
+	if (colon) {
+		long long x;
+		if (inbox__url_int(&x, colon + 1, (size_t)(end - colon - 1), 1,
+		                   65535) < 0)
+			return -1;
+		*port = (int)x;
+	}
+	return 0;
+}
+
+int inbox__url_printable(const char *p, size_t n)
+{
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)p[i] <= ' ' || (unsigned char)p[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+int inbox__url_int(long long *out, const char *p, size_t n, long long min,
+                   long long max)
+{
+	int neg = n > 0 && p[0] == '-' && min < 0;
+	size_t i = neg ? 1 : 0;
+	long long x = 0;
+	if (i == n)
+		return -1;
+	for (; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		int d = p[i] - '0';
+		if (x > (LLONG_MAX - d) / 10)
+			return -1;
+		x = x * 10 + d;
+	}
+	if (neg)
+		x = -x;
+	if (x < min || x > max)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+int inbox__url_duration_ms(int64_t *out, const char *v, int unit_required)
+{
+	static const struct {
+		const char *unit;
+		int64_t ms;
+	} units[] = {
+	    {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"", 1}};
+	size_t digits = strspn(v, "0123456789");
+	long long x;
+	if (inbox__url_int(&x, v, digits, 0, LLONG_MAX) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(*units); i++) {
+		if (strcmp(v + digits, units[i].unit) != 0)
+			continue;
+		if (!units[i].unit[0] && unit_required && x != 0)
+			return -1;
+		if (x > INT64_MAX / 1000000 / units[i].ms)
+			return -1;
+		*out = (int64_t)x * units[i].ms;
+		return 0;
+	}
+	return -1;
+}
+
+int inbox__url_set_str(char **dst, const char *v)
+{
+	char *s = strdup(v);
+	if (!s)
+		return INBOX_ERR_NOMEM;
+	free(*dst);
+	*dst = s;
+	return INBOX_OK;
+}
+
+int inbox__url_decode_part(char **dst, inbox_source *src, const char *who,
+                           const char *what, const char *p, size_t n)
+{
+	char *v;
+	int rc = inbox__url_decode(&v, p, n);
+	if (rc == INBOX_ERR_URL)
+		return fail(src, who, "bad %%-escape in the %s", what);
+	if (rc < 0)
+		return rc;
+	free(*dst);
+	*dst = v;
+	return INBOX_OK;
+}
+
+int inbox__url_userinfo(char **user, char **pass, inbox_source *src,
+                        const char *who, const char *p, size_t n)
+{
+	const char *colon = memchr(p, ':', n);
+	size_t ulen = colon ? (size_t)(colon - p) : n;
+	int rc = inbox__url_decode_part(user, src, who, "user info", p, ulen);
+	if (rc == INBOX_OK && colon)
+		rc = inbox__url_decode_part(pass, src, who, "user info",
+		                            colon + 1, n - ulen - 1);
+	return rc;
+}
+
+int inbox__url_int_param(long long *out, inbox_source *src, const char *who,
+                         const char *name, const char *v, long long min,
+                         long long max)
+{
+	if (inbox__url_int(out, v, strlen(v), min, max) < 0)
+		return fail(src, who, "%s must be %lld..%lld", name, min, max);
+	return INBOX_OK;
+}
+
+/* One half of a parameter, decoded or copied. */
+static int param_part(char **out, const char *p, size_t n, unsigned flags)
+{
+	if (!(flags & INBOX__URL_RAW))
+		return inbox__url_decode(out, p, n);
+	*out = strndup(p, n);
+	return *out ? INBOX_OK : INBOX_ERR_NOMEM;
+}
+
+/* One non-empty KEY[=VALUE] of [p, p+len). */
+static int one_param(inbox_source *src, const char *who, const char *p,
+                     size_t len, unsigned flags, inbox__url_param_fn fn,
+                     void *payload)
+{
+	const char *eq = memchr(p, '=', len);
+	size_t klen = eq ? (size_t)(eq - p) : len;
+	char *key = NULL, *value = NULL;
+	if (!eq && (flags & INBOX__URL_NEED_EQ))
+		return fail(src, who, "URL parameter \"%.*s\" lacks '='",
+		            (int)(len > 60 ? 60 : len), p);
+	int rc = param_part(&key, p, klen, flags);
+	if (rc == INBOX_OK && eq)
+		rc = param_part(&value, eq + 1, len - klen - 1, flags);
+	if (rc == INBOX_ERR_URL)
+		rc = fail(src, who, "bad %%-escape in URL parameter \"%.*s\"",
+		          (int)(klen > 60 ? 60 : klen), p);
+	else if (rc == INBOX_OK)
+		rc = fn(key, value, payload);
+	free(key);
+	free(value);
+	return rc;
+}
+
+int inbox__url_params(inbox_source *src, const char *who, const char *q,
+                      size_t n, unsigned flags, inbox__url_param_fn fn,
+                      void *payload)
+{
+	const char *end = q + n;
+	while (q < end) {
+		const char *amp = memchr(q, '&', (size_t)(end - q));
+		size_t len = amp ? (size_t)(amp - q) : (size_t)(end - q);
+		if (len > 0) {
+			int rc =
+			    one_param(src, who, q, len, flags, fn, payload);
+			if (rc < 0)
+				return rc;
+		}
+		q = amp ? amp + 1 : end;
+	}
+	return INBOX_OK;
+}

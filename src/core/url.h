@@ -1,0 +1,122 @@
+/*
+ * URL syntax shared by the source backends and by inbox_redact_url:
+ *
+ *   SCHEME://[USERINFO@]HOSTS[/PATH][?QUERY][#FRAGMENT]
+ *
+ * The user info ends at the last '@' before the first '/' after "//", so
+ * an '@', '?' or '#' inside a password stays in the password, and what a
+ * source takes as the password is exactly what inbox_redact_url hides.
+ * Each source keeps its own rules (which parts it needs, what its path
+ * means, its parameters) and error messages; these are the pieces they
+ * share. Internal: no ABI promise.
+ */
+#ifndef INBOX_CORE_URL_H
+#define INBOX_CORE_URL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <inbox/sys/source.h>
+
+/* Percent-decode [p, p+n) into *out (malloc'ed, NUL-terminated). Strict:
+ * a '%' must be followed by two hex digits and must not encode NUL.
+ * INBOX_OK, INBOX_ERR_URL (a bad escape) or INBOX_ERR_NOMEM; *out is NULL
+ * on failure. */
+int inbox__url_decode(char **out, const char *p, size_t n);
+
+/* The '@' that ends the user info of the authority starting at auth (just
+ * past "//"): the last '@' before the first '/'. NULL when there is none. */
+const char *inbox__url_userinfo_end(const char *auth);
+
+/* A split URL: spans into the string given to inbox__url_split. A part
+ * that is absent has a NULL pointer (and length 0); a present one may be
+ * empty. */
+typedef struct inbox__url {
+	const char *userinfo; /* before the '@' (see inbox__url_userinfo_end) */
+	size_t userinfo_len;
+	const char *hosts; /* after it, up to '/', '?' (or '#'); never NULL */
+	size_t hosts_len;
+	const char *path; /* after the '/' that ends the hosts, up to '?' (or
+	                     '#'); NULL when the hosts end otherwise */
+	size_t path_len;
+	const char *query; /* after '?', up to '#' (with FRAGMENT) or the end */
+	size_t query_len;
+	const char *fragment; /* after '#'; only with INBOX__URL_FRAGMENT */
+	size_t fragment_len;
+} inbox__url;
+
+/* inbox__url_split flag: '#' starts a fragment. Without it '#' is an
+ * ordinary character of whichever part it is in. */
+#define INBOX__URL_FRAGMENT 1u
+
+/* Split url, which must start with scheme and "://" (case-sensitive),
+ * into *out. INBOX_OK, or INBOX_ERR_URL for another scheme. Nothing is
+ * decoded or checked beyond that. */
+int inbox__url_split(inbox__url *out, const char *url, const char *scheme,
+                     unsigned flags);
+
+/* HOST[:PORT] or [IPV6][:PORT] in [p, p+n): the host (brackets removed)
+ * into *host and *hlen, the port into *port if there is one (else *port
+ * is left alone). 0, or -1 for an empty host, an unclosed '[', anything
+ * but ":PORT" after ']', or a port that is not 1..65535. */
+int inbox__url_hostport(const char **host, size_t *hlen, int *port,
+                        const char *p, size_t n);
+
+/* 1 when [p, p+n) is non-empty printable ASCII without spaces, else 0:
+ * what a host or a host list may hold. */
+int inbox__url_printable(const char *p, size_t n);
+
+/* A decimal integer in [min, max] from [p, p+n) into *out: digits only,
+ * with a leading '-' only where min < 0 (no spaces, no '+'). 0 or -1. */
+int inbox__url_int(long long *out, const char *p, size_t n, long long min,
+                   long long max);
+
+/* A duration into milliseconds: an integer and a unit, ms, s, m or h
+ * ("500ms", "30s", "2m"), small enough that it fits in int64
+ * nanoseconds. A bare integer means milliseconds, or with unit_required
+ * is refused unless it is 0. 0 or -1. */
+int inbox__url_duration_ms(int64_t *out, const char *v, int unit_required);
+
+/* Replace *dst by a copy of v. INBOX_OK or INBOX_ERR_NOMEM (*dst kept). */
+int inbox__url_set_str(char **dst, const char *v);
+
+/* The helpers below report a refusal in src's errmsg as "WHO: ...", who
+ * being the source's scheme ("amqp"). None echoes a decoded value. */
+
+/* inbox__url_decode into *dst, freeing what it held. A bad escape gives
+ * INBOX_ERR_URL with "WHO: bad %-escape in the WHAT" (*dst kept). */
+int inbox__url_decode_part(char **dst, inbox_source *src, const char *who,
+                           const char *what, const char *p, size_t n);
+
+/* USER[:PASSWORD] of [p, p+n) (a user info), split at the first ':':
+ * USER decoded into *user and, when there is a ':', PASSWORD into *pass
+ * (each replacing what it held). A bad escape gives INBOX_ERR_URL with
+ * "WHO: bad %-escape in the user info". */
+int inbox__url_userinfo(char **user, char **pass, inbox_source *src,
+                        const char *who, const char *p, size_t n);
+
+/* inbox__url_int of the string v; out of range or not a number gives
+ * INBOX_ERR_URL with "WHO: NAME must be MIN..MAX". */
+int inbox__url_int_param(long long *out, inbox_source *src, const char *who,
+                         const char *name, const char *v, long long min,
+                         long long max);
+
+/* inbox__url_params flags. */
+#define INBOX__URL_NEED_EQ 2u /* a parameter without '=' is an error */
+#define INBOX__URL_RAW     4u /* keys and values as written: no decoding */
+
+/* One parameter: key and value NUL-terminated, valid until it returns;
+ * value NULL when the parameter has no '='. Returns INBOX_OK or an error
+ * (its message set on the source). */
+typedef int (*inbox__url_param_fn)(const char *key, const char *value,
+                                   void *payload);
+
+/* Call fn for each non-empty '&'-separated KEY[=VALUE] of [q, q+n), in
+ * order, both percent-decoded unless INBOX__URL_RAW; stop at the first
+ * error. INBOX_OK, fn's error, INBOX_ERR_NOMEM, or INBOX_ERR_URL with
+ * errmsg for a missing '=' (INBOX__URL_NEED_EQ) or a bad escape. */
+int inbox__url_params(inbox_source *src, const char *who, const char *q,
+                      size_t n, unsigned flags, inbox__url_param_fn fn,
+                      void *payload);
+
+#endif
