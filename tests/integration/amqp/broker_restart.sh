@@ -17,7 +17,7 @@ need_amqp # the suite's broker: proves RabbitMQ can run here
 ORDERS=2000
 DUPS=200
 dir=$(mktmp)
-extra_cleanup='sh "$RMQ" stop "$dir/rmq" >/dev/null 2>&1'
+cleanup_extra='sh "$RMQ" stop "$dir/rmq" >/dev/null 2>&1'
 trap cleanup EXIT
 
 # A free port for the private node (it also uses port+1000 and +2000).
@@ -25,18 +25,16 @@ port=$((${INBOX_TEST_PORT_BASE:-$((30000 + $$ % 1000 * 10))} + 8))
 while ss -ltn 2>/dev/null | grep -Eq ":($port|$((port + 1000))|$((port + 2000))) "; do
 	port=$((port + 17))
 done
-if ! sh "$RMQ" start "$dir/rmq" "$port" >"$dir/rmq.env"; then
-	fail "start a private RabbitMQ node on port $port"
-	summary
-fi
+sh "$RMQ" start "$dir/rmq" "$port" >"$dir/rmq.env" ||
+	bail "start a private RabbitMQ node on port $port"
 AMQP="amqp://guest:guest@127.0.0.1:$port/%2f"
 q=$(new_queue restart)
-gen_orders "$dir/orders.jsonl" $ORDERS $DUPS
+gen_orders "$dir/orders.jsonl" $ORDERS $DUPS 0
 sent=$("$PUB" "$AMQP" publish "$q" <"$dir/orders.jsonl")
 expect_eq "published $((ORDERS + DUPS)) messages" "$sent" $((ORDERS + DUPS))
 write_config "$dir/inbox.yaml" "sqlite:$dir/t.db" "$AMQP/$q?declare=1" \
 	invoices "" 10 20ms
-count() { sqlite3 -cmd ".timeout 5000" "$dir/t.db" "$1" 2>/dev/null; }
+count() { sq "$dir/t.db" "$1" 2>/dev/null; }
 echo "# queue $q on port $port, dir $dir"
 
 start_daemon "$dir/inbox.yaml" "$dir/daemon.log"
@@ -49,7 +47,7 @@ mid=$(count "SELECT COUNT(DISTINCT order_id) FROM invoices")
 echo "# broker restarted in $(($(date +%s) - t0)) s, $mid orders done"
 check "restarted mid-stream ($mid of $ORDERS done)" \
 	[ "$mid" -gt 0 -a "$mid" -lt $ORDERS ]
-check "the daemon survived the broker's restart" kill -0 "$daemon"
+check "the daemon survived the broker's restart" kill -0 "$pid"
 
 done_all() {
 	[ "$(count "SELECT COUNT(DISTINCT order_id) FROM invoices")" = $ORDERS ] &&
@@ -57,8 +55,8 @@ done_all() {
 }
 check "the daemon reconnects and applies every order" wait_until 90 done_all
 sleep 1
-stop_daemon "$daemon"
-expect_eq "the daemon drains and exits 0" "$st" 0
+stop_daemon "$pid"
+expect_eq "the daemon drains and exits 0" "$rc" 0
 
 rows=$(count "SELECT COUNT(*) FROM invoices")
 doubled=$(count "SELECT COUNT(*) FROM (SELECT order_id FROM invoices

@@ -20,8 +20,8 @@ echo "$bad" | "$PUB" "$AMQP" publish "$q" --message-id-prefix pa- >/dev/null
 # A client takes it and dies without acking: the broker requeues it as
 # redelivered.
 "$PUB" "$AMQP" take "$q" 1
-gen_orders "$dir/a.jsonl" 40 0 1
-gen_orders "$dir/b.jsonl" 40 0 41
+gen_orders "$dir/a.jsonl" 40 0 0 1
+gen_orders "$dir/b.jsonl" 40 0 0 41
 neg='{"id":"neg-1","data":{"orderId":"ord-neg","customer":"c1","totalCents":-5}}'
 "$PUB" "$AMQP" publish "$q" --message-id-prefix g1- <"$dir/a.jsonl" >/dev/null
 echo "$neg" | "$PUB" "$AMQP" publish "$q" --message-id-prefix pb- >/dev/null
@@ -30,7 +30,7 @@ expect_eq "82 messages queued" "$(ready "$q")" 82
 
 write_config "$dir/inbox.yaml" "sqlite:$dir/t.db" "$AMQP/$q" invoices "" 10 \
 	0ms
-count() { sqlite3 -cmd ".timeout 5000" "$dir/t.db" "$1" 2>/dev/null; }
+count() { sq "$dir/t.db" "$1" 2>/dev/null; }
 done_all() {
 	[ "$(count "SELECT COUNT(*) FROM invoices")" = 80 ] &&
 		[ "$(count "SELECT COUNT(*) FROM dead_letters")" = 2 ] &&
@@ -38,8 +38,8 @@ done_all() {
 }
 start_daemon "$dir/inbox.yaml" "$dir/daemon.log"
 check "80 orders applied, 2 dead letters, queue drained" wait_until 60 done_all
-stop_daemon "$daemon"
-expect_eq "the daemon drains and exits 0" "$st" 0
+stop_daemon "$pid"
+expect_eq "the daemon drains and exits 0" "$rc" 0
 
 dl() { count "SELECT $1 FROM dead_letters WHERE message_id = '$2'"; }
 pos=$(dl position pa-1)

@@ -15,12 +15,12 @@ DUPS=200
 dir=$(mktmp)
 trap cleanup EXIT
 q=$(new_queue kill)
-gen_orders "$dir/orders.jsonl" $ORDERS $DUPS
+gen_orders "$dir/orders.jsonl" $ORDERS $DUPS 0
 sent=$("$PUB" "$AMQP" publish "$q" <"$dir/orders.jsonl")
 expect_eq "published $((ORDERS + DUPS)) messages" "$sent" $((ORDERS + DUPS))
 write_config "$dir/inbox.yaml" "sqlite:$dir/t.db" "$AMQP/$q?declare=1" \
 	invoices "" 10 20ms
-count() { sqlite3 -cmd ".timeout 5000" "$dir/t.db" "$1" 2>/dev/null; }
+count() { sq "$dir/t.db" "$1" 2>/dev/null; }
 echo "# queue $q, dir $dir"
 
 killed=0
@@ -28,11 +28,9 @@ for round in 1 2 3 4 5; do
 	start_daemon "$dir/inbox.yaml" "$dir/daemon.log"
 	ms=$(rand_between 300 900)
 	sleep_ms "$ms"
-	kill -KILL "$daemon" 2>/dev/null
-	wait "$daemon" 2>/dev/null
-	st=$?
-	[ "$st" -eq 137 ] && killed=$((killed + 1))
-	echo "# round $round: SIGKILL after ${ms} ms, exit status $st," \
+	kill_daemon "$pid"
+	[ "$rc" -eq 137 ] && killed=$((killed + 1))
+	echo "# round $round: SIGKILL after ${ms} ms, exit status $rc," \
 		"$(count "SELECT COUNT(*) FROM invoices") rows"
 done
 check "killed mid-stream 5 times ($killed)" [ "$killed" -eq 5 ]
@@ -47,8 +45,8 @@ done_all() {
 start_daemon "$dir/inbox.yaml" "$dir/daemon.log"
 check "the last run applies every order" wait_until 90 done_all
 sleep 1 # the duplicates still prefetched are dropped and acked
-stop_daemon "$daemon"
-expect_eq "the last run drains and exits 0 on SIGTERM" "$st" 0
+stop_daemon "$pid"
+expect_eq "the last run drains and exits 0 on SIGTERM" "$rc" 0
 
 rows=$(count "SELECT COUNT(*) FROM invoices")
 distinct=$(count "SELECT COUNT(DISTINCT order_id) FROM invoices")

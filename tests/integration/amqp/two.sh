@@ -16,18 +16,10 @@ DUPS=200
 dir=$(mktmp)
 tag="amqp$$_"
 table="${tag}invoices"
-pgq() { psql "$INBOX_TEST_PG_URL" -X -q -tA -v ON_ERROR_STOP=1 -c "$1"; }
-drop_ours() {
-	t=$(pgq "SELECT string_agg(quote_ident(tablename), ',') FROM pg_tables
-	         WHERE schemaname = current_schema()
-	         AND starts_with(tablename, '$tag')" 2>/dev/null)
-	[ -n "$t" ] && pgq "DROP TABLE IF EXISTS $t" >/dev/null 2>&1
-	return 0
-}
-extra_cleanup=drop_ours
+cleanup_extra='pg_drop_prefix "$tag"'
 trap cleanup EXIT
 q=$(new_queue two)
-gen_orders "$dir/orders.jsonl" $ORDERS $DUPS
+gen_orders "$dir/orders.jsonl" $ORDERS $DUPS 0
 sent=$("$PUB" "$AMQP" publish "$q" <"$dir/orders.jsonl")
 expect_eq "published $((ORDERS + DUPS)) messages" "$sent" $((ORDERS + DUPS))
 write_config "$dir/inbox.yaml" "$INBOX_TEST_PG_URL" "$AMQP/$q" "$table" \
@@ -35,17 +27,16 @@ write_config "$dir/inbox.yaml" "$INBOX_TEST_PG_URL" "$AMQP/$q" "$table" \
 echo "# queue $q, tables $tag*, dir $dir"
 
 start_daemon "$dir/inbox.yaml" "$dir/a.log"
-a=$daemon
+a=$pid
 start_daemon "$dir/inbox.yaml" "$dir/b.log"
-b=$daemon
+b=$pid
 sleep_ms "$(rand_between 500 1000)"
-kill -KILL "$a"
-wait "$a" 2>/dev/null
+kill_daemon "$a"
 mid=$(pgq "SELECT COUNT(DISTINCT order_id) FROM $table")
 check "daemon A killed mid-stream ($mid of $ORDERS done)" \
 	[ "$mid" -gt 0 -a "$mid" -lt $ORDERS ]
 start_daemon "$dir/inbox.yaml" "$dir/a.log"
-a=$daemon
+a=$pid
 
 done_all() {
 	[ "$(pgq "SELECT COUNT(DISTINCT order_id) FROM $table")" = $ORDERS ] &&
@@ -54,9 +45,9 @@ done_all() {
 check "every order applied" wait_until 90 done_all
 sleep 1
 stop_daemon "$a"
-expect_eq "daemon A drains and exits 0" "$st" 0
+expect_eq "daemon A drains and exits 0" "$rc" 0
 stop_daemon "$b"
-expect_eq "daemon B drains and exits 0" "$st" 0
+expect_eq "daemon B drains and exits 0" "$rc" 0
 
 rows=$(pgq "SELECT COUNT(*) FROM $table")
 doubled=$(pgq "SELECT COUNT(*) FROM (SELECT order_id FROM $table
@@ -64,12 +55,8 @@ doubled=$(pgq "SELECT COUNT(*) FROM (SELECT order_id FROM $table
 expect_eq "no order billed twice" "$doubled" 0
 expect_eq "one invoice per order" "$rows" $ORDERS
 expect_eq "every message acked: queue empty" "$(ready "$q")" 0
-applied() {
-	grep -o '"event":"batch"[^}]*"applied":[0-9]*' "$1" |
-		sed 's/.*"applied"://' | awk '{ s += $1 } END { print s + 0 }'
-}
-na=$(applied "$dir/a.log")
-nb=$(applied "$dir/b.log")
+na=$(logged applied "$dir/a.log")
+nb=$(logged applied "$dir/b.log")
 echo "# applied: A $na, B $nb"
 check "both daemons applied orders (A $na, B $nb)" [ "$na" -gt 0 -a "$nb" -gt 0 ]
 clean_logs "no error or sanitizer report logged" "$dir/a.log" "$dir/b.log"

@@ -35,20 +35,12 @@ for round in 1 2 3 4 5 6; do
 	pid=$!
 	ms=$(rand_between 50 400)
 	sleep_ms "$ms"
-	kill -KILL "$pid" 2>/dev/null
-	{ wait "$pid"; } 2>/dev/null
-	st=$?
-	# 137 = killed by SIGKILL while running (0 = it had already finished)
-	[ "$st" -eq 137 ] && killed=$((killed + 1))
-	echo "# round $round: SIGKILL after ${ms} ms, exit status $st"
+	kill_daemon "$pid"
+	[ "$rc" -eq 137 ] && killed=$((killed + 1))
+	echo "# round $round: SIGKILL after ${ms} ms, exit status $rc"
 done
 
-rc=1
-for attempt in 1 2 3 4 5; do
-	"$BIN" run "$dir/inbox.yaml" --once 2>>"$dir/daemon.log"
-	rc=$?
-	[ "$rc" -eq 0 ] && break
-done
+run_to_end "$dir/inbox.yaml" "$dir/daemon.log"
 expect_eq "the last run reaches the end and exits 0" "$rc" 0
 check "killed mid-stream at least 3 times ($killed of 6)" [ "$killed" -ge 3 ]
 

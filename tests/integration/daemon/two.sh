@@ -37,8 +37,7 @@ pa=$!
 "$BIN" run "$dir/b.yaml" --once 2>"$dir/b1.log" &
 pb=$!
 sleep_ms "$(rand_between 100 300)"
-kill -KILL "$pb" 2>/dev/null
-{ wait "$pb"; } 2>/dev/null
+kill_daemon "$pb"
 "$BIN" run "$dir/b.yaml" --once 2>"$dir/b2.log"
 rb=$?
 wait "$pa"
@@ -52,12 +51,8 @@ expect_eq "each effect exactly once: rows" "$rows" "$ORDERS"
 expect_eq "each effect exactly once: distinct orders" "$distinct" "$ORDERS"
 # The finished runs each read the whole file; between them they applied
 # every order once (b's killed run may have applied some too).
-applied() {
-	grep '"event":"stopped"' "$1" | grep -o '"applied":[0-9]*' |
-		cut -d: -f2 | head -1
-}
-aa=$(applied "$dir/a.log")
-ab=$(applied "$dir/b2.log")
+aa=$(stopped_field applied "$dir/a.log")
+ab=$(stopped_field applied "$dir/b2.log")
 echo "# applied: a=$aa, b (after restart)=$ab"
 check "both finished runs read everything and applied no order twice" \
 	[ "$((aa + ab))" -le "$ORDERS" ]

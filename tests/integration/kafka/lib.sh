@@ -1,8 +1,8 @@
-# Helpers for the Kafka daemon tests (sourced). Each test starts its own
-# Kafka cluster — librdkafka's mock cluster in tests/tools/kafka-mock, on
-# random loopback ports — and its own `inbox run` daemons, and stops all of
-# them by PID whatever happens. Each test prints one line per check and ends
-# with "N passed, N failed"; exit 0 only if all passed, 77 when skipped.
+# Helpers of the Kafka daemon tests (sourced; ../common.sh has the checks,
+# the closing line, the daemons in the background and what every group
+# shares). Each test starts its own Kafka cluster — librdkafka's mock
+# cluster in tests/tools/kafka-mock, on random loopback ports — and its
+# own `inbox run` daemons, and stops all of them by PID whatever happens.
 #
 # Kafka topics never end, so the daemons run without --once: a test waits
 # until the effect table holds what it expects (under a deadline), lets the
@@ -12,44 +12,20 @@
 # join waits ~3 s; a member that dies without leaving (SIGKILL) holds its
 # partitions until session.timeout.ms; a rebalance waits for every member
 # to rejoin. GROUP_OPTS keeps those short.
-passed=0
-failed=0
-here=$(cd "$(dirname "$0")" && pwd)
-daemons=""
+group=kafka
+. "$(dirname "$0")/../common.sh"
 mock_pid=""
+exit_trap=cleanup
 
 SESSION_MS=${SESSION_MS:-6000}
 GROUP_OPTS="rdkafka.session.timeout.ms=$SESSION_MS&rdkafka.heartbeat.interval.ms=300&rdkafka.log_level=3"
 
-ok() {
-	passed=$((passed + 1))
-	echo "ok   $1"
-}
-
-fail() {
-	failed=$((failed + 1))
-	echo "FAIL $1"
-	shift
-	for l in "$@"; do echo "     $l"; done
-}
-
-check() {
-	name=$1
-	shift
-	if "$@"; then ok "$name"; else fail "$name"; fi
-}
-
-expect_eq() {
-	if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "got '$2', want '$3'"; fi
-}
-
-# Stop what this test started: the daemons still running (by PID), then
-# the mock cluster (SIGTERM by PID; it also exits when fd 9, the write end
-# of its stdin, closes).
+# cleanup: the tests' EXIT trap: stop what this test started: the daemons
+# still running (by PID), then the mock cluster (SIGTERM by PID; it also
+# exits when fd 9, the write end of its stdin, closes); then run the
+# test's $cleanup_extra.
 cleanup() {
-	for _p in $daemons; do kill -KILL "$_p" 2>/dev/null; done
-	for _p in $daemons; do wait "$_p" 2>/dev/null; done
-	daemons=""
+	stop_daemons
 	if [ -n "$mock_pid" ]; then
 		kill -TERM "$mock_pid" 2>/dev/null
 		wait "$mock_pid" 2>/dev/null
@@ -58,71 +34,6 @@ cleanup() {
 	exec 9>&-
 	[ -n "${cleanup_extra:-}" ] && eval "$cleanup_extra"
 	return 0
-}
-
-summary() {
-	echo "$passed passed, $failed failed"
-	cleanup
-	trap - EXIT
-	if [ "$failed" -eq 0 ]; then
-		# KEEP=1 keeps the files of a passing run too
-		[ -n "${dir:-}" ] && [ -z "${KEEP:-}" ] && rm -rf "$dir"
-		exit 0
-	fi
-	[ -n "${dir:-}" ] && echo "files kept in $dir"
-	exit 1
-}
-
-# bail MESSAGE: a step the rest depends on failed.
-bail() {
-	fail "$1"
-	summary
-}
-
-need_pg() {
-	if [ -z "${INBOX_TEST_PG_URL:-}" ]; then
-		echo "skip: INBOX_TEST_PG_URL is not set"
-		exit 77
-	fi
-}
-
-mktmp() {
-	if [ -n "${INBOX_TEST_TMP:-}" ] && [ -d "$INBOX_TEST_TMP" ]; then
-		mktemp -d "$INBOX_TEST_TMP/kafka.XXXXXX"
-	else
-		mktemp -d "${TMPDIR:-/tmp}/inbox-kafka.XXXXXX"
-	fi
-}
-
-rand_between() {
-	_r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	echo $(($1 + _r % ($2 - $1 + 1)))
-}
-
-sleep_ms() {
-	sleep "$(awk -v m="$1" 'BEGIN { printf "%.3f", m / 1000 }')"
-}
-
-now_ms() {
-	date +%s%3N
-}
-
-# pgq SQL: one value (or rows, | separated) from PostgreSQL.
-pgq() {
-	psql "$INBOX_TEST_PG_URL" -X -q -tA -v ON_ERROR_STOP=1 -c "$1"
-}
-
-# Drop every table whose name starts with PREFIX (PostgreSQL).
-pg_drop_prefix() {
-	_tables=$(pgq "SELECT string_agg(quote_ident(tablename), ',') FROM pg_tables
-	              WHERE schemaname = current_schema()
-	              AND starts_with(tablename, '$1')")
-	[ -n "$_tables" ] && pgq "DROP TABLE IF EXISTS $_tables" >/dev/null
-	return 0
-}
-
-sq() {
-	sqlite3 -cmd ".timeout 5000" "$1" "$2"
 }
 
 # start_mock TOPIC:PARTITIONS...: a mock cluster of 3 brokers of our own
@@ -155,16 +66,16 @@ produce() {
 		bail "kafka-produce $_t $_f $* failed"
 }
 
-# gen_orders DIR ORDERS DUPS RETRIES PARTS [FIRST [SEED]]: order-created
-# events for orders FIRST..FIRST+ORDERS-1 (default 1), one file per
-# partition, DIR/p.N, as "KEY<TAB>ID<TAB>PAYLOAD" lines. Order o goes to
+# gen_partitions DIR ORDERS DUPS RETRIES PARTS [FIRST [SEED]]:
+# order-created events for orders FIRST..FIRST+ORDERS-1 (default 1), one
+# file per partition, DIR/p.N, as "KEY<TAB>ID<TAB>PAYLOAD" lines. Order o goes to
 # partition o % PARTS; DUPS exact copies of earlier events (same message
 # id, same partition: a redelivery upstream) and RETRIES producer retries
 # (a new message id, the same order data, on the next partition — so two
 # group members may race for the same business key) are interleaved.
 # The payload's top-level "p" is the partition (outside /data, the
 # fingerprinted part), the effect stores it.
-gen_orders() {
+gen_partitions() {
 	mkdir -p "$1" && rm -f "$1"/p.*
 	awk -v dir="$1" -v n="$2" -v dups="$3" -v retries="$4" -v parts="$5" \
 		-v first="${6:-1}" -v seed="${7:-42}" '
@@ -251,63 +162,6 @@ consumers:
 CFG
 }
 
-# start_daemon CONFIG LOG: `inbox run CONFIG` in the background (no
-# --once); sets $pid.
-start_daemon() {
-	"$BIN" run "$1" 2>>"$2" 9>&- &
-	pid=$!
-	daemons="$daemons $pid"
-}
-
-# forget_daemon PID: it was waited for; never signal that PID again.
-forget_daemon() {
-	daemons=$(echo "$daemons" | tr ' ' '\n' | grep -vx "$1" | tr '\n' ' ')
-}
-
-# stop_daemon PID: SIGTERM (drain), wait; the exit status in $rc.
-stop_daemon() {
-	kill -TERM "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	rc=$?
-	forget_daemon "$1"
-}
-
-# kill_daemon PID: SIGKILL, wait; the exit status in $rc (137: killed).
-kill_daemon() {
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	rc=$?
-	forget_daemon "$1"
-}
-
-# alive PID: running (not exited, not a zombie)?
-alive() {
-	[ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"
-}
-
-daemon_alive() {
-	for _p in $daemons; do
-		alive "$_p" && return 0
-	done
-	return 1
-}
-
-# wait_count WANT SECONDS: until count_rows (defined by the test) reaches
-# WANT, or no daemon runs any more, or SECONDS passed; prints the count.
-wait_count() {
-	_end=$(($(date +%s) + $2))
-	while :; do
-		_c=$(count_rows 2>/dev/null)
-		[ -n "$_c" ] || _c=0
-		if [ "$_c" -ge "$1" ] || [ "$(date +%s)" -ge "$_end" ] ||
-			! daemon_alive; then
-			echo "$_c"
-			return
-		fi
-		sleep 0.1
-	done
-}
-
 # wait_batches LOG N SECONDS: until LOG has N batch lines; 0 if it did.
 wait_batches() {
 	_end=$(($(date +%s) + $3))
@@ -337,25 +191,4 @@ wait_quiet() {
 		fi
 	done
 	return 1
-}
-
-# logged FIELD LOG...: the sum of FIELD over the batch lines of the logs.
-logged() {
-	_f=$1
-	shift
-	cat "$@" | grep '"event":"batch"' | grep -o "\"$_f\":[0-9]*" |
-		awk -F: '{ s += $2 } END { print s + 0 }'
-}
-
-# stopped_field FIELD LOG: FIELD of the last "stopped" line of LOG.
-stopped_field() {
-	grep '"event":"stopped"' "$2" | tail -1 | grep -o "\"$1\":[0-9]*" |
-		cut -d: -f2
-}
-
-# no_errors LOG...: no line at level error, no sanitizer report (an
-# ASan/UBSan build writes them to the daemon's stderr, the log).
-no_errors() {
-	! cat "$@" | grep -q -e '"level":"error"' -e 'Sanitizer' \
-		-e 'runtime error:'
 }

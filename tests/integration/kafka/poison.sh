@@ -101,8 +101,8 @@ got=$(wait_count $GOOD 60)
 expect_eq "every good order applied, after the poison too" "$got" $GOOD
 # Dead letters are written in the transaction of their batch: wait for
 # the third (the transient one needs its retries).
-end_dl=$(($(date +%s) + 20))
-while [ "$(dl)" -lt 3 ] && [ "$(date +%s)" -lt "$end_dl" ]; do sleep 0.1; done
+three_dead_letters() { [ "$(dl)" -ge 3 ]; }
+wait_until 20 three_dead_letters
 wait_quiet 10 1000 "$dir/daemon.log" || fail "the daemon went quiet within 10 s"
 stop_daemon "$pid"
 expect_eq "SIGTERM drains and exits 0" "$rc" 0

@@ -26,7 +26,7 @@ trap 'exit 1' INT TERM
 t0=$(now_ms)
 
 start_mock orders:$PARTS
-gen_orders "$dir/s" $ORDERS 260 140 $PARTS
+gen_partitions "$dir/s" $ORDERS 260 140 $PARTS
 produce_orders orders "$dir/s"
 M=$(cat "$dir"/s/p.* | wc -l)
 db="$dir/t.db"
@@ -75,7 +75,7 @@ expect_eq "the last run drains on SIGTERM and exits 0" "$rc" 0
 # A clean stop commits the offsets: one more run re-reads nothing and
 # applies only what is new.
 NEW=100
-gen_orders "$dir/new" $NEW 0 0 $PARTS $((ORDERS + 1))
+gen_partitions "$dir/new" $NEW 0 0 $PARTS $((ORDERS + 1))
 wc=check
 write_config "$dir/$wc.yaml" "sqlite:$db" "$src" invoices "" $BATCH $wc sqlite
 start_daemon "$dir/$wc.yaml" "$dir/$wc.log"

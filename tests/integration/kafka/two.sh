@@ -30,7 +30,7 @@ trap 'exit 1' INT TERM
 t0=$(now_ms)
 
 start_mock orders:$PARTS
-gen_orders "$dir/s1" $ORDERS 200 100 $PARTS
+gen_partitions "$dir/s1" $ORDERS 200 100 $PARTS
 produce_orders orders "$dir/s1"
 M1=$(cat "$dir"/s1/p.* | wc -l)
 src="kafka://$BOOT/orders?group=billing&$GROUP_OPTS"
@@ -82,7 +82,7 @@ expect_eq "nothing applied twice so far" "$(pgq "SELECT COUNT(*) FROM
 # first) is split between a and b2.
 start_daemon "$dir/b2.yaml" "$dir/b2.log"
 b2=$pid
-gen_orders "$dir/s2" $ORDERS2 60 40 $PARTS $((ORDERS + 1)) 7
+gen_partitions "$dir/s2" $ORDERS2 60 40 $PARTS $((ORDERS + 1)) 7
 for f in "$dir"/s1/p.*; do
 	awk 'NR % 25 == 0' "$f" >>"$dir/s2/${f##*/}" # 120 replays
 done

@@ -26,7 +26,7 @@ trap 'exit 1' INT TERM
 t0=$(now_ms)
 
 start_mock orders:$PARTS
-gen_orders "$dir/s" $ORDERS 150 50 $PARTS
+gen_partitions "$dir/s" $ORDERS 150 50 $PARTS
 M=$(cat "$dir"/s/p.* | wc -l)
 for w in a b; do
 	write_config "$dir/$w.yaml" "$INBOX_TEST_PG_URL" \

@@ -1,57 +1,22 @@
-# Helpers for the NATS daemon tests (sourced). Each test starts its own
-# nats-server -js (tests/servers/nats.sh) on a free loopback port in its
-# own temp dir, so restarting or killing it disturbs no other test; prints
-# one line per check and ends with "N passed, N failed"; exit 0 only if
-# all passed, 77 when skipped.
-passed=0
-failed=0
-here=$(cd "$(dirname "$0")" && pwd)
-servers=$(cd "$here/../../servers" && pwd)
-daemons=""
+# Helpers of the NATS daemon tests (sourced; ../common.sh has the checks,
+# the closing line, the daemons in the background and what every group
+# shares). Each test starts its own nats-server -js (tests/servers/
+# nats.sh) on a free loopback port in its own temp dir, so restarting or
+# killing it disturbs no other test.
+group=nats
+. "$(dirname "$0")/../common.sh"
+orders_seed=7
+exit_trap=cleanup
 
-ok() {
-	passed=$((passed + 1))
-	echo "ok   $1"
-}
-
-fail() {
-	failed=$((failed + 1))
-	echo "FAIL $1"
-	shift
-	for l in "$@"; do echo "     $l"; done
-}
-
-check() {
-	name=$1
-	shift
-	if "$@"; then ok "$name"; else fail "$name"; fi
-}
-
-expect_eq() {
-	if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "got '$2', want '$3'"; fi
-}
-
-# Stop what this test started (daemons still running, by PID; then the
-# server).
+# cleanup: the tests' EXIT trap: stop what this test started (the
+# daemons still running, by PID; then the server), then run the test's
+# $cleanup_extra.
 cleanup() {
-	for p in $daemons; do kill -KILL "$p" 2>/dev/null; done
-	daemons=""
+	stop_daemons
 	[ -n "${dir:-}" ] && sh "$servers/nats.sh" stop "$dir/nats" \
 		>/dev/null 2>&1
 	[ -n "${cleanup_extra:-}" ] && eval "$cleanup_extra"
 	return 0
-}
-
-summary() {
-	echo "$passed passed, $failed failed"
-	cleanup
-	trap - EXIT
-	if [ "$failed" -eq 0 ]; then
-		[ -n "${dir:-}" ] && [ -z "${KEEP:-}" ] && rm -rf "$dir"
-		exit 0
-	fi
-	[ -n "${dir:-}" ] && echo "files kept in $dir"
-	exit 1
 }
 
 need_nats_server() {
@@ -59,30 +24,6 @@ need_nats_server() {
 		echo "skip: nats-server is not installed"
 		exit 77
 	fi
-}
-
-need_pg() {
-	if [ -z "${INBOX_TEST_PG_URL:-}" ]; then
-		echo "skip: INBOX_TEST_PG_URL is not set"
-		exit 77
-	fi
-}
-
-mktmp() {
-	if [ -n "${INBOX_TEST_TMP:-}" ] && [ -d "$INBOX_TEST_TMP" ]; then
-		mktemp -d "$INBOX_TEST_TMP/nats.XXXXXX"
-	else
-		mktemp -d "${TMPDIR:-/tmp}/inbox-nats.XXXXXX"
-	fi
-}
-
-rand_between() {
-	r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	echo $(($1 + r % ($2 - $1 + 1)))
-}
-
-sleep_ms() {
-	sleep "$(awk -v m="$1" 'BEGIN { printf "%.3f", m / 1000 }')"
 }
 
 # A loopback port no socket uses, below the usual ephemeral range
@@ -115,44 +56,6 @@ start_nats() {
 	exit 1
 }
 
-# pgq SQL: one value (or rows, | separated) from PostgreSQL.
-pgq() {
-	psql "$INBOX_TEST_PG_URL" -X -q -tA -v ON_ERROR_STOP=1 -c "$1"
-}
-
-pg_drop_prefix() {
-	tables=$(pgq "SELECT string_agg(quote_ident(tablename), ',') FROM pg_tables
-	              WHERE schemaname = current_schema()
-	              AND starts_with(tablename, '$1')")
-	[ -n "$tables" ] && pgq "DROP TABLE IF EXISTS $tables" >/dev/null
-	return 0
-}
-
-# gen_orders FILE ORDERS DUPS RETRIES [FIRST]: ORDERS order-created events
-# (orderId ord-FIRST..) plus DUPS exact copies of earlier ones (a
-# redelivery upstream) and RETRIES producer retries (a new message id, the
-# same order), interleaved. About 10% duplicates with DUPS + RETRIES =
-# ORDERS / 10.
-gen_orders() {
-	awk -v n="$2" -v dups="$3" -v retries="$4" -v first="${5:-1}" '
-	function line(id, o) {
-		return sprintf("{\"id\":\"%s\",\"type\":\"order.created\",\"data\":{\"orderId\":\"ord-%06d\",\"customer\":\"c%d\",\"totalCents\":%d}}", id, o, o % 97, 100 + (o * 7919) % 90000)
-	}
-	BEGIN {
-		srand(7)
-		for (i = 0; i < n; i++) {
-			o = first + i
-			l = line(sprintf("m-%06d", o), o)
-			print l
-			hist[i] = l
-			if (dups > 0 && rand() < dups / n) { print hist[int(rand() * (i + 1))]; dups-- }
-			if (retries > 0 && rand() < retries / n) { print line(sprintf("m-%06d-retry", o), o); retries-- }
-		}
-		for (; dups > 0; dups--) print hist[int(rand() * n)]
-		for (; retries > 0; retries--) { o = first + int(rand() * n); print line(sprintf("m-%06d-late", o), o) }
-	}' >"$1"
-}
-
 # write_config FILE STORE_URL SOURCE_URL TABLE PREFIX BATCH PAUSE
 #              MAX_ATTEMPTS: one consumer billing orders into TABLE (no
 # unique constraint: a double effect shows as two rows).
@@ -182,59 +85,6 @@ consumers:
           VALUES (\$1, \$2, \$3)
         params: [/data/orderId, /data/customer, /data/totalCents]
 CFG
-}
-
-# start_daemon LOG: "inbox run" in the background; sets $pid.
-start_daemon() {
-	"$BIN" run "$dir/inbox.yaml" 2>>"$1" &
-	pid=$!
-	daemons="$daemons $pid"
-}
-
-# forget_daemon PID: it was waited for; never signal that PID again (it
-# may belong to another process by now).
-forget_daemon() {
-	daemons=$(echo "$daemons" | tr ' ' '\n' | grep -vx "$1" | tr '\n' ' ')
-}
-
-# stop_daemon PID: SIGTERM (drain), wait; the exit status in $rc.
-stop_daemon() {
-	kill -TERM "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	rc=$?
-	forget_daemon "$1"
-}
-
-# dups_logged LOG: duplicates the daemons reported in their batch lines.
-dups_logged() {
-	grep -o '"duplicate":[0-9]*' "$1" | awk -F: '{ s += $2 } END { print s + 0 }'
-}
-
-# Is one of the daemons still running (not exited, not a zombie)?
-daemon_alive() {
-	for p in $daemons; do
-		if [ -r "/proc/$p/stat" ] &&
-			! grep -q '^[0-9]* ([^)]*) Z' "/proc/$p/stat"; then
-			return 0
-		fi
-	done
-	return 1
-}
-
-# wait_count WANT SECONDS: until count_rows (defined by the test) reaches
-# WANT, or no daemon runs any more; prints the last count.
-wait_count() {
-	end=$(($(date +%s) + $2))
-	while :; do
-		c=$(count_rows 2>/dev/null)
-		[ -n "$c" ] || c=0
-		if [ "$c" -ge "$1" ] || [ "$(date +%s)" -ge "$end" ] ||
-			! daemon_alive; then
-			echo "$c"
-			return
-		fi
-		sleep 0.1
-	done
 }
 
 # wait_settled SECONDS: until the durable has nothing pending and nothing

@@ -25,7 +25,7 @@ write_config "$dir/inbox.yaml" "sqlite:$dir/t.db" "$src" invoices "" 10 \
 count_rows() { sqlite3 "$dir/t.db" "SELECT COUNT(*) FROM invoices"; }
 echo "# $ORDERS orders in two halves, dir $dir"
 
-start_daemon "$dir/daemon.log"
+start_daemon "$dir/inbox.yaml" "$dir/daemon.log"
 c=$(wait_count 300 30)
 echo "# $c invoices: stopping nats-server (SIGTERM), starting it again"
 sh "$servers/nats.sh" restart "$dir/nats" || { echo "restart failed"; exit 1; }
@@ -58,6 +58,6 @@ dl=$(sqlite3 "$dir/t.db" "SELECT COUNT(*) FROM dead_letters")
 expect_eq "no dead letters" "$dl" 0
 outage=$(grep -c '"poll_failed"\|"ack_failed"' "$dir/daemon.log")
 echo "# poll/ack failures logged during the outages: $outage"
-echo "# duplicates dropped (logged): $(dups_logged "$dir/daemon.log")"
+echo "# duplicates dropped (logged): $(logged duplicate "$dir/daemon.log")"
 check "no error logged" sh -c "! grep -q '\"level\":\"error\"' '$dir/daemon.log'"
 summary

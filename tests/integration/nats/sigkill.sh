@@ -27,21 +27,18 @@ echo "# $lines messages, $ORDERS orders, dir $dir"
 
 killed=0
 for round in 1 2 3 4 5; do
-	start_daemon "$dir/daemon.log"
+	start_daemon "$dir/inbox.yaml" "$dir/daemon.log"
 	ms=$(rand_between 150 700)
 	sleep_ms "$ms"
-	kill -KILL "$pid" 2>/dev/null
-	{ wait "$pid"; } 2>/dev/null
-	st=$?
-	forget_daemon "$pid"
+	kill_daemon "$pid"
 	c=$(count_rows 2>/dev/null)
-	[ "$st" -eq 137 ] && [ "${c:-0}" -lt $ORDERS ] && killed=$((killed + 1))
-	echo "# round $round: SIGKILL after ${ms} ms (status $st), ${c:-0} invoices"
+	[ "$rc" -eq 137 ] && [ "${c:-0}" -lt $ORDERS ] && killed=$((killed + 1))
+	echo "# round $round: SIGKILL after ${ms} ms (status $rc), ${c:-0} invoices"
 done
 check "killed mid-stream 5 times ($killed)" [ "$killed" -eq 5 ]
 echo "# after the kills: $("$PUB" info "$NATS_URL" ORDERS billing)"
 
-start_daemon "$dir/daemon.log"
+start_daemon "$dir/inbox.yaml" "$dir/daemon.log"
 got=$(wait_count $ORDERS 60)
 expect_eq "all orders invoiced after the restarts" "$got" "$ORDERS"
 # Messages of the killed batches come back after ack_wait: let them.
@@ -59,6 +56,6 @@ expect_eq "one invoice per order: rows" "$rows" "$ORDERS"
 expect_eq "one invoice per order: distinct" "$distinct" "$ORDERS"
 dl=$(sqlite3 "$dir/t.db" "SELECT COUNT(*) FROM dead_letters")
 expect_eq "no dead letters" "$dl" 0
-echo "# duplicates dropped (logged): $(dups_logged "$dir/daemon.log")"
+echo "# duplicates dropped (logged): $(logged duplicate "$dir/daemon.log")"
 check "no error logged" sh -c "! grep -q '\"level\":\"error\"' '$dir/daemon.log'"
 summary

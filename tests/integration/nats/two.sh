@@ -26,9 +26,9 @@ write_config "$dir/inbox.yaml" "$INBOX_TEST_PG_URL" "$src" "$table" \
 count_rows() { pgq "SELECT COUNT(*) FROM $table"; }
 echo "# $ORDERS orders, dir $dir, tables $tag*"
 
-start_daemon "$dir/a.log"
+start_daemon "$dir/inbox.yaml" "$dir/a.log"
 a=$pid
-start_daemon "$dir/b.log"
+start_daemon "$dir/inbox.yaml" "$dir/b.log"
 b=$pid
 "$PUB" pub "$NATS_URL" ORDERS "$dir/orders.jsonl" t >"$dir/seqs" ||
 	{ echo "publish failed"; exit 1; }
@@ -48,12 +48,8 @@ doubled=$(pgq "SELECT COUNT(*) FROM (SELECT order_id FROM $table
 expect_eq "no order billed twice" "$doubled" 0
 expect_eq "one invoice per order: rows" "$rows" "$ORDERS"
 expect_eq "one invoice per order: distinct" "$distinct" "$ORDERS"
-applied() {
-	grep -o '"event":"stopped".*"applied":[0-9]*' "$1" |
-		sed 's/.*"applied"://' | tail -1
-}
-aa=$(applied "$dir/a.log")
-ab=$(applied "$dir/b.log")
+aa=$(stopped_field applied "$dir/a.log")
+ab=$(stopped_field applied "$dir/b.log")
 echo "# applied by A: $aa, by B: $ab"
 expect_eq "applied A + B = orders" "$((${aa:-0} + ${ab:-0}))" "$ORDERS"
 check "both daemons applied some" [ "${aa:-0}" -gt 0 -a "${ab:-0}" -gt 0 ]

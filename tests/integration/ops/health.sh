@@ -9,9 +9,7 @@
 #   health.sh INBOX_BIN
 set -u
 BIN=$1
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../daemon/lib.sh"
-. "$here/lib.sh"
+. "$(dirname "$0")/lib.sh"
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { echo "skip: no PostgreSQL binaries"; exit 77; }
 command -v curl >/dev/null || { echo "skip: curl is missing"; exit 77; }
 
@@ -21,15 +19,15 @@ chmod 755 "$dir"
 tag="opsh$$_"
 KIND=pg
 pgdir="$dir/pg"
-stop_pg() { sh "$here/../../servers/pg.sh" stop "$pgdir" >/dev/null 2>&1; }
+stop_pg() { sh "$servers/pg.sh" stop "$pgdir" >/dev/null 2>&1; }
 # Stop what we started before summary removes the directory (and the PID
 # files in it).
 finish() {
-	stop_daemon
+	ops_stop_daemon
 	stop_pg
 	summary
 }
-trap 'stop_daemon; stop_pg' EXIT
+trap 'ops_stop_daemon; stop_pg' EXIT
 
 # A port of our own: after the suite's (base+9), else derived from the PID;
 # pg.sh refuses a port already in use, so try a few.
@@ -37,7 +35,7 @@ base=${INBOX_TEST_PORT_BASE:-$((30000 + $$ % 1000 * 10))}
 url=""
 for try in 9 19 29 39 49; do
 	pgport=$((base + try))
-	if url=$(sh "$here/../../servers/pg.sh" start "$pgdir" "$pgport" 2>"$dir/pg.err"); then
+	if url=$(sh "$servers/pg.sh" start "$pgdir" "$pgport" 2>"$dir/pg.err"); then
 		break
 	fi
 	url=""
@@ -48,7 +46,7 @@ if [ -z "$url" ]; then
 fi
 ok "own PostgreSQL on port $pgport"
 INBOX_TEST_PG_URL=$url
-STORE=$(echo "$url" | sed "s|://\([^@/:]*\)@|://\1:$SECRET@|")
+STORE=$(plant_secret "$url")
 
 src="$dir/orders.jsonl"
 : >"$src"
@@ -56,12 +54,12 @@ for i in $(seq 1 10); do order "m-$i" "ord-$i" c1 $((100 + i)) >>"$src"; done
 ops_config "$dir/inbox.yaml" "jsonl:$src?follow=1&checkpoint=$dir/cp"
 check "migrate" ops_migrate "$dir/inbox.yaml"
 LOG_LEVEL=debug
-if ! start_daemon "$dir/inbox.yaml" "$dir/run.log"; then
+if ! ops_start_daemon "$dir/inbox.yaml" "$dir/run.log"; then
 	fail "daemon starts" "$(tail -5 "$dir/run.log")"
 	finish
 fi
 applied() { [ "$(q "SELECT count(*) FROM ${tag}invoices")" = "$1" ]; }
-check "10 orders applied" wait_for 20 applied 10
+check "10 orders applied" wait_until 20 applied 10
 get /healthz >/dev/null
 expect_eq "healthz 200 while the store answers" "$http_status" 200
 
@@ -70,7 +68,7 @@ status_is() {
 	get /healthz >/dev/null
 	[ "$http_status" = "$1" ]
 }
-check "healthz 503 once the store is down" wait_for 10 status_is 503
+check "healthz 503 once the store is down" wait_until 10 status_is 503
 cp "$dir/http.body" "$dir/health503.json"
 check "503 body is JSON with status unavailable" jqok '.status == "unavailable"' "$dir/health503.json"
 check "the reason names the consumer and the store" \
@@ -86,15 +84,15 @@ expect_eq "/metrics still answers while the store is down" "$http_status" 200
 expect_eq "store_up 0" "$(metric "$dir/metrics-down.txt" inbox_store_up)" 0
 check "batches fail and are retried (logged)" grep -q '"event":"batch_failed"' "$dir/run.log"
 
-if ! sh "$here/../../servers/pg.sh" start "$pgdir" "$pgport" >/dev/null 2>"$dir/pg.err"; then
+if ! sh "$servers/pg.sh" start "$pgdir" "$pgport" >/dev/null 2>"$dir/pg.err"; then
 	fail "restart PostgreSQL" "$(cat "$dir/pg.err")"
 	finish
 fi
-check "healthz 200 again when the store is back" wait_for 20 status_is 200
-check "the 5 orders that waited are applied, once" wait_for 20 applied 15
+check "healthz 200 again when the store is back" wait_until 20 status_is 200
+check "the 5 orders that waited are applied, once" wait_until 20 applied 15
 sleep 0.5
 check "no order applied twice" applied 15
-stop_daemon
+ops_stop_daemon
 expect_eq "SIGTERM: the daemon drains and exits 0" "$daemon_rc" 0
 
 for f in "$dir/run.log" "$dir/health503.json" "$dir/metrics-down.txt"; do

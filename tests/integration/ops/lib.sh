@@ -1,10 +1,13 @@
-# Helpers of the operations tests (sourced after ../daemon/lib.sh): one
-# consumer billing orders into ${tag}invoices, whose customer must exist in
+# Helpers of the operations tests (sourced; ../common.sh has the checks,
+# the closing line and what every group shares): one consumer billing
+# orders into ${tag}invoices, whose customer must exist in
 # ${tag}customers (a foreign key: an unknown customer is a permanent
 # failure, i.e. a dead letter, until the customer is created).
 #
-# Set before use: KIND (sqlite|pg), dir, tag. ops_setup sets STORE and
-# the q function (one SQL statement on the store, values | separated).
+# Set before use: KIND (sqlite|pg), dir, tag. ops_setup sets STORE; q runs
+# one SQL statement on the store (values | separated).
+group=ops
+. "$(dirname "$0")/../common.sh"
 
 ops_setup() {
 	case "$KIND" in
@@ -23,11 +26,7 @@ ops_setup() {
 }
 
 q() {
-	if [ "$KIND" = sqlite ]; then
-		sqlite3 -cmd ".timeout 5000" "$dir/inbox.db" "$1"
-	else
-		psql "$INBOX_TEST_PG_URL" -X -q -tA -v ON_ERROR_STOP=1 -c "$1"
-	fi
+	if [ "$KIND" = sqlite ]; then sq "$dir/inbox.db" "$1"; else pgq "$1"; fi
 }
 
 # ops_config FILE SOURCE_URL [NAME] [STORE_URL]
@@ -73,29 +72,21 @@ ops_migrate() {
 	q "INSERT INTO ${tag}customers (id) VALUES ('c1'), ('c2'), ('c3')" >/dev/null
 }
 
-# start_daemon CONFIG LOG [ARGS...]: inbox run in the background with the
-# metrics endpoint on a free port; sets daemon_pid and port.
-start_daemon() {
+# ops_start_daemon CONFIG LOG [ARGS...]: inbox run in the background with
+# the metrics endpoint on a free port; sets daemon_pid and port.
+ops_start_daemon() {
 	cfg=$1
 	log=$2
 	shift 2
 	INBOX_LOG_LEVEL=${LOG_LEVEL:-info} "$BIN" run "$cfg" --metrics 127.0.0.1:0 "$@" 2>"$log" &
 	daemon_pid=$!
-	port=""
-	i=0
-	while [ -z "$port" ] && [ $i -lt 100 ]; do
-		port=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$log" | head -1)
-		[ -n "$port" ] && break
-		kill -0 "$daemon_pid" 2>/dev/null || break
-		sleep 0.05
-		i=$((i + 1))
-	done
-	[ -n "$port" ]
+	listening_port "$log" "$daemon_pid"
 }
 
-# SIGTERM the daemon and wait: its exit status in daemon_rc (0 after a
-# clean drain; a sanitizer build also fails it on leaks).
-stop_daemon() {
+# ops_stop_daemon: SIGTERM the daemon and wait: its exit status in
+# daemon_rc (0 after a clean drain; a sanitizer build also fails it on
+# leaks).
+ops_stop_daemon() {
 	daemon_rc=""
 	if [ -n "${daemon_pid:-}" ]; then
 		kill -TERM "$daemon_pid" 2>/dev/null
@@ -103,29 +94,6 @@ stop_daemon() {
 		daemon_rc=$?
 		daemon_pid=""
 	fi
-}
-
-# get PATH: the body (stdout); HTTP status in $http_status.
-get() {
-	http_status=$(curl -s -o "$dir/http.body" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$port$1")
-	cat "$dir/http.body"
-}
-
-# metric FILE NAME: the value of NAME{consumer=...} (first sample).
-metric() {
-	awk -v n="$2" '$1 ~ "^" n "\\{" { print $2; exit }' "$1"
-}
-
-# wait_for SECONDS COMMAND...: until the command succeeds.
-wait_for() {
-	limit=$(($1 * 20))
-	shift
-	i=0
-	until "$@"; do
-		i=$((i + 1))
-		[ $i -ge $limit ] && return 1
-		sleep 0.05
-	done
 }
 
 # jqok FILTER FILE: the filter holds (quietly).
@@ -143,7 +111,7 @@ all_json_lines() {
 
 # Drop the test's tables (PostgreSQL), whatever happened.
 ops_cleanup() {
-	stop_daemon
+	ops_stop_daemon
 	[ "$KIND" = pg ] && pg_drop_prefix "$tag"
 	return 0
 }

@@ -8,13 +8,11 @@
 set -u
 BIN=$1
 KIND=$2
-here=$(dirname "$0")
-. "$here/../daemon/lib.sh"
-. "$here/lib.sh"
+. "$(dirname "$0")/lib.sh"
 [ "$KIND" = pg ] && need_pg
 dir=$(mktmp)
 ops_setup
-command -v promtool >/dev/null || { echo "skip: promtool (package prometheus) is missing"; exit 77; }
+need_promtool
 
 tag="opsm$$_"
 trap ops_cleanup EXIT
@@ -34,26 +32,20 @@ lines=$(wc -l <"$src" | tr -d ' ')
 ops_config "$dir/inbox.yaml" "jsonl:$src?follow=1&checkpoint=$dir/cp"
 check "migrate" ops_migrate "$dir/inbox.yaml"
 LOG_LEVEL=debug
-if ! start_daemon "$dir/inbox.yaml" "$dir/run.log"; then
-	fail "daemon starts with a metrics endpoint" "$(tail -5 "$dir/run.log")"
-	summary
-fi
+ops_start_daemon "$dir/inbox.yaml" "$dir/run.log" ||
+	bail "daemon starts with a metrics endpoint" "$(tail -5 "$dir/run.log")"
 ok "daemon starts with a metrics endpoint on port $port"
 
 seen() {
 	get /metrics >"$dir/metrics.txt"
 	[ "$(metric "$dir/metrics.txt" inbox_messages_total)" = "$lines" ]
 }
-check "all $lines messages processed" wait_for 20 seen
+check "all $lines messages processed" wait_until 20 seen
 sleep 1.1 # the store numbers are re-read at most once a second
 get /metrics >"$dir/metrics.txt"
 expect_eq "GET /metrics: 200" "$http_status" 200
 
-if promtool check metrics <"$dir/metrics.txt" >"$dir/promtool.out" 2>&1; then
-	ok "promtool check metrics passes"
-else
-	fail "promtool check metrics passes" "$(head -5 "$dir/promtool.out")"
-fi
+promtool_ok "$dir/metrics.txt"
 
 m() { metric "$dir/metrics.txt" "$1"; }
 expect_eq "applied_total" "$(m inbox_applied_total)" 20
@@ -88,7 +80,7 @@ check "healthz says ok" jqok '.status == "ok" and .consumers[0].running and .con
 get /nothing >/dev/null
 expect_eq "GET /nothing: 404" "$http_status" 404
 
-stop_daemon
+ops_stop_daemon
 expect_eq "SIGTERM: the daemon drains and exits 0" "$daemon_rc" 0
 check "every log line is one JSON object" all_json_lines "$dir/run.log"
 n=$(grep -c '"event":"message"' "$dir/run.log")

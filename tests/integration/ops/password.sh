@@ -7,9 +7,7 @@
 #   password.sh INBOX_BIN
 set -u
 BIN=$1
-here=$(dirname "$0")
-. "$here/../daemon/lib.sh"
-. "$here/lib.sh"
+. "$(dirname "$0")/lib.sh"
 need_pg
 KIND=pg
 SECRET=0ps-s3cr3t-planted
@@ -17,7 +15,7 @@ dir=$(mktmp)
 tag="opspw$$_"
 trap ops_cleanup EXIT
 
-url=$(echo "$INBOX_TEST_PG_URL" | sed "s|://\([^@/:]*\)@|://\1:$SECRET@|")
+url=$(plant_secret "$INBOX_TEST_PG_URL")
 case "$url" in *"$SECRET"*) ;; *) echo "cannot plant a password in $INBOX_TEST_PG_URL"; exit 1 ;; esac
 port=$(echo "$url" | sed -n 's|.*@[^:/]*:\([0-9]*\)/.*|\1|p')
 badport=$(echo "$url" | sed "s|:$port/|:1/|")
@@ -34,29 +32,14 @@ ops_config "$dir/down.yaml" "jsonl:$src?checkpoint=$dir/cp" billing.ops "$badpor
 ops_config "$dir/qdown.yaml" "jsonl:$src?checkpoint=$dir/cp" billing.ops "$qbad"
 check "migrate" ops_migrate "$dir/good.yaml"
 
-# run NAME EXPECTED_RC inbox-args...: the output must not hold the secret.
-run() {
-	name=$1
-	want=$2
-	shift 2
-	INBOX_LOG_LEVEL=debug "$BIN" "$@" >"$dir/$name.out" 2>&1
-	got=$?
-	expect_eq "$name: exit $want" "$got" "$want"
-	if grep -q "$SECRET" "$dir/$name.out"; then
-		fail "$name: the password does not appear" "$(grep "$SECRET" "$dir/$name.out" | head -3)"
-	else
-		ok "$name: the password does not appear"
-	fi
-}
-
 # Working connection.
 LOG_LEVEL=debug
-if start_daemon "$dir/good.yaml" "$dir/daemon.log"; then
+if ops_start_daemon "$dir/good.yaml" "$dir/daemon.log"; then
 	applied() { [ "$(q "SELECT count(*) FROM ${tag}invoices")" = 3 ]; }
-	wait_for 20 applied
+	wait_until 20 applied
 	get /metrics >"$dir/metrics.out"
 	get /healthz >"$dir/healthz.out"
-	stop_daemon
+	ops_stop_daemon
 	for f in daemon.log metrics.out healthz.out; do
 		if grep -q "$SECRET" "$dir/$f"; then
 			fail "run --metrics: no password in $f" "$(grep "$SECRET" "$dir/$f" | head -2)"
@@ -69,32 +52,32 @@ else
 	fail "run --metrics starts" "$(tail -3 "$dir/daemon.log")"
 fi
 dl=$(q "SELECT id FROM ${tag}dead_letters WHERE key = 'create-invoice:ord-4'")
-run stats 0 stats "$dir/good.yaml"
+run_redacted stats 0 stats "$dir/good.yaml"
 check "stats prints the store redacted" grep -q 'postgres:\*\*\*@' "$dir/stats.out"
-run stats-json 0 stats "$dir/good.yaml" --json
-run purge-dry 0 purge "$dir/good.yaml" --dry-run
-run purge 0 purge "$dir/good.yaml"
-run dlq-list 0 dlq list "$dir/good.yaml"
-run dlq-show 0 dlq show "$dir/good.yaml" "$dl"
-run dlq-replay 1 dlq replay "$dir/good.yaml" "$dl"
-run dlq-drop 0 dlq drop "$dir/good.yaml" "$dl"
-run inspect 0 inspect "$dir/good.yaml" billing.ops create-invoice:ord-1
-run query-stats 0 stats "$dir/query.yaml"
-run query-dlq-list 0 dlq list "$dir/query.yaml"
-run query-inspect 1 inspect "$dir/query.yaml" billing.ops create-invoice:nope
+run_redacted stats-json 0 stats "$dir/good.yaml" --json
+run_redacted purge-dry 0 purge "$dir/good.yaml" --dry-run
+run_redacted purge 0 purge "$dir/good.yaml"
+run_redacted dlq-list 0 dlq list "$dir/good.yaml"
+run_redacted dlq-show 0 dlq show "$dir/good.yaml" "$dl"
+run_redacted dlq-replay 1 dlq replay "$dir/good.yaml" "$dl"
+run_redacted dlq-drop 0 dlq drop "$dir/good.yaml" "$dl"
+run_redacted inspect 0 inspect "$dir/good.yaml" billing.ops create-invoice:ord-1
+run_redacted query-stats 0 stats "$dir/query.yaml"
+run_redacted query-dlq-list 0 dlq list "$dir/query.yaml"
+run_redacted query-inspect 1 inspect "$dir/query.yaml" billing.ops create-invoice:nope
 
 # Nothing listening: every command fails to connect (exit 4) and says so
 # with the URL redacted.
 for cfg in down qdown; do
-	run "$cfg-stats" 4 stats "$dir/$cfg.yaml"
-	run "$cfg-purge" 4 purge "$dir/$cfg.yaml"
-	run "$cfg-purge-dry" 4 purge "$dir/$cfg.yaml" --dry-run
-	run "$cfg-dlq-list" 4 dlq list "$dir/$cfg.yaml"
-	run "$cfg-dlq-show" 4 dlq show "$dir/$cfg.yaml" 1
-	run "$cfg-dlq-replay" 4 dlq replay "$dir/$cfg.yaml" 1
-	run "$cfg-dlq-drop" 4 dlq drop "$dir/$cfg.yaml" 1
-	run "$cfg-inspect" 4 inspect "$dir/$cfg.yaml" billing.ops k
-	run "$cfg-run-metrics" 4 run "$dir/$cfg.yaml" --once --metrics 127.0.0.1:0
+	run_redacted "$cfg-stats" 4 stats "$dir/$cfg.yaml"
+	run_redacted "$cfg-purge" 4 purge "$dir/$cfg.yaml"
+	run_redacted "$cfg-purge-dry" 4 purge "$dir/$cfg.yaml" --dry-run
+	run_redacted "$cfg-dlq-list" 4 dlq list "$dir/$cfg.yaml"
+	run_redacted "$cfg-dlq-show" 4 dlq show "$dir/$cfg.yaml" 1
+	run_redacted "$cfg-dlq-replay" 4 dlq replay "$dir/$cfg.yaml" 1
+	run_redacted "$cfg-dlq-drop" 4 dlq drop "$dir/$cfg.yaml" 1
+	run_redacted "$cfg-inspect" 4 inspect "$dir/$cfg.yaml" billing.ops k
+	run_redacted "$cfg-run-metrics" 4 run "$dir/$cfg.yaml" --once --metrics 127.0.0.1:0
 done
 check "down: says it cannot open the store" grep -q "cannot open store" "$dir/down-dlq-list.out"
 summary

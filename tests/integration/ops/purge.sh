@@ -8,9 +8,7 @@
 set -u
 BIN=$1
 KIND=$2
-here=$(dirname "$0")
-. "$here/../daemon/lib.sh"
-. "$here/lib.sh"
+. "$(dirname "$0")/lib.sh"
 [ "$KIND" = pg ] && need_pg
 dir=$(mktmp)
 ops_setup

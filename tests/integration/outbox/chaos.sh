@@ -13,9 +13,7 @@ set -u
 BIN=$1
 PROV=$2
 MODE=$3
-here=$(dirname "$0")
-. "$here/../daemon/lib.sh"
-. "$here/lib.sh"
+. "$(dirname "$0")/lib.sh"
 [ "$MODE" = pg ] && need_pg
 
 ORDERS=${ORDERS:-200}
@@ -48,11 +46,9 @@ kills=0
 # kill_at PID MS: SIGKILL after MS milliseconds; counts a kill that hit.
 kill_at() {
 	sleep_ms "$2"
-	kill -KILL "$1" 2>/dev/null
-	{ wait "$1"; } 2>/dev/null
-	st=$?
-	[ "$st" -eq 137 ] && kills=$((kills + 1))
-	echo "#   pid $1: SIGKILL after ${2} ms, exit status $st"
+	kill_daemon "$1"
+	[ "$rc" -eq 137 ] && kills=$((kills + 1))
+	echo "#   pid $1: SIGKILL after ${2} ms, exit status $rc"
 }
 for round in $(seq 1 "$ROUNDS"); do
 	extra=""
@@ -73,12 +69,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	fi
 done
 
-rc=1
-for attempt in 1 2 3 4 5; do
-	"$BIN" run "$dir/inbox.yaml" --once 2>>"$dir/run.log"
-	rc=$?
-	[ "$rc" -eq 0 ] && break
-done
+run_to_end "$dir/inbox.yaml" "$dir/run.log"
 expect_eq "the last run reaches the end and exits 0" "$rc" 0
 "$BIN" dispatch "$dir/inbox.yaml" --drain --timeout 120s 2>>"$dir/dispatch.log"
 expect_eq "dispatch --drain empties the outbox and exits 0" "$?" 0

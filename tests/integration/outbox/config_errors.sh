@@ -4,8 +4,7 @@
 #   config_errors.sh INBOX_BIN
 set -u
 BIN=$1
-here=$(dirname "$0")
-. "$here/../daemon/lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 dir=$(mktmp)
 : >"$dir/orders.jsonl"

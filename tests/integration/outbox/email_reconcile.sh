@@ -9,9 +9,7 @@
 set -u
 BIN=$1
 PROV=$2
-here=$(dirname "$0")
-. "$here/../daemon/lib.sh"
-. "$here/lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 dir=$(mktmp)
 trap 'stop_provider' EXIT

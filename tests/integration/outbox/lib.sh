@@ -1,5 +1,8 @@
-# Helpers of the outbox tests (sourced after ../daemon/lib.sh): the test
-# provider, its counters, configs with external effects.
+# Helpers of the outbox tests (sourced; ../common.sh has the checks, the
+# closing line and what every group shares): the test provider, its
+# counters, configs with external effects.
+group=outbox
+. "$(dirname "$0")/../common.sh"
 
 # start_provider DIR [ARGS...]: start the provider, set PROV_PID and
 # PROV_PORT. Stopped by stop_provider (by PID).

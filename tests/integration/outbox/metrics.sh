@@ -15,14 +15,9 @@ set -u
 BIN=$1
 PROV=$2
 MODE=$3
-here=$(dirname "$0")
-. "$here/../daemon/lib.sh"
-. "$here/lib.sh"
+. "$(dirname "$0")/lib.sh"
 [ "$MODE" = pg ] && need_pg
-command -v promtool >/dev/null || {
-	echo "skip: promtool (package prometheus) is missing"
-	exit 77
-}
+need_promtool
 
 dir=$(mktmp)
 tag="obmet$$_"
@@ -34,14 +29,7 @@ start_bg() {
 	shift
 	"$BIN" "$@" 2>"$log" &
 	bg_pid=$!
-	port=""
-	for _ in $(seq 1 100); do
-		port=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$log" | head -1)
-		[ -n "$port" ] && return 0
-		kill -0 "$bg_pid" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
+	listening_port "$log" "$bg_pid"
 }
 # stop_bg: SIGTERM, wait; the exit status in bg_rc.
 stop_bg() {
@@ -51,32 +39,6 @@ stop_bg() {
 		wait "$bg_pid" 2>/dev/null
 		bg_rc=$?
 		bg_pid=""
-	fi
-}
-# scrape PATH FILE: the body into FILE, the HTTP status in http_status.
-scrape() {
-	http_status=$(curl -s -o "$2" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$port$1")
-}
-# mval FILE NAME: the value of NAME{consumer=...} ("" when absent).
-mval() {
-	awk -v n="$2" '$1 ~ "^" n "\\{" { print $2; exit }' "$1"
-}
-# until_ok SECONDS COMMAND...
-until_ok() {
-	n=$(($1 * 20))
-	shift
-	until "$@"; do
-		n=$((n - 1))
-		[ $n -le 0 ] && return 1
-		sleep 0.05
-	done
-}
-# promtool_ok FILE
-promtool_ok() {
-	if promtool check metrics <"$1" >"$1.promtool" 2>&1; then
-		ok "promtool check metrics passes ($2)"
-	else
-		fail "promtool check metrics passes ($2)" "$(head -5 "$1.promtool")"
 	fi
 }
 
@@ -109,16 +71,16 @@ if ! start_bg "$dir/dispatch.log" dispatch "$dir/inbox.yaml" --metrics 127.0.0.1
 fi
 ok "dispatch --metrics listens on port $port"
 all_done() {
-	scrape /metrics "$m1"
-	[ "$(mval "$m1" inbox_outbox_done_total)" = 6 ]
+	get /metrics >"$m1"
+	[ "$(metric "$m1" inbox_outbox_done_total)" = 6 ]
 }
-check "the six rows are done (inbox_outbox_done_total)" until_ok 30 all_done
+check "the six rows are done (inbox_outbox_done_total)" wait_until 30 all_done
 sleep 1.1 # the outbox gauges are re-read at most once a second
-scrape /metrics "$m1"
+get /metrics >"$m1"
 expect_eq "GET /metrics: 200" "$http_status" 200
 promtool_ok "$m1" dispatch
 
-m() { mval "$m1" "$1"; }
+m() { metric "$m1" "$1"; }
 pay_req=$(pstat pay.requests)
 email_req=$(pstat email.requests)
 lookups=$(pstat email.lookups)
@@ -156,7 +118,7 @@ labels=$(grep -v '^#' "$m1" | grep -o '{[^}]*}' | sed 's/^{version="[^"]*"}$/{ve
 expect_eq "labels: only the consumer name (and version)" "$labels" \
 	'{consumer="billing.order-confirmed.v1"} {version} '
 
-scrape /healthz "$dir/health.json"
+get /healthz >"$dir/health.json"
 expect_eq "GET /healthz: 200" "$http_status" 200
 check "healthz: the dispatcher runs, its store answers" \
 	jq -e '.status == "ok" and .consumers[0].running and .consumers[0].dispatcher == "running" and .consumers[0].store == "ok"' "$dir/health.json" >/dev/null
@@ -190,13 +152,13 @@ if ! start_bg "$dir/run2.log" run "$dir/inbox2.yaml" --dispatch --metrics 127.0.
 fi
 ok "run --dispatch --metrics listens on port $port"
 run_done() {
-	scrape /metrics "$m2"
-	[ "$(mval "$m2" inbox_outbox_done_total)" = 4 ]
+	get /metrics >"$m2"
+	[ "$(metric "$m2" inbox_outbox_done_total)" = 4 ]
 }
-check "the four rows are done (inbox_outbox_done_total)" until_ok 30 run_done
-scrape /metrics "$m2"
+check "the four rows are done (inbox_outbox_done_total)" wait_until 30 run_done
+get /metrics >"$m2"
 promtool_ok "$m2" "run --dispatch"
-m() { mval "$m2" "$1"; }
+m() { metric "$m2" "$1"; }
 expect_eq "consumer counters: messages_total" "$(m inbox_messages_total)" 2
 expect_eq "dispatcher counters under the same consumer: attempts_total" \
 	"$(m inbox_outbox_attempts_total)" 4
@@ -207,7 +169,7 @@ expect_eq "consumer_up" "$(m inbox_consumer_up)" 1
 labels=$(grep -v '^#' "$m2" | grep -o '{[^}]*}' | sed 's/,le="[^"]*"//; s/^{version="[^"]*"}$/{version}/' | sort -u | tr '\n' ' ')
 expect_eq "labels: only the consumer name (and le, version)" "$labels" \
 	'{consumer="billing.order-confirmed.v1"} {version} '
-scrape /healthz "$dir/health2.json"
+get /healthz >"$dir/health2.json"
 expect_eq "GET /healthz: 200" "$http_status" 200
 check "healthz: the consumer and its dispatcher run" \
 	jq -e '.status == "ok" and .consumers[0].running and .consumers[0].dispatcher == "running"' "$dir/health2.json" >/dev/null

@@ -28,11 +28,9 @@ for round in 1 2 3 4 5; do
 	pid=$!
 	ms=$(rand_between 150 700)
 	sleep_ms "$ms"
-	kill -KILL "$pid" 2>/dev/null
-	{ wait "$pid"; } 2>/dev/null
-	st=$?
-	[ "$st" -eq 137 ] && killed=$((killed + 1))
-	echo "# round $round: SIGKILL after ${ms} ms, exit status $st," \
+	kill_daemon "$pid"
+	[ "$rc" -eq 137 ] && killed=$((killed + 1))
+	echo "# round $round: SIGKILL after ${ms} ms, exit status $rc," \
 		"pending $(group_pending "$R" "$stream" billing)," \
 		"invoices $(sq "$db" "SELECT COUNT(*) FROM invoices" 2>/dev/null)"
 done

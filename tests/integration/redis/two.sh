@@ -30,8 +30,7 @@ pa=$!
 "$BIN" run "$dir/inbox.yaml" --once 2>"$dir/b1.log" &
 pb=$!
 sleep_ms "$(rand_between 300 700)"
-kill -KILL "$pb" 2>/dev/null
-{ wait "$pb"; } 2>/dev/null
+kill_daemon "$pb"
 echo "# b killed with $(group_pending "$R" "$stream" billing) pending"
 run_until_drained "$BIN" "$dir/inbox.yaml" "$dir/b2.log" 120
 rb=$?
@@ -47,12 +46,8 @@ expect_eq "each effect exactly once: distinct orders" "$distinct" "$ORDERS"
 expect_eq "nothing pending in the group" \
 	"$(group_pending "$R" "$stream" billing)" 0
 expect_eq "no dead letter" "$(pgq "SELECT COUNT(*) FROM ${tag}dead_letters")" 0
-applied() {
-	grep '"event":"stopped"' "$1" | grep -o '"applied":[0-9]*' |
-		cut -d: -f2 | head -1
-}
-aa=$(applied "$dir/a.log")
-ab=$(applied "$dir/b2.log")
+aa=$(stopped_field applied "$dir/a.log")
+ab=$(stopped_field applied "$dir/b2.log")
 echo "# applied: a=$aa, b (after restart)=$ab, b's killed run: the rest"
 check "both members took part" \
 	[ "$(((${aa:-0} > 0) && (${ab:-0} > 0)))" -eq 1 ]
