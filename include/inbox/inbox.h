@@ -417,7 +417,18 @@ inbox_store *inbox_txn_store(inbox_txn *t);
  * receives the number of rows changed. On error returns INBOX_ERR_STORE or
  * INBOX_ERR_TRANSIENT, the detail is on the store, and the handler should
  * return RETRY or REJECT: a handler returning OK after a failed statement
- * is treated as RETRY. */
+ * is treated as RETRY.
+ *
+ * With rows == NULL, inside inbox_consumer_process_batch(), the
+ * PostgreSQL store defers the statement: it returns INBOX_OK at once and
+ * sends the batch's statements together with its COMMIT (one round trip
+ * for all), or sooner when a statement needs an answer (a query, rows
+ * asked for); statements still run in the order issued. If the server
+ * then refuses one, the batch is rolled back and run again at once with
+ * every statement executed when issued, so the handler gets the error as
+ * described above: handlers may be called more than once per message in
+ * one processing call (as after a transient error). Pass rows to have a
+ * statement run before inbox_txn_exec() returns. */
 int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
                    const char *const *params, int64_t *rows);
 

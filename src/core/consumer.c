@@ -650,7 +650,7 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 		return INBOX_ERR_NOMEM;
 	double t0 = inbox__mono_seconds();
 	size_t nclaims = prepare_batch(c, d, n);
-	int rc = INBOX_OK;
+	int rc = INBOX_OK, redone = 0;
 	for (int attempt = 0; attempt < BATCH_TRANSIENT_TRIES; attempt++) {
 		for (size_t i = 0; i < n; i++)
 			memset(&c->slots[i].res, 0, sizeof(c->slots[i].res));
@@ -662,6 +662,15 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 		}
 		inbox__store_clearerr(c->st);
 		rc = run_batch(c, n, nclaims);
+		if (rc == INBOX__ERR_REDO) {
+			/* The store lost statements it had deferred: run the
+			 * batch again at once; it will not defer this time. */
+			rc = INBOX_ERR_TRANSIENT;
+			if (!redone++) {
+				attempt--;
+				continue;
+			}
+		}
 		if (rc != INBOX_ERR_TRANSIENT)
 			break;
 		c->stats.transient_retries++;

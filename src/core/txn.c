@@ -34,11 +34,12 @@ inbox_store *inbox_txn_store(inbox_txn *t)
 int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
                    const char *const *params, int64_t *rows)
 {
-	int64_t dummy;
 	if (!t || !sql || nparams < 0 || (nparams > 0 && !params))
 		return INBOX_ERR_INVALID;
-	int rc = t->st->vt->exec(t->st, sql, nparams, params,
-	                         rows ? rows : &dummy);
+	/* rows == NULL tells the store the count is not needed: it may
+	 * then send the statement later, pipelined with the batch's others
+	 * (PostgreSQL; see inbox.h). */
+	int rc = t->st->vt->exec(t->st, sql, nparams, params, rows);
 	if (rc < 0)
 		t->failed = 1;
 	return rc;

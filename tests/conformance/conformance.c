@@ -989,6 +989,151 @@ TEST(handler_statement_failure_is_retry)
 	env_teardown(&e);
 }
 
+/* A statement the server refuses, in the middle of a batch: only its
+ * message fails, with the database's reason, and a later message of the
+ * batch reading its own write sees it. (PostgreSQL sends a batch's
+ * handler statements together and learns of the failure late; the
+ * outcome must be the same as statement by statement.) */
+typedef struct uctx {
+	const env *e;
+	char table[96];
+	int calls, blind;
+} uctx;
+
+static int unique_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	uctx *u = p;
+	const char *order = NULL;
+	char q[256];
+	u->calls++;
+	if (inbox_msg_get(m, "/data/orderId", &order) != 0)
+		return INBOX_HANDLER_REJECT;
+	snprintf(q, sizeof(q), "INSERT INTO %s (order_id) VALUES ($1)",
+	         u->table);
+	if (inbox_txn_exec(t, q, 1, &order, NULL) != 0) {
+		const char *code = inbox_store_errcode(inbox_txn_store(t));
+		inbox_txn_set_reason(t, inbox_store_errmsg(inbox_txn_store(t)));
+		return strncmp(code, "23", 2) == 0 ||
+		               strncmp(code, "SQLITE_CONSTRAINT", 17) == 0
+		           ? INBOX_HANDLER_REJECT
+		           : INBOX_HANDLER_RETRY;
+	}
+	if (strcmp(order, "u-4") == 0) {
+		char seen[256] = "";
+		snprintf(q, sizeof(q),
+		         "SELECT count(*) FROM %s WHERE order_id = $1",
+		         u->table);
+		if (inbox_txn_query(t, q, 1, &order, first_col, seen) != 0)
+			return INBOX_HANDLER_RETRY;
+		if (strcmp(seen, "1") != 0)
+			u->blind++;
+	}
+	return INBOX_HANDLER_OK;
+}
+
+TEST(statement_failure_inside_a_batch)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	uctx u = {.e = &e};
+	snprintf(u.table, sizeof(u.table), "\"%suniq\"", e.prefix);
+	ASSERT_OK(sql(e.st, "CREATE TABLE %s (order_id TEXT PRIMARY KEY)",
+	              u.table));
+	ASSERT_OK(sql(e.st, "INSERT INTO %s VALUES ('u-3')", u.table));
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "conformance.unique";
+	o.handler = unique_handler;
+	o.handler_payload = &u;
+	inbox_consumer *c = NULL;
+	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, NULL, 0));
+	char js[5][256];
+	inbox_delivery d[5];
+	inbox_result r[5];
+	for (int i = 0; i < 5; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "u-%d", i + 1);
+		order_json(js[i], 256, id, id, 10 * (i + 1));
+		d[i] = delivery(js[i]);
+	}
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 5, r));
+	for (int i = 0; i < 5; i++)
+		if (i != 2)
+			ASSERT_EQ(r[i].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[2].outcome, INBOX_DEAD_LETTERED);
+	ASSERT_TRUE(r[2].reason != NULL);
+	ASSERT_EQ(u.blind, 0);
+	ASSERT_EQ(count(e.st, u.table, NULL), 5);
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 1);
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	ASSERT_EQ(s.applied, 4);
+	ASSERT_EQ(s.dead_letters, 1);
+	ASSERT_EQ(s.transient_retries, 0);
+	/* the same batch again: all settled, the handler not called */
+	int calls = u.calls;
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 5, r));
+	for (int i = 0; i < 5; i++)
+		ASSERT_EQ(r[i].outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(u.calls, calls);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* Many statements in one batch, of many different texts: more than a
+ * store may keep queued or prepared at once (PostgreSQL sends its queue
+ * early and recycles its statement cache), all in one transaction. */
+static int many_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	const uctx *u = p;
+	const char *order = NULL;
+	if (inbox_msg_get(m, "/data/orderId", &order) != 0)
+		return INBOX_HANDLER_REJECT;
+	int n = atoi(order + 2);
+	for (int k = 0; k < 3; k++) {
+		char q[256];
+		snprintf(q, sizeof(q),
+		         "INSERT INTO %s (order_id) VALUES ($1 || '/%d') -- %d",
+		         u->table, k, (n + k) % 37);
+		if (inbox_txn_exec(t, q, 1, &order, NULL) != 0)
+			return INBOX_HANDLER_RETRY;
+	}
+	return INBOX_HANDLER_OK;
+}
+
+TEST(many_statements_in_a_batch)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	uctx u = {.e = &e};
+	snprintf(u.table, sizeof(u.table), "\"%smany\"", e.prefix);
+	ASSERT_OK(sql(e.st, "CREATE TABLE %s (order_id TEXT PRIMARY KEY)",
+	              u.table));
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "conformance.many";
+	o.handler = many_handler;
+	o.handler_payload = &u;
+	inbox_consumer *c = NULL;
+	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, NULL, 0));
+	enum { N = 400 };
+	static char js[N][128];
+	static inbox_delivery d[N];
+	static inbox_result r[N];
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++) {
+			char id[16];
+			snprintf(id, sizeof(id), "m-%d", round * N + i);
+			order_json(js[i], sizeof(js[i]), id, id, i);
+			d[i] = delivery(js[i]);
+		}
+		ASSERT_OK(inbox_consumer_process_batch(c, d, N, r));
+		for (int i = 0; i < N; i++)
+			ASSERT_EQ(r[i].outcome, INBOX_APPLIED);
+	}
+	ASSERT_EQ(count(e.st, u.table, NULL), 2 * N * 3);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
 TEST(invalid_options_are_refused)
 {
 	env e;
@@ -1067,6 +1212,8 @@ int main(int argc, char **argv)
 	RUN(bad_input_is_dead_lettered);
 	RUN(broker_delivery_count_feeds_attempts);
 	RUN(handler_statement_failure_is_retry);
+	RUN(statement_failure_inside_a_batch);
+	RUN(many_statements_in_a_batch);
 	RUN(invalid_options_are_refused);
 	RUN(unmigrated_store_is_refused_by_consumers);
 	return test_summary();

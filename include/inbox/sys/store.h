@@ -132,7 +132,11 @@ struct inbox_store_vtable {
 	int (*release)(inbox_store *st);
 	int (*rollback_to)(inbox_store *st);
 
-	/* Generic statements with $1..$n text parameters (handlers). */
+	/* Generic statements with $1..$n text parameters (handlers). exec's
+	 * rows may be NULL (count not wanted); in a transaction that claimed
+	 * keys a backend may then defer the statement, provided a failure
+	 * makes a later call of the transaction fail (see
+	 * src/store/postgres/pg_store.h for the contract with the core). */
 	int (*exec)(inbox_store *st, const char *sql, int nparams,
 	            const char *const *params, int64_t *rows);
 	int (*query)(inbox_store *st, const char *sql, int nparams,

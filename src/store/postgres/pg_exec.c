@@ -12,6 +12,7 @@ static const char *const op_sql[] = {
     [PGOP_SAVEPOINT] = "SAVEPOINT inbox_sp",
     [PGOP_RELEASE] = "RELEASE SAVEPOINT inbox_sp",
     [PGOP_ROLLBACK_TO] = "ROLLBACK TO SAVEPOINT inbox_sp",
+    [PGOP_DEALLOCATE] = "DEALLOCATE ",
 };
 
 int inbox__pg_classify(PGconn *conn, const char *sqlstate)
@@ -100,29 +101,128 @@ static void stmt_name(char *out, size_t n, int q)
 	snprintf(out, n, "inbox__q%d", q);
 }
 
-/* Send the whole pipeline: deferred commands, an optional Parse, the
- * statement (if q >= 0 or sql). 0 or -1 (libpq refused; see conn). */
-static int send_pipeline(pg_store *s, int q, const char *sql, int nparams,
-                         const char *const *values, const int *lengths,
-                         const int *formats, int prepare)
+static int hs_ready(pg_store *s, int hs)
+{
+	return s->hcache[hs].ready_pid == PQbackendPID(s->conn);
+}
+
+/* The statement at the end of a pipeline, whose result the caller wants:
+ * a fixed statement (q), a cached handler statement (hs) or unnamed SQL. */
+typedef struct final_stmt {
+	int q, hs;
+	const char *sql; /* unnamed, when q < 0 and hs < 0; NULL: none */
+	int nparams;
+	const char *const *values;
+	const int *lengths, *formats;
+	int parse; /* a Parse precedes it */
+} final_stmt;
+
+static int has_stmt(const final_stmt *f)
+{
+	return f->q >= 0 || f->hs >= 0 || f->sql;
+}
+
+static int send_hs(pg_store *s, int hs, int nparams, const char *const *vals,
+                   const int *lengths, const int *formats,
+                   unsigned char *parse)
 {
 	char name[32];
+	snprintf(name, sizeof(name), "inbox__h%u", s->hcache[hs].id);
+	*parse = 0;
+	if (!hs_ready(s, hs) && !s->hsent[hs]) {
+		if (!PQsendPrepare(s->conn, name, s->hcache[hs].sql, 0, NULL))
+			return -1;
+		s->hsent[hs] = 1;
+		*parse = 1;
+	}
+	return PQsendQueryPrepared(s->conn, name, nparams, vals, lengths,
+	                           formats, 0)
+	           ? 0
+	           : -1;
+}
+
+/* Decode the parameters of a queued statement into s->vals. */
+static const char **queued_params(pg_store *s, const pg_pending *e)
+{
+	if ((size_t)e->nparams > s->vals_cap) {
+		const char **v = realloc(s->vals, sizeof(*v) * (size_t)e->nparams);
+		if (!v)
+			return NULL;
+		s->vals = v;
+		s->vals_cap = (size_t)e->nparams;
+	}
+	const char *p = s->args.data + e->params;
+	for (int i = 0; i < e->nparams; i++) {
+		if (*p++) {
+			s->vals[i] = p;
+			p += strlen(p) + 1;
+		} else {
+			s->vals[i] = NULL;
+		}
+	}
+	return s->vals;
+}
+
+static int send_pending(pg_store *s, pg_pending *e)
+{
+	e->parse = 0;
+	if (!e->stmt) {
+		if (e->op != PGOP_DEALLOCATE)
+			return PQsendQueryParams(s->conn, op_sql[e->op], 0,
+			                         NULL, NULL, NULL, NULL, 0)
+			           ? 0
+			           : -1;
+		char sql[64];
+		snprintf(sql, sizeof(sql), "%s%s", op_sql[e->op],
+		         s->args.data + e->params);
+		return PQsendQueryParams(s->conn, sql, 0, NULL, NULL, NULL,
+		                         NULL, 0)
+		           ? 0
+		           : -1;
+	}
+	const char **vals = queued_params(s, e);
+	if (!vals && e->nparams > 0)
+		return -1;
+	if (e->hs >= 0)
+		return send_hs(s, e->hs, e->nparams, vals, NULL, NULL,
+		               &e->parse);
+	return PQsendQueryParams(s->conn, s->args.data + e->sql, e->nparams,
+	                         NULL, vals, NULL, NULL, 0)
+	           ? 0
+	           : -1;
+}
+
+/* Send the whole pipeline: the queue, then the final statement (with its
+ * Parse when not prepared yet), then Sync. 0 or -1 (libpq refused). */
+static int send_pipeline(pg_store *s, final_stmt *f)
+{
+	memset(s->hsent, 0, sizeof(s->hsent));
 	for (int i = 0; i < s->npending; i++)
-		if (!PQsendQueryParams(s->conn, op_sql[s->pending[i]], 0, NULL,
-		                       NULL, NULL, NULL, 0))
+		if (send_pending(s, &s->pending[i]) < 0)
 			return -1;
-	if (q >= 0) {
-		stmt_name(name, sizeof(name), q);
-		if (prepare && !PQsendPrepare(s->conn, name, s->sql[q],
-		                              inbox__pg_qdefs[q].nparams,
-		                              inbox__pg_qdefs[q].types))
+	f->parse = 0;
+	if (f->q >= 0) {
+		char name[32];
+		stmt_name(name, sizeof(name), f->q);
+		if (needs_prepare(s, f->q)) {
+			if (!PQsendPrepare(s->conn, name, s->sql[f->q],
+			                   inbox__pg_qdefs[f->q].nparams,
+			                   inbox__pg_qdefs[f->q].types))
+				return -1;
+			f->parse = 1;
+		}
+		if (!PQsendQueryPrepared(s->conn, name, f->nparams, f->values,
+		                         f->lengths, f->formats, 0))
 			return -1;
-		if (!PQsendQueryPrepared(s->conn, name, nparams, values,
-		                         lengths, formats, 0))
+	} else if (f->hs >= 0) {
+		unsigned char parse;
+		if (send_hs(s, f->hs, f->nparams, f->values, f->lengths,
+		            f->formats, &parse) < 0)
 			return -1;
-	} else if (sql) {
-		if (!PQsendQueryParams(s->conn, sql, nparams, NULL, values,
-		                       lengths, formats, 0))
+		f->parse = parse;
+	} else if (f->sql) {
+		if (!PQsendQueryParams(s->conn, f->sql, f->nparams, NULL,
+		                       f->values, f->lengths, f->formats, 0))
 			return -1;
 	}
 	return PQpipelineSync(s->conn) ? 0 : -1;
@@ -156,34 +256,79 @@ static PGresult *next_result(pg_store *s, int *copied)
 	return r;
 }
 
-/* Collect nq results then the sync point. The first failure is kept in
- * *err, the last command's result in *last; returns 1 if the Parse at
- * index prepare_at succeeded (the statement then exists on the backend
- * even if a later command failed). */
-static int collect(pg_store *s, int nq, int prepare_at, PGresult **last,
-                   PGresult **err, int *copied)
+/* What came back from a pipeline. */
+typedef struct collected {
+	PGresult *last; /* the final statement's result, if it succeeded */
+	PGresult *err;  /* the first failure */
+	int err_deferred; /* ... was a queued handler statement */
+	int err_hs;       /* ... its cache slot, or -1 */
+	int copied;
+	int lost;         /* the connection went away mid-read */
+} collected;
+
+/* Read one command's result (after its Parse, if any). Returns the
+ * result unless it was the first failure (then kept in c->err) or not
+ * wanted (cleared). */
+static PGresult *read_one(pg_store *s, collected *c, int parse, int hs,
+                          int deferred, int want)
 {
-	int prepared = 0;
-	for (int i = 0; i < nq; i++) {
-		PGresult *r = next_result(s, copied);
-		if (!r)
-			break; /* connection lost: nothing more will come */
+	int pid = PQbackendPID(s->conn);
+	for (int k = parse ? 0 : 1; k < 2; k++) {
+		PGresult *r = next_result(s, &c->copied);
+		if (!r) {
+			c->lost = 1;
+			return NULL;
+		}
 		ExecStatusType t = PQresultStatus(r);
-		if (i == prepare_at && t == PGRES_COMMAND_OK)
-			prepared = 1;
-		if (!ok_status(t) && t != PGRES_PIPELINE_ABORTED && !*err) {
-			*err = r;
+		if (k == 0 && t == PGRES_COMMAND_OK && hs >= 0)
+			s->hcache[hs].ready_pid = pid;
+		if (!ok_status(t) && t != PGRES_PIPELINE_ABORTED && !c->err) {
+			c->err = r;
+			c->err_deferred = deferred;
+			c->err_hs = hs;
 			continue;
 		}
-		if (i == nq - 1 && ok_status(t)) {
-			*last = r;
-			continue;
-		}
+		if (k == 1 && want && ok_status(t))
+			return r;
 		PQclear(r);
+	}
+	return NULL;
+}
+
+/* Collect every result of the pipeline, then the sync point. */
+static void collect(pg_store *s, const final_stmt *f, collected *c)
+{
+	for (int i = 0; i < s->npending && !c->lost; i++) {
+		pg_pending *e = &s->pending[i];
+		read_one(s, c, e->parse, e->stmt ? e->hs : -1, e->stmt, 0);
+	}
+	if (has_stmt(f) && !c->lost) {
+		/* A fixed statement's Parse: prepared even if a later
+		 * command failed (statements outlive transactions). */
+		if (f->q >= 0 && f->parse) {
+			PGresult *r = next_result(s, &c->copied);
+			if (!r) {
+				c->lost = 1;
+			} else {
+				ExecStatusType t = PQresultStatus(r);
+				if (t == PGRES_COMMAND_OK)
+					s->prepared |= 1u << f->q;
+				if (!ok_status(t) &&
+				    t != PGRES_PIPELINE_ABORTED && !c->err) {
+					c->err = r;
+					c->err_hs = -1;
+				} else {
+					PQclear(r);
+				}
+			}
+			if (!c->lost)
+				c->last = read_one(s, c, 0, -1, 0, 1);
+		} else {
+			c->last = read_one(s, c, f->parse, f->hs, 0, 1);
+		}
 	}
 	if (PQstatus(s->conn) == CONNECTION_OK)
 		PQclear(PQgetResult(s->conn)); /* PGRES_PIPELINE_SYNC */
-	return prepared;
 }
 
 /* Read until the sync point (or until nothing more can come). */
@@ -217,72 +362,78 @@ static void leave_pipeline(pg_store *s, int synced)
 	}
 }
 
-static PGresult *run_pipelined(pg_store *s, int q, const char *sql, int nparams,
-                               const char *const *values, const int *lengths,
-                               const int *formats, const char *what, int *rc)
+/* A queued handler statement failed: the transaction is lost. Unless
+ * the cause is transient (a lost connection, a deadlock: the batch is
+ * retried as such), the batch must run again without deferring. */
+static int deferred_failure(pg_store *s, int rc)
 {
-	int prepare = needs_prepare(s, q);
-	int has_stmt = q >= 0 || sql;
-	int nq = s->npending + prepare + has_stmt;
-	int prepare_at = prepare ? s->npending : -1;
-	PGresult *last = NULL, *err = NULL;
-	int copied = 0;
+	if (rc != INBOX_ERR_TRANSIENT) {
+		rc = INBOX__ERR_REDO;
+		s->sync_next = 1;
+	}
+	s->defer_failed = rc;
+	return rc;
+}
+
+static PGresult *run_pipelined(pg_store *s, final_stmt *f, const char *what,
+                               int *rc)
+{
+	collected c = {NULL, NULL, 0, -1, 0, 0};
 	if (!PQenterPipelineMode(s->conn)) {
+		inbox__pg_queue_clear(s);
 		*rc = inbox__pg_fail(s, NULL, what);
 		return NULL;
 	}
-	int sent = send_pipeline(s, q, sql, nparams, values, lengths, formats,
-	                         prepare);
-	s->npending = 0;
-	if (sent == 0 && collect(s, nq, prepare_at, &last, &err, &copied))
-		s->prepared |= 1u << q;
-	if (copied && !err) {
-		PQclear(last);
-		last = NULL;
-		err = PQmakeEmptyPGresult(s->conn, PGRES_FATAL_ERROR);
+	int sent = send_pipeline(s, f);
+	if (sent == 0)
+		collect(s, f, &c);
+	inbox__pg_queue_clear(s);
+	if (c.copied && !c.err) {
+		PQclear(c.last);
+		c.last = NULL;
+		c.err = PQmakeEmptyPGresult(s->conn, PGRES_FATAL_ERROR);
 	}
-	if (err || sent < 0 || (has_stmt && !last)) {
-		*rc = inbox__pg_fail(s, err, what);
-		if (copied) {
+	if (c.err || sent < 0 || c.lost || (has_stmt(f) && !c.last)) {
+		*rc = inbox__pg_fail(s, c.err, c.err_deferred ? "exec" : what);
+		if (c.err && c.err_hs >= 0)
+			inbox__pg_hstmt_failed(
+			    s, c.err_hs,
+			    PQresultErrorField(c.err, PG_DIAG_SQLSTATE));
+		if (c.copied) {
 			inbox__store_seterr(&s->base, "0A000",
 			                    "%s: COPY is not supported", what);
 			*rc = INBOX_ERR_STORE;
 		}
-		PQclear(err);
-		PQclear(last);
+		if (c.err_deferred)
+			*rc = deferred_failure(s, *rc);
+		PQclear(c.err);
+		PQclear(c.last);
 		leave_pipeline(s, sent == 0);
 		return NULL;
 	}
 	leave_pipeline(s, 1);
 	*rc = INBOX_OK;
-	if (!last)
-		last = PQmakeEmptyPGresult(s->conn, PGRES_COMMAND_OK);
-	return last;
+	if (!c.last)
+		c.last = PQmakeEmptyPGresult(s->conn, PGRES_COMMAND_OK);
+	return c.last;
 }
 
-PGresult *inbox__pg_run(pg_store *s, int q, const char *sql, int nparams,
-                        const char *const *values, const int *lengths,
-                        const int *formats, const char *what, int *rc)
+static PGresult *run_direct(pg_store *s, const final_stmt *f,
+                            const char *what, int *rc)
 {
-	/* Outside a transaction nothing is lost by reconnecting; inside one,
-	 * only begin() may (the caller must see the failure first). */
-	if (!s->base.in_txn && PQstatus(s->conn) != CONNECTION_OK) {
-		PQreset(s->conn);
-		s->prepared = 0;
-	}
-	forget_prepared_if_new_backend(s);
-	if (s->npending > 0 || needs_prepare(s, q))
-		return run_pipelined(s, q, sql, nparams, values, lengths,
-		                     formats, what, rc);
 	PGresult *r;
-	if (q >= 0) {
-		char name[32];
-		stmt_name(name, sizeof(name), q);
-		r = PQexecPrepared(s->conn, name, nparams, values, lengths,
-		                   formats, 0);
+	char name[32];
+	if (f->q >= 0) {
+		stmt_name(name, sizeof(name), f->q);
+		r = PQexecPrepared(s->conn, name, f->nparams, f->values,
+		                   f->lengths, f->formats, 0);
+	} else if (f->hs >= 0) {
+		snprintf(name, sizeof(name), "inbox__h%u", s->hcache[f->hs].id);
+		r = PQexecPrepared(s->conn, name, f->nparams, f->values,
+		                   f->lengths, f->formats, 0);
 	} else {
-		r = PQexecParams(s->conn, sql, nparams, NULL, values, lengths,
-		                 formats, 0);
+		r = PQexecParams(s->conn, f->sql, f->nparams, NULL, f->values,
+		                 f->lengths, f->formats, 0);
 	}
 	if (is_copy(r)) {
 		r = refuse_copy(s, r);
@@ -296,11 +447,59 @@ PGresult *inbox__pg_run(pg_store *s, int q, const char *sql, int nparams,
 	}
 	if (!r || !ok_status(PQresultStatus(r))) {
 		*rc = inbox__pg_fail(s, r, what);
+		if (r && f->hs >= 0)
+			inbox__pg_hstmt_failed(
+			    s, f->hs, PQresultErrorField(r, PG_DIAG_SQLSTATE));
 		PQclear(r);
 		return NULL;
 	}
 	*rc = INBOX_OK;
 	return r;
+}
+
+static PGresult *run(pg_store *s, final_stmt *f, const char *what, int *rc)
+{
+	/* The transaction lost its deferred work: nothing more can run in
+	 * it; the caller rolls back (and runs the batch again). */
+	if (s->defer_failed && s->base.in_txn) {
+		*rc = s->defer_failed;
+		inbox__pg_queue_clear(s);
+		return NULL;
+	}
+	/* Outside a transaction nothing is lost by reconnecting; inside one,
+	 * only begin() may (the caller must see the failure first). */
+	if (!s->base.in_txn && PQstatus(s->conn) != CONNECTION_OK) {
+		PQreset(s->conn);
+		s->prepared = 0;
+	}
+	forget_prepared_if_new_backend(s);
+	if (s->npending > 0 || needs_prepare(s, f->q) ||
+	    (f->hs >= 0 && !hs_ready(s, f->hs)))
+		return run_pipelined(s, f, what, rc);
+	if (!has_stmt(f)) {
+		*rc = INBOX_OK;
+		return PQmakeEmptyPGresult(s->conn, PGRES_COMMAND_OK);
+	}
+	return run_direct(s, f, what, rc);
+}
+
+PGresult *inbox__pg_run(pg_store *s, int q, const char *sql, int nparams,
+                        const char *const *values, const int *lengths,
+                        const int *formats, const char *what, int *rc)
+{
+	final_stmt f = {q, -1, sql, nparams, values, lengths, formats, 0};
+	return run(s, &f, what, rc);
+}
+
+PGresult *inbox__pg_run_sql(pg_store *s, const char *sql, int nparams,
+                            const char *const *values, const char *what,
+                            int *rc)
+{
+	/* Only a transaction's statements are worth preparing: outside one
+	 * they are DDL and tools, run once. */
+	int hs = s->base.in_txn ? inbox__pg_hstmt(s, sql) : -1;
+	final_stmt f = {-1, hs, sql, nparams, values, NULL, NULL, 0};
+	return run(s, &f, what, rc);
 }
 
 int inbox__pg_run_cmd(pg_store *s, int q, const char *sql, int nparams,

@@ -101,6 +101,44 @@ static void fill_new(inbox_claim *cl)
 	cl->lease_expired = 0;
 }
 
+/* A key given twice: the first claim inserted it (its later copies
+ * conflicted with it inside the statement), so a copy is reported as
+ * that row. The core gives sorted keys: then copies are adjacent. */
+static void copy_of(inbox_claim *cl, const inbox_claim *first,
+                    inbox_status status)
+{
+	cl->is_new = 0;
+	cl->status = status;
+	snprintf(cl->stored_fingerprint, sizeof(cl->stored_fingerprint), "%s",
+	         first->fingerprint ? first->fingerprint : "");
+	cl->attempts = 1;
+	cl->fence = 1;
+	cl->lease_expired = 0;
+}
+
+static void repeats(inbox_claim *claims, size_t n, inbox_status status)
+{
+	int sorted = 1;
+	for (size_t i = 1; i < n && sorted; i++)
+		sorted = strcmp(claims[i - 1].key, claims[i].key) <= 0;
+	size_t run = 0; /* sorted: first claim of the current key */
+	for (size_t i = 1; i < n; i++) {
+		if (sorted) {
+			if (strcmp(claims[run].key, claims[i].key) != 0)
+				run = i;
+			else if (claims[run].is_new)
+				copy_of(&claims[i], &claims[run], status);
+			continue;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(claims[j].key, claims[i].key) == 0) {
+				if (claims[j].is_new)
+					copy_of(&claims[i], &claims[j], status);
+				break;
+			}
+	}
+}
+
 static int invisible(const inbox_claim *cl)
 {
 	return !cl->is_new && cl->status == INBOX_ST_NONE;
@@ -167,25 +205,20 @@ int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
 	                            "claim", &rc);
 	if (!r)
 		return rc;
-	size_t missing = 0;
-	if ((size_t)PQntuples(r) != n) {
-		inbox__store_seterr(st, "", "claim: %d rows for %zu keys",
-		                    PQntuples(r), n);
-		PQclear(r);
-		return INBOX_ERR_STORE;
-	}
-	for (int i = 0; i < (int)n; i++) {
+	/* Rows come back only for the keys that were not inserted. */
+	for (size_t i = 0; i < n; i++)
+		fill_new(&claims[i]);
+	for (int i = 0; i < PQntuples(r); i++) {
 		int64_t ord = inbox__pg_int(r, i, 0);
-		if (ord < 1 || (size_t)ord > n)
-			continue;
-		inbox_claim *cl = &claims[ord - 1];
-		if (PQgetvalue(r, i, 1)[0] == 't')
-			fill_new(cl);
-		else
-			fill_existing(cl, r, i, 2);
-		missing += invisible(cl);
+		if (ord >= 1 && (size_t)ord <= n)
+			fill_existing(&claims[ord - 1], r, i, 1);
 	}
 	PQclear(r);
+	repeats(claims, n, status);
+	s->claimed = 1;
+	size_t missing = 0;
+	for (size_t i = 0; i < n; i++)
+		missing += invisible(&claims[i]);
 	return missing ? reread(s, consumer, claims, n) : INBOX_OK;
 }
 

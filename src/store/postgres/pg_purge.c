@@ -1,13 +1,42 @@
 /* Purge of the PostgreSQL store: one purger at a time (a session advisory
- * lock), bounded DELETE statements each in its own transaction. */
+ * lock), bounded DELETE statements each in its own transaction.
+ *
+ * A purge shares the server with the consumers, so it keeps out of their
+ * way (bench/README.md, "purge under load"):
+ *   - its transactions commit asynchronously (synchronous_commit off for
+ *     the purge's duration): a purge batch lost in a crash only leaves
+ *     rows to purge again, and the consumers' commits no longer queue
+ *     behind a WAL flush per purge batch;
+ *   - after each batch it pauses as long as the batch took, so it never
+ *     takes more than half of a backend's time from the consumers;
+ *   - a batch deletes at most batch_limit rows, so a claim that meets one
+ *     of its rows (a very late redelivery of a purged key) waits for one
+ *     short transaction at most. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/postgres/pg_store.h"
 
 /* Longest window accepted (s): beyond it, now() - window overflows. */
 #define MAX_RETENTION_S 10000000000LL
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Yield as long as the last batch took (at most a second). */
+static void pause_s(double secs)
+{
+	if (secs > 1.0)
+		secs = 1.0;
+	struct timespec ts = {0, (long)(secs * 1e9)};
+	nanosleep(&ts, NULL);
+}
 
 static int purge_one(pg_store *s, const char *consumer, int64_t retention,
                      int limit, int dry_run, int64_t *total)
@@ -30,9 +59,12 @@ static int purge_one(pg_store *s, const char *consumer, int64_t retention,
 	int64_t rows;
 	do {
 		rows = 0;
+		double t0 = now_s();
 		rc = inbox__pg_run_cmd(s, PGQ_PURGE_DELETE, NULL, 3, params,
 		                       "purge", &rows);
 		*total += rows;
+		if (rc == INBOX_OK && rows >= limit)
+			pause_s(now_s() - t0);
 	} while (rc == INBOX_OK && rows >= limit);
 	return rc;
 }
@@ -100,6 +132,27 @@ static int try_lock(pg_store *s, const char *key)
 	return INBOX_OK;
 }
 
+/* synchronous_commit off for this session, the old value kept in old
+ * ("" if it could not be read: then it is left alone). */
+static void async_commit(pg_store *s, char *old, size_t n)
+{
+	PGresult *r = PQexec(s->conn,
+	                     "SELECT current_setting('synchronous_commit'), "
+	                     "set_config('synchronous_commit', 'off', false)");
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		snprintf(old, n, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+}
+
+static void restore_commit(pg_store *s, const char *old)
+{
+	const char *v = old;
+	PGresult *r = PQexecParams(
+	    s->conn, "SELECT set_config('synchronous_commit', $1, false)", 1,
+	    NULL, &v, NULL, NULL, 0);
+	PQclear(r);
+}
+
 static void unlock(pg_store *s, const char *key)
 {
 	PGresult *r =
@@ -131,11 +184,16 @@ int inbox__pg_purge(inbox_store *st, const char *consumer,
 	int rc = try_lock(s, key);
 	if (rc < 0)
 		return rc;
+	char sync[32] = "";
+	if (!dry_run)
+		async_commit(s, sync, sizeof(sync));
 	if (consumer)
 		rc = purge_named(s, consumer, retention_seconds, batch_limit,
 		                 dry_run, deleted);
 	else
 		rc = purge_all(s, batch_limit, dry_run, deleted);
+	if (sync[0])
+		restore_commit(s, sync);
 	unlock(s, key);
 	return rc;
 }

@@ -18,38 +18,33 @@
  * names, inside quotes), {S} the quoted schema. */
 /* clang-format off */
 static const char *const templates[PGQ_COUNT] = {
+	/* Insert every key (in the given order: sorted by the core, so
+	 * two batches lock keys in one order), then answer only for the
+	 * keys that were not inserted: a key in `ins` is new. LATERAL ...
+	 * LIMIT 1 (a no-op on the primary key) keeps it one index probe per
+	 * such key, whatever the statistics say: a join over all of the
+	 * consumer's rows would grow with the table. A row the probe cannot
+	 * see (committed by another transaction while we waited) comes back
+	 * with a NULL status and is re-read. */
 	[PGQ_CLAIM] =
-	"WITH input AS ("
-	" SELECT t.k, t.f, t.m, t.ord,"
-	"  row_number() OVER (PARTITION BY t.k ORDER BY t.ord) AS rn"
-	" FROM unnest($2::text[], $3::text[], $4::text[])"
-	"  WITH ORDINALITY AS t(k, f, m, ord)),"
-	" ins AS ("
+	"WITH ins AS ("
 	" INSERT INTO {T} AS x (consumer, key, fingerprint, status, attempts,"
 	"  fence, lease_until, message_id, processed_at)"
-	" SELECT $1, k, f, $5, 1, 1,"
+	" SELECT $1, t.k, t.f, $5, 1, 1,"
 	"  CASE WHEN $5 = 'processing'"
 	"   THEN now() + $6 * interval '1 millisecond' END,"
-	"  m, CASE WHEN $5 = 'completed' THEN now() END"
-	" FROM input WHERE rn = 1 ORDER BY k COLLATE \"C\""
+	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
+	" FROM unnest($2::text[], $3::text[], $4::text[]) AS t(k, f, m)"
 	" ON CONFLICT DO NOTHING"
-	" RETURNING x.key, x.status, x.fingerprint)"
-	" SELECT input.ord, ins.key IS NOT NULL AND input.rn = 1,"
-	"  CASE WHEN ins.key IS NOT NULL THEN ins.status ELSE i.status END,"
-	"  CASE WHEN ins.key IS NOT NULL THEN ins.fingerprint"
-	"   ELSE i.fingerprint END,"
-	"  CASE WHEN ins.key IS NOT NULL THEN 1 ELSE i.attempts END,"
-	"  CASE WHEN ins.key IS NOT NULL THEN 1 ELSE i.fence END,"
-	"  CASE WHEN ins.key IS NOT NULL THEN false"
-	"   ELSE coalesce(i.lease_until < now(), false) END"
-	" FROM input LEFT JOIN ins ON ins.key = input.k"
-	/* LATERAL ... LIMIT 1 (a no-op on the primary key) keeps the plan
-	 * one index probe per key, whatever the statistics say: a hash join
-	 * over all of the consumer's rows would grow with the table. */
-	" LEFT JOIN LATERAL (SELECT y.status, y.fingerprint, y.attempts,"
-	"  y.fence, y.lease_until FROM {T} y"
-	"  WHERE y.consumer = $1 AND y.key = input.k LIMIT 1) i ON true"
-	" ORDER BY input.ord",
+	" RETURNING x.key),"
+	" old AS MATERIALIZED ("
+	" SELECT t.k, t.ord FROM unnest($2::text[]) WITH ORDINALITY AS t(k, ord)"
+	" WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.key = t.k))"
+	" SELECT old.ord, i.status, i.fingerprint, i.attempts, i.fence,"
+	"  coalesce(i.lease_until < now(), false)"
+	" FROM old LEFT JOIN LATERAL (SELECT y.status, y.fingerprint,"
+	"  y.attempts, y.fence, y.lease_until FROM {T} y"
+	"  WHERE y.consumer = $1 AND y.key = old.k LIMIT 1) i ON true",
 
 	[PGQ_CLAIM_REREAD] =
 	"SELECT key, status, fingerprint, attempts, fence,"

@@ -153,6 +153,7 @@ static void pg_close(inbox_store *st)
 	pg_store *s = (pg_store *)st;
 	PQfinish(s->conn);
 	inbox__pg_free_sql(s);
+	inbox__pg_hcache_free(s);
 	for (size_t i = 0; i < sizeof(s->arr) / sizeof(*s->arr); i++)
 		inbox__buf_free(&s->arr[i]);
 	free(s);

@@ -4,12 +4,26 @@
  *
  * Round trips. Transaction control is deferred: begin(), savepoint(),
  * release() and rollback_to() only queue their command, and the queue is
- * sent in one pipeline with the next statement (or with COMMIT). A
- * savepoint released or rolled back before any statement ran is dropped
- * altogether, and a transaction in which nothing ran costs nothing. So a
- * batch costs: claim (with BEGIN), one round trip per handler statement
- * (with its SAVEPOINT/RELEASE), COMMIT. The hot statements are prepared
- * lazily, once per connection, in the same pipeline as their first use.
+ * sent in one pipeline with the next statement that needs an answer (or
+ * with COMMIT). A savepoint released or rolled back before anything under
+ * it was sent is dropped altogether, and a transaction in which nothing
+ * ran costs nothing.
+ *
+ * In a consumer's batch (a transaction that claimed keys), a handler's
+ * statement whose row count is not asked for is deferred too: it joins
+ * the queue (its SQL and parameters copied) and the handler goes on. So a
+ * batch costs two round trips: BEGIN + claim, then every handler
+ * statement + COMMIT. Such statements run without savepoints: a handler
+ * that rolls back drops its own unsent statements from the queue, and if
+ * a deferred statement fails on the server, the transaction is lost — the
+ * store then answers INBOX__ERR_REDO to every call until the rollback,
+ * and runs the next transaction without deferring, so the consumer's
+ * re-run of the batch gives each handler its statement's error at once,
+ * under its savepoint, as if nothing had been deferred.
+ *
+ * Handler statements are prepared once per connection, on first use and
+ * in the same pipeline, and kept in a small cache keyed by their SQL
+ * text, like the store's own statements.
  */
 #ifndef INBOX_STORE_PG_STORE_H
 #define INBOX_STORE_PG_STORE_H
@@ -42,9 +56,43 @@ enum pg_query {
 };
 
 /* Deferred transaction-control commands. */
-enum pg_op { PGOP_BEGIN, PGOP_SAVEPOINT, PGOP_RELEASE, PGOP_ROLLBACK_TO };
+enum pg_op {
+	PGOP_BEGIN,
+	PGOP_SAVEPOINT,
+	PGOP_RELEASE,
+	PGOP_ROLLBACK_TO,
+	PGOP_DEALLOCATE /* of an evicted handler statement (name in args) */
+};
 
-#define PG_MAX_PENDING 8
+/* One queued command: a transaction-control op, or a handler statement
+ * with its SQL (unless cached) and parameters copied into s->args. */
+typedef struct pg_pending {
+	unsigned char stmt; /* 0: op, 1: handler statement */
+	unsigned char op;   /* enum pg_op */
+	unsigned char parse; /* set while sending: a Parse precedes it */
+	int hs;             /* handler statement cache slot, -1: unnamed */
+	int nparams;
+	size_t sql;         /* offset in s->args of the SQL when unnamed */
+	size_t params;      /* offset in s->args of the parameters (and of
+	                       the name, for PGOP_DEALLOCATE) */
+} pg_pending;
+
+/* Queue limits: past them the queue is sent (in the transaction, without
+ * committing) before more is added, so memory stays bounded. */
+#define PG_MAX_PENDING 1024
+#define PG_MAX_ARGS (1024 * 1024)
+
+/* Cached handler statements, prepared as "inbox__h<id>"; ids are never
+ * reused, so a statement whose DEALLOCATE was lost cannot collide. */
+#define PG_HCACHE 32
+
+typedef struct pg_hstmt {
+	char *sql; /* NULL: free slot */
+	uint64_t hash;
+	unsigned id;
+	int ready_pid; /* prepared on that backend; 0 = not yet */
+	uint64_t used; /* LRU tick */
+} pg_hstmt;
 
 typedef struct pg_store {
 	struct inbox_store base; /* first: the core casts */
@@ -53,8 +101,22 @@ typedef struct pg_store {
 	/* Bit q set: PGQ q is prepared on the backend `prepared_pid`. */
 	unsigned prepared;
 	int prepared_pid;
-	enum pg_op pending[PG_MAX_PENDING];
-	int npending;
+	pg_pending *pending; /* the queue */
+	int npending, pending_cap;
+	inbox__buf args;     /* SQL and parameters of queued statements */
+	/* This transaction claimed keys: handler statements may be
+	 * deferred (defer_ok) unless the previous one lost its deferred
+	 * work (sync_next). */
+	int claimed, defer_ok, sync_next;
+	int defer_failed; /* a deferred statement failed: answer REDO */
+	int pending_stmts; /* handler statements in the queue */
+	pg_hstmt hcache[PG_HCACHE];
+	unsigned hnext;
+	uint64_t htick;
+	/* Scratch for sending the queue: parameter pointers and flags. */
+	const char **vals;
+	size_t vals_cap;
+	unsigned char hsent[PG_HCACHE]; /* Parse already in this pipeline */
 	/* Scratch for claim's array literals; reused, so memory stays flat. */
 	inbox__buf arr[3];
 	/* Qualified table names, for migrate. */
@@ -102,6 +164,26 @@ int inbox__pg_run_cmd(pg_store *s, int q, const char *sql, int nparams,
 /* Send the deferred commands now (before the caller uses the PGconn
  * directly). */
 int inbox__pg_flush(pg_store *s);
+/* Empty the queue (rollback, reconnect). */
+void inbox__pg_queue_clear(pg_store *s);
+/* Queue an op; sends the queue first when full. */
+int inbox__pg_queue_op(pg_store *s, enum pg_op op);
+/* Queue a handler statement (SQL and parameters copied). */
+int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
+                         const char *const *params);
+/* The handler statement cache slot for `sql` (added if absent; the least
+ * recently used slot without queued uses is recycled), or -1 when every
+ * slot is in use by the queue. */
+int inbox__pg_hstmt(pg_store *s, const char *sql);
+/* A cached statement failed with `sqlstate`: drop it if re-preparing
+ * may cure that (a plan whose result type changed). */
+void inbox__pg_hstmt_failed(pg_store *s, int hs, const char *sqlstate);
+void inbox__pg_hcache_free(pg_store *s);
+/* Run handler statement `sql` (cached, prepared on first use, when in a
+ * transaction) after the queue, like inbox__pg_run. */
+PGresult *inbox__pg_run_sql(pg_store *s, const char *sql, int nparams,
+                            const char *const *values, const char *what,
+                            int *rc);
 
 int inbox__pg_begin(inbox_store *st);
 int inbox__pg_commit(inbox_store *st);

@@ -13,7 +13,7 @@ static int reconnect(pg_store *s)
 {
 	PQreset(s->conn);
 	s->prepared = 0;
-	s->npending = 0;
+	inbox__pg_queue_clear(s);
 	if (PQstatus(s->conn) != CONNECTION_OK)
 		return inbox__pg_fail(s, NULL, "reconnect");
 	return INBOX_OK;
@@ -34,20 +34,41 @@ static int end_stray_transaction(pg_store *s, const char *what)
 	return rc;
 }
 
-static int push(pg_store *s, enum pg_op op)
+static int is_op(const pg_pending *e, enum pg_op op)
 {
-	if (s->npending == PG_MAX_PENDING) {
-		int rc = inbox__pg_flush(s);
-		if (rc < 0)
-			return rc;
-	}
-	s->pending[s->npending++] = op;
-	return INBOX_OK;
+	return !e->stmt && e->op == op;
 }
 
 static int last_op(const pg_store *s)
 {
-	return s->npending ? (int)s->pending[s->npending - 1] : -1;
+	const pg_pending *e = s->npending ? &s->pending[s->npending - 1] : NULL;
+	return e && !e->stmt ? (int)e->op : -1;
+}
+
+/* Index of the open savepoint's SAVEPOINT in the queue when nothing but
+ * handler statements follows it (nothing under it was sent), or -1. */
+static int unsent_savepoint(const pg_store *s)
+{
+	for (int i = s->npending - 1; i >= 0; i--) {
+		const pg_pending *e = &s->pending[i];
+		if (is_op(e, PGOP_SAVEPOINT))
+			return i;
+		if (!e->stmt)
+			return -1;
+	}
+	return -1;
+}
+
+/* Drop queue entries [from, npending): nothing of them was sent. */
+static void drop_from(pg_store *s, int from)
+{
+	for (int i = from; i < s->npending; i++)
+		if (s->pending[i].stmt) {
+			s->pending_stmts--;
+			if (s->args.len > s->pending[i].sql)
+				s->args.len = s->pending[i].sql;
+		}
+	s->npending = from;
 }
 
 static int not_in_txn(pg_store *s, const char *what)
@@ -73,8 +94,13 @@ int inbox__pg_begin(inbox_store *st)
 	}
 	if ((rc = end_stray_transaction(s, "begin")) < 0)
 		return rc;
-	s->npending = 0;
-	s->pending[s->npending++] = PGOP_BEGIN;
+	inbox__pg_queue_clear(s);
+	if ((rc = inbox__pg_queue_op(s, PGOP_BEGIN)) < 0)
+		return rc;
+	s->claimed = 0;
+	s->defer_failed = 0;
+	s->defer_ok = !s->sync_next;
+	s->sync_next = 0;
 	st->in_txn = 1;
 	return INBOX_OK;
 }
@@ -84,18 +110,22 @@ int inbox__pg_commit(inbox_store *st)
 	pg_store *s = (pg_store *)st;
 	if (!st->in_txn)
 		return not_in_txn(s, "commit");
-	if (s->npending > 0 && s->pending[0] == PGOP_BEGIN) {
-		s->npending = 0; /* nothing was sent: nothing to commit */
+	if (s->npending > 0 && is_op(&s->pending[0], PGOP_BEGIN) &&
+	    s->pending_stmts == 0) {
+		/* nothing was sent: nothing to commit */
+		inbox__pg_queue_clear(s);
 		st->in_txn = 0;
 		return INBOX_OK;
 	}
 	/* COMMIT releases every savepoint itself. */
-	while (s->npending > 0 && s->pending[s->npending - 1] == PGOP_RELEASE)
+	while (last_op(s) == PGOP_RELEASE)
 		s->npending--;
 	int rc;
 	PGresult *r =
 	    inbox__pg_run(s, -1, "COMMIT", 0, NULL, NULL, NULL, "commit", &rc);
 	st->in_txn = 0; /* after the run: it must not reconnect under us */
+	s->defer_failed = 0;
+	s->claimed = 0;
 	if (r && strcmp(PQcmdStatus(r), "ROLLBACK") == 0) {
 		inbox__store_seterr(st, "25P02",
 		                    "commit: the transaction had failed and "
@@ -118,7 +148,9 @@ int inbox__pg_rollback(inbox_store *st)
 {
 	pg_store *s = (pg_store *)st;
 	st->in_txn = 0;
-	s->npending = 0;
+	inbox__pg_queue_clear(s);
+	s->defer_failed = 0;
+	s->claimed = 0;
 	/* A lost connection took its transaction with it. */
 	if (PQstatus(s->conn) != CONNECTION_OK)
 		return INBOX_OK;
@@ -132,7 +164,7 @@ int inbox__pg_savepoint(inbox_store *st)
 	pg_store *s = (pg_store *)st;
 	if (!st->in_txn)
 		return not_in_txn(s, "savepoint");
-	return push(s, PGOP_SAVEPOINT);
+	return inbox__pg_queue_op(s, PGOP_SAVEPOINT);
 }
 
 int inbox__pg_release(inbox_store *st)
@@ -140,11 +172,16 @@ int inbox__pg_release(inbox_store *st)
 	pg_store *s = (pg_store *)st;
 	if (!st->in_txn)
 		return not_in_txn(s, "release");
-	if (last_op(s) == PGOP_SAVEPOINT) {
-		s->npending--; /* nothing ran under it */
+	int sp = unsent_savepoint(s);
+	if (sp >= 0) {
+		/* Never sent: drop it. What was queued under it runs without
+		 * a savepoint; should it fail, the batch runs again. */
+		memmove(&s->pending[sp], &s->pending[sp + 1],
+		        sizeof(*s->pending) * (size_t)(s->npending - sp - 1));
+		s->npending--;
 		return INBOX_OK;
 	}
-	return push(s, PGOP_RELEASE);
+	return inbox__pg_queue_op(s, PGOP_RELEASE);
 }
 
 int inbox__pg_rollback_to(inbox_store *st)
@@ -155,7 +192,13 @@ int inbox__pg_rollback_to(inbox_store *st)
 	/* Nothing ran since the savepoint or since the last ROLLBACK TO. */
 	if (last_op(s) == PGOP_SAVEPOINT || last_op(s) == PGOP_ROLLBACK_TO)
 		return INBOX_OK;
-	return push(s, PGOP_ROLLBACK_TO);
+	/* What ran under it is still queued: unqueue it instead. */
+	int sp = unsent_savepoint(s);
+	if (sp >= 0) {
+		drop_from(s, sp + 1);
+		return INBOX_OK;
+	}
+	return inbox__pg_queue_op(s, PGOP_ROLLBACK_TO);
 }
 
 int inbox__pg_exec(inbox_store *st, const char *sql, int nparams,
@@ -166,7 +209,20 @@ int inbox__pg_exec(inbox_store *st, const char *sql, int nparams,
 		inbox__store_seterr(st, "", "exec: invalid arguments");
 		return INBOX_ERR_INVALID;
 	}
-	return inbox__pg_run_cmd(s, -1, sql, nparams, params, "exec", rows);
+	/* A batch's statement whose count nobody needs: travel later. */
+	if (!rows && st->in_txn && s->claimed && s->defer_ok) {
+		if (s->defer_failed)
+			return s->defer_failed;
+		return inbox__pg_queue_stmt(s, sql, nparams, params);
+	}
+	int rc;
+	PGresult *r = inbox__pg_run_sql(s, sql, nparams, params, "exec", &rc);
+	if (!r)
+		return rc;
+	if (rows)
+		*rows = strtoll(PQcmdTuples(r), NULL, 10);
+	PQclear(r);
+	return INBOX_OK;
 }
 
 static void call_rows(const PGresult *r, inbox_row_fn fn, void *payload,
@@ -191,8 +247,7 @@ int inbox__pg_query(inbox_store *st, const char *sql, int nparams,
 		return INBOX_ERR_INVALID;
 	}
 	int rc;
-	PGresult *r = inbox__pg_run(s, -1, sql, nparams, params, NULL, NULL,
-	                            "query", &rc);
+	PGresult *r = inbox__pg_run_sql(s, sql, nparams, params, "query", &rc);
 	if (!r)
 		return rc;
 	const char *small[32];

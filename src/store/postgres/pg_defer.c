@@ -1,0 +1,204 @@
+/* The PostgreSQL store's queue of deferred commands and its cache of
+ * prepared handler statements (see pg_store.h for why both exist). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_store.h"
+
+void inbox__pg_queue_clear(pg_store *s)
+{
+	s->npending = 0;
+	s->pending_stmts = 0;
+	inbox__buf_reset(&s->args);
+}
+
+static pg_pending *push(pg_store *s)
+{
+	if (s->npending == s->pending_cap) {
+		int cap = s->pending_cap ? s->pending_cap * 2 : 16;
+		pg_pending *p = realloc(s->pending, sizeof(*p) * (size_t)cap);
+		if (!p)
+			return NULL;
+		s->pending = p;
+		s->pending_cap = cap;
+	}
+	pg_pending *e = &s->pending[s->npending++];
+	memset(e, 0, sizeof(*e));
+	e->hs = -1;
+	return e;
+}
+
+static int nomem(pg_store *s)
+{
+	inbox__store_seterr(&s->base, "", "out of memory queueing a statement");
+	return INBOX_ERR_NOMEM;
+}
+
+/* Send the queue before it grows past its limits. */
+static int make_room(pg_store *s, size_t bytes)
+{
+	if (s->npending < PG_MAX_PENDING && s->args.len + bytes < PG_MAX_ARGS)
+		return INBOX_OK;
+	return inbox__pg_flush(s);
+}
+
+int inbox__pg_queue_op(pg_store *s, enum pg_op op)
+{
+	int rc = make_room(s, 0);
+	if (rc < 0)
+		return rc;
+	pg_pending *e = push(s);
+	if (!e)
+		return nomem(s);
+	e->op = (unsigned char)op;
+	return INBOX_OK;
+}
+
+static int put_str(inbox__buf *b, const char *v)
+{
+	return inbox__buf_append(b, v, strlen(v) + 1);
+}
+
+int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
+                         const char *const *params)
+{
+	size_t bytes = strlen(sql) + 1;
+	for (int i = 0; i < nparams; i++)
+		bytes += 1 + (params[i] ? strlen(params[i]) + 1 : 0);
+	int rc = make_room(s, bytes);
+	if (rc < 0)
+		return rc;
+	int hs = inbox__pg_hstmt(s, sql);
+	size_t mark = s->args.len;
+	pg_pending *e = push(s);
+	if (!e)
+		return nomem(s);
+	e->stmt = 1;
+	e->hs = hs;
+	e->nparams = nparams;
+	e->sql = s->args.len;
+	int bad = hs < 0 ? put_str(&s->args, sql) : 0;
+	e->params = s->args.len;
+	for (int i = 0; i < nparams && !bad; i++) {
+		bad |= inbox__buf_putc(&s->args, params[i] ? 1 : 0);
+		if (params[i])
+			bad |= put_str(&s->args, params[i]);
+	}
+	if (bad) {
+		s->npending--;
+		s->args.len = mark;
+		return nomem(s);
+	}
+	s->pending_stmts++;
+	return INBOX_OK;
+}
+
+/* ---- the handler statement cache ------------------------------------- */
+
+static uint64_t fnv1a(const char *p)
+{
+	uint64_t h = 14695981039346656037ull;
+	for (; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static int queued(const pg_store *s, int hs)
+{
+	for (int i = 0; i < s->npending; i++)
+		if (s->pending[i].stmt && s->pending[i].hs == hs)
+			return 1;
+	return 0;
+}
+
+/* Forget slot `hs`; a statement prepared on this connection is
+ * deallocated in the next pipeline (in the open transaction, where it
+ * cannot fail unless the transaction already has). */
+static int evict(pg_store *s, int hs)
+{
+	pg_hstmt *h = &s->hcache[hs];
+	if (h->ready_pid && h->ready_pid == PQbackendPID(s->conn) &&
+	    s->base.in_txn) {
+		char name[32];
+		snprintf(name, sizeof(name), "inbox__h%u", h->id);
+		pg_pending *e = push(s);
+		if (!e)
+			return -1;
+		e->op = PGOP_DEALLOCATE;
+		e->params = s->args.len;
+		if (put_str(&s->args, name) < 0) {
+			s->npending--;
+			return -1;
+		}
+	}
+	free(h->sql);
+	memset(h, 0, sizeof(*h));
+	return 0;
+}
+
+int inbox__pg_hstmt(pg_store *s, const char *sql)
+{
+	uint64_t hash = fnv1a(sql);
+	int victim = -1;
+	s->htick++;
+	for (int i = 0; i < PG_HCACHE; i++) {
+		pg_hstmt *h = &s->hcache[i];
+		if (h->sql && h->hash == hash && strcmp(h->sql, sql) == 0) {
+			h->used = s->htick;
+			return i;
+		}
+		if (!h->sql) {
+			if (victim < 0 || s->hcache[victim].sql)
+				victim = i;
+		} else if ((victim < 0 || (s->hcache[victim].sql &&
+		                           h->used < s->hcache[victim].used)) &&
+		           !queued(s, i)) {
+			victim = i;
+		}
+	}
+	if (victim < 0)
+		return -1;
+	char *copy = strdup(sql);
+	if (!copy)
+		return -1;
+	if (s->hcache[victim].sql && evict(s, victim) < 0) {
+		free(copy);
+		return -1;
+	}
+	pg_hstmt *h = &s->hcache[victim];
+	h->sql = copy;
+	h->hash = hash;
+	h->id = ++s->hnext;
+	h->ready_pid = 0;
+	h->used = s->htick;
+	return victim;
+}
+
+/* A cached statement that failed in a way a new preparation may cure (a
+ * table changed under a plan that returns rows): drop it, without
+ * DEALLOCATE (the transaction has failed; the name is never reused). */
+void inbox__pg_hstmt_failed(pg_store *s, int hs, const char *sqlstate)
+{
+	if (hs < 0 || !sqlstate || strcmp(sqlstate, "0A000") != 0)
+		return;
+	free(s->hcache[hs].sql);
+	memset(&s->hcache[hs], 0, sizeof(s->hcache[hs]));
+}
+
+void inbox__pg_hcache_free(pg_store *s)
+{
+	for (int i = 0; i < PG_HCACHE; i++) {
+		free(s->hcache[i].sql);
+		s->hcache[i].sql = NULL;
+	}
+	free(s->pending);
+	s->pending = NULL;
+	s->npending = s->pending_cap = 0;
+	inbox__buf_free(&s->args);
+	free(s->vals);
+	s->vals = NULL;
+	s->vals_cap = 0;
+}
