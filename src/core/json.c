@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <openssl/evp.h>
+#include <pthread.h>
 
 /* ------------------------------------------------------------------ */
 /* UTF-8                                                                */
@@ -352,12 +353,31 @@ static void shortest_digits(double x, uint64_t *digits, int *exp10)
 	*exp10 = atoi(c + 1) - 16;
 }
 
+/* An integer below 2^53 in magnitude: its decimal digits, which is what
+ * the shortest round trip gives (no exponent below 1e21), without the
+ * printf/strtod search. Most numbers in messages are such integers. */
+static int small_integer_append(inbox__buf *out, double x)
+{
+	char d[24], *p = d + sizeof(d);
+	uint64_t m = (uint64_t)(x < 0 ? -x : x);
+	do {
+		*--p = (char)('0' + m % 10);
+		m /= 10;
+	} while (m);
+	if (x < 0)
+		*--p = '-';
+	return inbox__buf_append(out, p, (size_t)(d + sizeof(d) - p));
+}
+
 static int number_append(inbox__buf *out, double x)
 {
 	if (!isfinite(x))
 		return -1;
 	if (x == 0) /* also -0 */
 		return inbox__buf_putc(out, '0');
+	if (x > -9007199254740992.0 && x < 9007199254740992.0 &&
+	    x == (double)(int64_t)x)
+		return small_integer_append(out, x);
 	int neg = x < 0;
 	uint64_t m;
 	int e;
@@ -611,14 +631,31 @@ int inbox__value_text(inbox__buf *out, const json_t *v)
 /* SHA-256                                                              */
 /* ------------------------------------------------------------------ */
 
+/* OpenSSL 3 looks the algorithm up (a locked provider query) on every
+ * EVP_Digest(EVP_sha256()) call: a third of the cost of hashing a
+ * message. Fetch it once; the implicit EVP_sha256() stays the fallback. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+static int sha256(const void *data, size_t len, unsigned char *md,
+                  unsigned int *mdlen)
+{
+	pthread_once(&sha256_once, sha256_fetch);
+	return EVP_Digest(data, len, md, mdlen,
+	                  sha256_md ? sha256_md : EVP_sha256(), NULL);
+}
+
 void inbox__sha256_hex(const void *data, size_t len, char hex[65])
 {
 	static const char digits[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	if (!EVP_Digest(data ? data : "", len, md, &mdlen, EVP_sha256(),
-	                NULL) ||
-	    mdlen != 32) {
+	if (!sha256(data ? data : "", len, md, &mdlen) || mdlen != 32) {
 		/* Only on allocation failure inside OpenSSL: an empty string
 		 * never equals a real fingerprint. */
 		hex[0] = '\0';
