@@ -46,8 +46,10 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	}
 	if (errlen)
 		err[0] = '\0';
-	if (!out)
+	if (!out) {
+		snprintf(err, errlen, "out is required");
 		return INBOX_ERR_INVALID;
+	}
 	*out = NULL;
 	if (!st || !o || o->version < 1) {
 		snprintf(err, errlen, "store and options are required");
@@ -76,6 +78,14 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 		snprintf(err, errlen,
 		         "retention, max_attempts, lease and max_payload must "
 		         "be positive");
+		return INBOX_ERR_INVALID;
+	}
+	/* An unknown value would fall through to APPLY, the risky one. */
+	if (o->replay_policy != INBOX_REPLAY_DEAD_LETTER &&
+	    o->replay_policy != INBOX_REPLAY_DROP &&
+	    o->replay_policy != INBOX_REPLAY_APPLY) {
+		snprintf(err, errlen, "replay_policy %d is not a policy",
+		         (int)o->replay_policy);
 		return INBOX_ERR_INVALID;
 	}
 	inbox_consumer *c = calloc(1, sizeof(*c));
@@ -139,13 +149,12 @@ void inbox_consumer_close(inbox_consumer *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->slots_cap; i++) {
-		inbox__msg_reset(&c->slots[i].msg);
-		inbox__buf_free(&c->slots[i].msg.key);
-	}
+	for (size_t i = 0; i < c->slots_cap; i++)
+		inbox__msg_free(&c->slots[i].msg);
 	free(c->slots);
 	free(c->claims);
 	free(c->order);
+	inbox__buf_free(&c->canon);
 	inbox__keytmpl_free(c->tmpl);
 	inbox_schema_close(c->schema);
 	free(c->name);

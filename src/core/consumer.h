@@ -17,7 +17,8 @@ typedef struct inbox__str {
 struct inbox_msg {
 	const inbox_delivery *d;
 	json_t *root;      /* parsed payload, NULL if it did not parse */
-	char *id;          /* message id (owned), may be NULL */
+	char *id;          /* message id: idbuf.data or NULL */
+	inbox__buf idbuf;  /* storage of id, reused between messages */
 	inbox__buf key;    /* rendered key (empty if none) */
 	char fp[65];       /* fingerprint, "" if none */
 	int32_t attempt;   /* this attempt's number, 1 on the first */
@@ -74,12 +75,14 @@ struct inbox_consumer {
 	inbox_claim *claims;
 	struct order_entry *order; /* claimable deliveries sorted by key */
 	size_t claims_cap;
+	inbox__buf canon; /* inbox__msg_prepare's fingerprint input */
 
 	inbox_stats stats;
 };
 
 /* msg.c */
-void inbox__msg_reset(inbox_msg *m);
+void inbox__msg_reset(inbox_msg *m); /* keeps the buffers for reuse */
+void inbox__msg_free(inbox_msg *m);  /* reset and free the buffers */
 /* Parse and derive id, key and fingerprint. 0 when claimable; -1 with a
  * reason for a dead letter. */
 int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,

@@ -44,6 +44,12 @@ static inbox_lease *lease_new(inbox_consumer *c, const inbox_delivery *d)
 	l->id = dup_or_null(d->id);
 	l->headers = dup_or_null(d->headers);
 	l->position = dup_or_null(d->position);
+	if ((d->id && !l->id) || (d->headers && !l->headers) ||
+	    (d->position && !l->position)) {
+		/* a missing copy would lose the field in a dead letter */
+		inbox_lease_free(l);
+		return NULL;
+	}
 	l->d.payload = l->payload;
 	l->d.id = l->id;
 	l->d.headers = l->headers;
@@ -55,8 +61,7 @@ void inbox_lease_free(inbox_lease *l)
 {
 	if (!l)
 		return;
-	inbox__msg_reset(&l->msg);
-	inbox__buf_free(&l->msg.key);
+	inbox__msg_free(&l->msg);
 	free(l->payload);
 	free(l->id);
 	free(l->headers);

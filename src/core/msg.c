@@ -11,8 +11,8 @@ void inbox__msg_reset(inbox_msg *m)
 	if (m->root)
 		json_decref(m->root);
 	m->root = NULL;
-	free(m->id);
 	m->id = NULL;
+	inbox__buf_reset(&m->idbuf);
 	inbox__buf_reset(&m->key);
 	m->fp[0] = '\0';
 	m->attempt = 1;
@@ -24,14 +24,18 @@ void inbox__msg_reset(inbox_msg *m)
 	}
 }
 
-static char *value_dup(json_t *v)
+void inbox__msg_free(inbox_msg *m)
 {
-	inbox__buf b = INBOX__BUF_INIT;
-	if (!v || inbox__value_text(&b, v) != 0 || !b.data) {
-		inbox__buf_free(&b);
-		return NULL;
-	}
-	return b.data;
+	inbox__msg_reset(m);
+	inbox__buf_free(&m->idbuf);
+	inbox__buf_free(&m->key);
+}
+
+/* Text of an id into m->idbuf; m->id stays NULL when there is none. */
+static void set_id(inbox_msg *m, json_t *v)
+{
+	if (inbox__value_text(&m->idbuf, v) == 0 && m->idbuf.data)
+		m->id = m->idbuf.data;
 }
 
 int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
@@ -40,15 +44,19 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 	char err[400];
 	inbox__msg_reset(m);
 	m->d = d;
-	if (d->id && d->id[0])
-		m->id = strdup(d->id);
-	if (m->id && !inbox__utf8_valid(m->id, strlen(m->id))) {
-		/* A broker header; PostgreSQL would refuse it in a text
-		 * column and the whole batch with it. */
-		free(m->id);
-		m->id = NULL;
-		snprintf(reason, rlen, "message id is not valid UTF-8");
-		return -1;
+	if (d->id && d->id[0]) {
+		size_t n = strlen(d->id);
+		if (!inbox__utf8_valid(d->id, n)) {
+			/* A broker header; PostgreSQL would refuse it in a
+			 * text column and the whole batch with it. */
+			snprintf(reason, rlen, "message id is not valid UTF-8");
+			return -1;
+		}
+		if (inbox__buf_append(&m->idbuf, d->id, n) < 0) {
+			snprintf(reason, rlen, "out of memory");
+			return -1;
+		}
+		m->id = m->idbuf.data;
 	}
 	if (!d->payload || d->payload_len == 0) {
 		snprintf(reason, rlen, "empty payload");
@@ -68,7 +76,7 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 	if (!m->id) {
 		json_t *v = inbox__pointer_get(m->root, c->id_pointer);
 		if (v && (json_is_string(v) || json_is_integer(v)))
-			m->id = value_dup(v);
+			set_id(m, v);
 	}
 	if (c->schema &&
 	    inbox__schema_check(c->schema, m->root, reason, rlen) != 0) {
@@ -80,13 +88,14 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 			inbox__buf_reset(&m->key);
 		return -1;
 	}
+	if (!m->id && inbox__keytmpl_uses_id(c->tmpl)) {
+		snprintf(reason, rlen, "missing message id (%s)",
+		         c->id_pointer[0] ? c->id_pointer : "delivery");
+		return -1;
+	}
 	if (inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
 	                          sizeof(err)) != 0) {
-		if (strcmp(err, "missing message id") == 0)
-			snprintf(reason, rlen, "missing message id (%s)",
-			         c->id_pointer[0] ? c->id_pointer : "delivery");
-		else
-			snprintf(reason, rlen, "%s", err);
+		snprintf(reason, rlen, "%s", err);
 		return -1;
 	}
 	json_t *part = inbox__pointer_get(m->root, c->fp_pointer);
@@ -95,14 +104,19 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 		         c->fp_pointer);
 		return -1;
 	}
-	inbox__buf canon = INBOX__BUF_INIT;
-	if (inbox__canon_append(&canon, part) != 0) {
-		inbox__buf_free(&canon);
+	/* One scratch buffer per consumer (handles are single-threaded):
+	 * no allocation per message once it has grown. */
+	inbox__buf_reset(&c->canon);
+	if (inbox__canon_append(&c->canon, part) != 0) {
 		snprintf(reason, rlen, "cannot canonicalize payload");
 		return -1;
 	}
-	inbox__sha256_hex(canon.data ? canon.data : "", canon.len, m->fp);
-	inbox__buf_free(&canon);
+	inbox__sha256_hex(c->canon.data, c->canon.len, m->fp);
+	if (!m->fp[0]) {
+		/* OpenSSL out of memory: "" must never pass for a digest */
+		snprintf(reason, rlen, "cannot compute the fingerprint");
+		return -1;
+	}
 	return 0;
 }
 
@@ -160,6 +174,11 @@ int inbox_msg_get(const inbox_msg *cm, const char *pointer, const char **out)
 		return INBOX_ERR_NOTFOUND;
 	if (json_is_null(v))
 		return INBOX_OK;
+	if (json_is_string(v)) {
+		/* Lives as long as m->root, as the copies below do. */
+		*out = json_string_value(v);
+		return INBOX_OK;
+	}
 	inbox__buf b = INBOX__BUF_INIT;
 	if (inbox__value_text(&b, v) < 0) {
 		inbox__buf_free(&b);

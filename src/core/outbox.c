@@ -199,8 +199,10 @@ int inbox_txn_outbox_add(inbox_txn *t, const inbox_outbox_effect *e,
 		return INBOX_ERR_INVALID;
 	}
 	int rc = inbox_outbox_key(t->c->name, t->msg->key.data, e->step, ik);
-	if (rc < 0)
+	if (rc < 0) {
+		t->failed = 1; /* as below: OK must not lose the effect */
 		return rc;
+	}
 	inbox_outbox_item row;
 	memset(&row, 0, sizeof(row));
 	row.consumer = t->c->name;

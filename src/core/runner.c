@@ -51,8 +51,9 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 		return INBOX_ERR_NOMEM;
 	}
 	const char *name = inbox_consumer_name(c);
-	int backoff = opts->backoff_initial_ms > 0 ? opts->backoff_initial_ms
-	                                           : 100;
+	const int initial =
+	    opts->backoff_initial_ms > 0 ? opts->backoff_initial_ms : 100;
+	int backoff = initial;
 	int max_backoff = opts->backoff_max_ms > 0 ? opts->backoff_max_ms
 	                                           : 5000;
 	int rc = INBOX_OK;
@@ -74,8 +75,7 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 			continue;
 		}
 		/* A poll that worked ends any poll backoff. */
-		backoff = opts->backoff_initial_ms > 0 ? opts->backoff_initial_ms
-		                                       : 100;
+		backoff = initial;
 		/* Sources report what went wrong beside a successful poll (an
 		 * offset commit the broker refused, a reconnect): log it. */
 		if (inbox_source_errmsg(src)[0])
@@ -111,9 +111,6 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 				break;
 			continue;
 		}
-		backoff = opts->backoff_initial_ms > 0
-		                  ? opts->backoff_initial_ms
-		                  : 100;
 		int src_rc = inbox_source_settle(src, d, res, n);
 		if (src_rc < 0)
 			/* Committed but not acked: the broker redelivers and the

@@ -93,8 +93,9 @@ int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
                                int ncols, const char *const *columns,
                                const char *const *values, int *applied)
 {
-	if (!t || !table || !key_column || !version_column || ncols < 0 ||
-	    ncols > MAX_UPSERT_COLS || (ncols > 0 && (!columns || !values)))
+	if (!t || !table || !key_column || !key_value || !version_column ||
+	    ncols < 0 || ncols > MAX_UPSERT_COLS ||
+	    (ncols > 0 && (!columns || !values)))
 		return INBOX_ERR_INVALID;
 	inbox__buf b = INBOX__BUF_INIT;
 	int bad = 0;

@@ -715,6 +715,23 @@ TEST(lease_fail_then_retry)
 	ASSERT_EQ(o, INBOX_APPLIED);
 	inbox_lease_free(l);
 	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	/* failing at the last attempt buries the message */
+	order_json(js, sizeof(js), "e-lf3", "o-lf3", 1);
+	d = delivery(js);
+	for (int i = 1; i <= 3; i++) {
+		ASSERT_OK(inbox_lease_acquire(c, &d, &l, &o));
+		ASSERT_EQ(o, INBOX_ACQUIRED);
+		ASSERT_OK(inbox_lease_fail(l, "partner down"));
+		inbox_lease_free(l);
+	}
+	ASSERT_STREQ(scalar(e.st,
+	                    "SELECT status || ':' || attempts FROM %s "
+	                    "WHERE key = 'e-lf3'",
+	                    e.inbox_tbl),
+	             "dead:3");
+	ASSERT_EQ(count(e.st, e.dl_tbl, "key = 'e-lf3'"), 1);
+	ASSERT_OK(inbox_lease_acquire(c, &d, &l, &o));
+	ASSERT_EQ(o, INBOX_DUPLICATE);
 	inbox_consumer_close(c);
 	env_teardown(&e);
 }
@@ -799,6 +816,16 @@ TEST(batch_with_failures_commits_the_rest)
 	ASSERT_EQ(count(e.st, e.invoices, NULL), 3);
 	ASSERT_EQ(count(e.st, e.invoices, "order_id = 'o-2'"), 0);
 	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 2);
+	/* a repeat of a primary that will be redelivered is not acked */
+	h.retries_left = 1;
+	order_json(js[0], 256, "b-9", "o-9", 90);
+	order_json(js[3], 256, "b-9", "o-9", 90);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 6, r));
+	ASSERT_EQ(r[0].outcome, INBOX_RETRY);
+	ASSERT_EQ(r[3].outcome, INBOX_RETRY);
+	ASSERT_CONTAINS(r[3].reason, "gateway unavailable");
+	order_json(js[0], 256, "b-1", "o-1", 10);
+	order_json(js[3], 256, "b-1", "o-1", 10);
 	/* the whole batch again: all settled */
 	ASSERT_OK(inbox_consumer_process_batch(c, d, 6, r));
 	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
@@ -970,11 +997,57 @@ TEST(broker_delivery_count_feeds_attempts)
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
 	ASSERT_CONTAINS(r.reason, "max attempts");
 	ASSERT_EQ(h.calls, 0);
+	/* a retried record: the broker's count wins over the stored one */
+	h.always_retry = 1;
+	order_json(js, sizeof(js), "e-dc2", "o-dc2", 1);
+	d = delivery(js);
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_EQ(r.attempts, 1);
+	d.delivery_count = 3;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r.attempts, 3);
 	inbox_consumer_close(c);
 	env_teardown(&e);
 }
 
+/* A handler that ignores a failed statement and returns OK: the message is
+ * retried, never recorded as applied with its effect half written. */
+static int careless_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	hctx *h = p;
+	(void)m;
+	h->calls++;
+	char q[256];
+	snprintf(q, sizeof(q), "INSERT INTO %s (order_id) VALUES ('x')",
+	         h->e->invoices);
+	inbox_txn_exec(t, q, 0, NULL, NULL);
+	inbox_txn_exec(t, "INSERT INTO no_such_table VALUES (1)", 0, NULL,
+	               NULL);
+	return INBOX_HANDLER_OK;
+}
+
 TEST(handler_statement_failure_is_retry)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_consumer(e.st, careless_handler, &h, NULL, NULL);
+	ASSERT_TRUE(c);
+	inbox_result r;
+	ASSERT_OK(process1(c, "{\"id\":\"careless\"}", &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_EQ(r.attempts, 1);
+	ASSERT_CONTAINS(r.reason, "a statement failed");
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 0); /* rolled back */
+	ASSERT_STREQ(scalar(e.st, "SELECT status FROM %s", e.inbox_tbl),
+	             "failed");
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+TEST(no_handler_deduplicates_only)
 {
 	env e;
 	ASSERT_OK(env_setup(&e));
@@ -985,6 +1058,9 @@ TEST(handler_statement_failure_is_retry)
 	ASSERT_EQ(r.outcome, INBOX_APPLIED); /* dedup only, no handler */
 	ASSERT_OK(process1(c, "{\"id\":\"nohandler\"}", &r));
 	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_OK(process1(c, "{\"data\":{}}", &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_CONTAINS(r.reason, "missing message id (/id)");
 	inbox_consumer_close(c);
 	env_teardown(&e);
 }
@@ -1155,6 +1231,44 @@ TEST(invalid_options_are_refused)
 	          INBOX_ERR_INVALID);
 	ASSERT_CONTAINS(err, "fingerprint");
 	ASSERT_TRUE(c == NULL);
+	o.fingerprint_pointer = NULL;
+	o.max_attempts = 0;
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(err, "max_attempts");
+	o.max_attempts = 3;
+	o.replay_policy = (inbox_replay_policy)7;
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(err, "replay_policy");
+	o.replay_policy = INBOX_REPLAY_APPLY;
+	ASSERT_EQ(inbox_consumer_open(&c, NULL, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(err, "store");
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, NULL, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_EQ(inbox_consumer_open(NULL, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(err, "out");
+	ASSERT_TRUE(c == NULL);
+	/* the options are fine now: the consumer opens */
+	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, NULL, 0));
+	inbox_result r;
+	inbox_delivery d = delivery("{\"id\":\"x\"}");
+	ASSERT_EQ(inbox_consumer_process_batch(NULL, &d, 1, &r),
+	          INBOX_ERR_INVALID);
+	ASSERT_EQ(inbox_consumer_process_batch(c, NULL, 1, &r),
+	          INBOX_ERR_INVALID);
+	ASSERT_EQ(inbox_consumer_process_batch(c, &d, 1, NULL),
+	          INBOX_ERR_INVALID);
+	/* inside a transaction of the caller's: refused, nothing done */
+	ASSERT_OK(e.st->vt->begin(e.st));
+	ASSERT_EQ(inbox_consumer_process_batch(c, &d, 1, &r),
+	          INBOX_ERR_STATE);
+	e.st->vt->rollback(e.st);
+	ASSERT_OK(inbox_consumer_process_batch(c, &d, 1, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED); /* nothing recorded before */
+	inbox_consumer_close(c);
 	env_teardown(&e);
 }
 
@@ -1212,6 +1326,7 @@ int main(int argc, char **argv)
 	RUN(bad_input_is_dead_lettered);
 	RUN(broker_delivery_count_feeds_attempts);
 	RUN(handler_statement_failure_is_retry);
+	RUN(no_handler_deduplicates_only);
 	RUN(statement_failure_inside_a_batch);
 	RUN(many_statements_in_a_batch);
 	RUN(invalid_options_are_refused);
