@@ -9,10 +9,10 @@
  * so one partial index finds both the due rows and the expired leases);
  * every completion names the claim's fencing token.
  *
- * The SQL names the handle's tables, so it is built per call (the store's
- * prepared-statement table belongs to the inbox's hot path); these run
- * once per effect, next to an HTTP call. Parameters are cast explicitly
- * because they are sent untyped.
+ * add, claim and finish run once per effect: they are among the store's
+ * prepared statements (PGQ_OUTBOX_*, built at open by pg_sql.c); the
+ * operators' counts and purge are expanded per call. Parameters are cast
+ * explicitly because they are sent untyped.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,27 +26,18 @@
 /* Longest delay accepted (ms): beyond it, now() + delay overflows. */
 #define MAX_DELAY_MS 1000000000000LL
 
-/* tmpl with {O} = the qualified outbox table and {P} = the bare prefix. */
+static int64_t clamp_delay(int64_t ms)
+{
+	return ms < 0 ? 0 : ms > MAX_DELAY_MS ? MAX_DELAY_MS : ms;
+}
+
+/* tmpl expanded (see inbox__pg_expand). */
 static int build(pg_store *s, const char *tmpl, inbox__buf *out)
 {
-	for (const char *p = tmpl; *p; p++) {
-		int bad = 0;
-		if (p[0] == '{' && p[1] == 'O' && p[2] == '}') {
-			bad = inbox__table_name(out, &s->base, "outbox");
-			p += 2;
-		} else if (p[0] == '{' && p[1] == 'P' && p[2] == '}') {
-			bad = inbox__buf_puts(out, s->base.prefix);
-			p += 2;
-		} else {
-			bad = inbox__buf_putc(out, *p);
-		}
-		if (bad < 0) {
-			inbox__store_seterr(&s->base, "",
-			                    "outbox: out of memory");
-			return INBOX_ERR_NOMEM;
-		}
-	}
-	return INBOX_OK;
+	if (inbox__pg_expand(s, tmpl, out) == 0)
+		return INBOX_OK;
+	inbox__store_seterr(&s->base, "", "outbox: out of memory");
+	return INBOX_ERR_NOMEM;
 }
 
 /* Run tmpl; the result (or NULL with *rc) like inbox__pg_run. */
@@ -125,6 +116,15 @@ int inbox__pg_outbox_migrate(pg_store *s)
 	return rc;
 }
 
+const char inbox__pg_outbox_add_sql[] =
+    "INSERT INTO {O} (consumer, key, step, idempotency_key, kind,"
+    " method, target, headers, key_header, body, idempotent,"
+    " reconcile_url, max_attempts, state)"
+    " VALUES ($1::text, $2::text, $3::text, $4::text, $5::text,"
+    " $6::text, $7::text, $8::text, $9::text, $10::bytea,"
+    " $11::boolean, $12::text, $13::int, 'pending')"
+    " ON CONFLICT (consumer, key, step) DO NOTHING";
+
 int inbox__pg_outbox_add(inbox_store *st, const inbox_outbox_item *row,
                          int *added)
 {
@@ -151,16 +151,8 @@ int inbox__pg_outbox_add(inbox_store *st, const inbox_outbox_item *row,
 	int lens[13] = {0}, fmts[13] = {0};
 	lens[9] = (int)row->body_len;
 	fmts[9] = 1; /* the body travels as bytes */
-	PGresult *r =
-	    run(s,
-	        "INSERT INTO {O} (consumer, key, step, idempotency_key, kind,"
-	        " method, target, headers, key_header, body, idempotent,"
-	        " reconcile_url, max_attempts, state)"
-	        " VALUES ($1::text, $2::text, $3::text, $4::text, $5::text,"
-	        " $6::text, $7::text, $8::text, $9::text, $10::bytea,"
-	        " $11::boolean, $12::text, $13::int, 'pending')"
-	        " ON CONFLICT (consumer, key, step) DO NOTHING",
-	        13, vals, lens, fmts, "outbox add", &rc);
+	PGresult *r = inbox__pg_run(s, PGQ_OUTBOX_ADD, NULL, 13, vals, lens,
+	                            fmts, "outbox add", &rc);
 	if (!r)
 		return rc;
 	*added = strtol(PQcmdTuples(r), NULL, 10) > 0;
@@ -234,6 +226,24 @@ static int emit(const PGresult *r, int i,
 	return bad ? -1 : 0;
 }
 
+const char inbox__pg_outbox_claim_sql[] =
+    "WITH due AS ("
+    " SELECT id, state FROM {O}"
+    " WHERE state IN " UNDONE " AND next_attempt_at <= now()"
+    " AND ($1::text IS NULL OR consumer = $1::text)"
+    " ORDER BY next_attempt_at, id LIMIT $2::int"
+    " FOR UPDATE SKIP LOCKED)"
+    " UPDATE {O} o SET state = 'in_flight',"
+    " attempts = o.attempts + 1, fence = o.fence + 1,"
+    " lease_until = now() + $3::bigint * interval '1 millisecond',"
+    " next_attempt_at = now() + $3::bigint * interval '1 millisecond',"
+    " updated_at = now()"
+    " FROM due WHERE o.id = due.id"
+    " RETURNING o.id, o.consumer, o.key, o.step, o.idempotency_key,"
+    " o.kind, o.method, o.target, o.headers, o.key_header, o.body,"
+    " o.idempotent, o.reconcile_url, o.max_attempts, o.attempts,"
+    " o.fence, o.reconciliations, o.last_status, due.state";
+
 int inbox__pg_outbox_claim(
     inbox_store *st, const char *consumer, int limit, int64_t lease_ms,
     int (*fn)(const inbox_outbox_item *row, void *payload), void *payload)
@@ -245,30 +255,10 @@ int inbox__pg_outbox_claim(
 	char lim[16], lease[24];
 	snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 1);
 	snprintf(lease, sizeof(lease), "%lld",
-	         (long long)(lease_ms < 0              ? 0
-	                     : lease_ms > MAX_DELAY_MS ? MAX_DELAY_MS
-	                                               : lease_ms));
+	         (long long)clamp_delay(lease_ms));
 	const char *vals[3] = {consumer, lim, lease};
-	/* clang-format off */
-	PGresult *r = run(s,
-	    "WITH due AS ("
-	    " SELECT id, state FROM {O}"
-	    " WHERE state IN " UNDONE " AND next_attempt_at <= now()"
-	    " AND ($1::text IS NULL OR consumer = $1::text)"
-	    " ORDER BY next_attempt_at, id LIMIT $2::int"
-	    " FOR UPDATE SKIP LOCKED)"
-	    " UPDATE {O} o SET state = 'in_flight',"
-	    " attempts = o.attempts + 1, fence = o.fence + 1,"
-	    " lease_until = now() + $3::bigint * interval '1 millisecond',"
-	    " next_attempt_at = now() + $3::bigint * interval '1 millisecond',"
-	    " updated_at = now()"
-	    " FROM due WHERE o.id = due.id"
-	    " RETURNING o.id, o.consumer, o.key, o.step, o.idempotency_key,"
-	    " o.kind, o.method, o.target, o.headers, o.key_header, o.body,"
-	    " o.idempotent, o.reconcile_url, o.max_attempts, o.attempts,"
-	    " o.fence, o.reconciliations, o.last_status, due.state",
-	    3, vals, NULL, NULL, "outbox claim", &rc);
-	/* clang-format on */
+	PGresult *r = inbox__pg_run(s, PGQ_OUTBOX_CLAIM, NULL, 3, vals, NULL,
+	                            NULL, "outbox claim", &rc);
 	if (!r)
 		return rc;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -284,6 +274,19 @@ int inbox__pg_outbox_claim(
 	return rc;
 }
 
+const char inbox__pg_outbox_finish_sql[] =
+    "UPDATE {O} SET state = $3::text,"
+    " next_attempt_at = now() + $4::bigint * interval '1 millisecond',"
+    " lease_until = NULL,"
+    " last_status = coalesce($5::int, last_status),"
+    " last_error = $6::text,"
+    " response = coalesce($7::bytea, response),"
+    " reconciliations = reconciliations + $8::int,"
+    " attempts = greatest(attempts + $9::int, 0),"
+    " done_at = CASE WHEN $3::text = 'done' THEN now() END,"
+    " updated_at = now()"
+    " WHERE id = $1::bigint AND fence = $2::bigint AND state = 'in_flight'";
+
 int inbox__pg_outbox_finish(inbox_store *st, const inbox_outbox_finish *f,
                             int64_t *rows)
 {
@@ -293,12 +296,10 @@ int inbox__pg_outbox_finish(inbox_store *st, const inbox_outbox_finish *f,
 	if (rc < 0)
 		return rc;
 	char id[24], fence[24], delay[24], status[16], rec[16], att[16];
-	int64_t d = f->retry_in_ms < 0              ? 0
-	            : f->retry_in_ms > MAX_DELAY_MS ? MAX_DELAY_MS
-	                                            : f->retry_in_ms;
 	snprintf(id, sizeof(id), "%lld", (long long)f->id);
 	snprintf(fence, sizeof(fence), "%lld", (long long)f->fence);
-	snprintf(delay, sizeof(delay), "%lld", (long long)d);
+	snprintf(delay, sizeof(delay), "%lld",
+	         (long long)clamp_delay(f->retry_in_ms));
 	snprintf(status, sizeof(status), "%d", f->last_status);
 	snprintf(rec, sizeof(rec), "%d", (int)f->reconciled);
 	snprintf(att, sizeof(att), "%d", (int)f->attempts_delta);
@@ -314,22 +315,8 @@ int inbox__pg_outbox_finish(inbox_store *st, const inbox_outbox_finish *f,
 	int lens[9] = {0}, fmts[9] = {0};
 	lens[6] = (int)f->response_len;
 	fmts[6] = 1;
-	PGresult *r =
-	    run(s,
-	        "UPDATE {O} SET state = $3::text,"
-	        " next_attempt_at = now() + $4::bigint * interval"
-	        " '1 millisecond',"
-	        " lease_until = NULL,"
-	        " last_status = coalesce($5::int, last_status),"
-	        " last_error = $6::text,"
-	        " response = coalesce($7::bytea, response),"
-	        " reconciliations = reconciliations + $8::int,"
-	        " attempts = greatest(attempts + $9::int, 0),"
-	        " done_at = CASE WHEN $3::text = 'done' THEN now() END,"
-	        " updated_at = now()"
-	        " WHERE id = $1::bigint AND fence = $2::bigint"
-	        " AND state = 'in_flight'",
-	        9, vals, lens, fmts, "outbox finish", &rc);
+	PGresult *r = inbox__pg_run(s, PGQ_OUTBOX_FINISH, NULL, 9, vals, lens,
+	                            fmts, "outbox finish", &rc);
 	if (!r)
 		return rc;
 	*rows = strtoll(PQcmdTuples(r), NULL, 10);

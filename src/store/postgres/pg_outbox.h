@@ -8,6 +8,11 @@
  * migration's transaction (pg_migrate.c holds the migrate lock). */
 int inbox__pg_outbox_migrate(pg_store *s);
 
+/* Templates of the prepared statements PGQ_OUTBOX_* (see pg_sql.c). */
+extern const char inbox__pg_outbox_add_sql[];
+extern const char inbox__pg_outbox_claim_sql[];
+extern const char inbox__pg_outbox_finish_sql[];
+
 int inbox__pg_outbox_add(inbox_store *st, const inbox_outbox_item *row,
                          int *added);
 int inbox__pg_outbox_claim(

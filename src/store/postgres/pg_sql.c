@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/postgres/pg_outbox.h"
 #include "store/postgres/pg_store.h"
 
 /* Type OIDs (pg_type.h is a server header; these never change). */
@@ -14,8 +15,8 @@
 #define OID_TEXT_ARRAY 1009
 
 /* In templates: {T} inbox, {D} dead_letters, {C} consumers,
- * {V} schema_version (qualified, quoted), {P} the bare prefix (for index
- * names, inside quotes), {S} the quoted schema. */
+ * {V} schema_version, {O} outbox (qualified, quoted), {P} the bare
+ * prefix (for index names, inside quotes). */
 /* clang-format off */
 static const char *const templates[PGQ_COUNT] = {
 	/* Insert every key (in the given order: sorted by the core, so
@@ -114,6 +115,10 @@ static const char *const templates[PGQ_COUNT] = {
 	" AND processed_at < now() - $2 * interval '1 second'",
 
 	[PGQ_VERSION] = "SELECT coalesce(max(version), 0) FROM {V}",
+
+	[PGQ_OUTBOX_ADD] = inbox__pg_outbox_add_sql,
+	[PGQ_OUTBOX_CLAIM] = inbox__pg_outbox_claim_sql,
+	[PGQ_OUTBOX_FINISH] = inbox__pg_outbox_finish_sql,
 };
 /* clang-format on */
 
@@ -131,6 +136,7 @@ static const Oid t_text[] = {OID_TEXT};
 static const Oid t_purge[] = {OID_TEXT, OID_INT8, OID_INT4};
 static const Oid t_count[] = {OID_TEXT, OID_INT8};
 
+/* No types: the outbox's SQL casts every parameter itself. */
 const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
     [PGQ_CLAIM] = {6, t_claim},       [PGQ_CLAIM_REREAD] = {2, t_reread},
     [PGQ_RECLAIM] = {4, t_reclaim},   [PGQ_FINISH] = {6, t_finish},
@@ -138,6 +144,8 @@ const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
     [PGQ_REGISTER] = {2, t_register}, [PGQ_RETENTION] = {1, t_text},
     [PGQ_CONSUMERS] = {0, NULL},      [PGQ_PURGE_DELETE] = {3, t_purge},
     [PGQ_PURGE_COUNT] = {2, t_count}, [PGQ_VERSION] = {0, NULL},
+    [PGQ_OUTBOX_ADD] = {13, NULL},    [PGQ_OUTBOX_CLAIM] = {3, NULL},
+    [PGQ_OUTBOX_FINISH] = {9, NULL},
 };
 
 /* clang-format off */
@@ -180,7 +188,7 @@ static const char schema_v1[] =
 	" updated_at timestamptz NOT NULL DEFAULT now());\n";
 /* clang-format on */
 
-static int expand(const pg_store *s, const char *tmpl, inbox__buf *out)
+int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out)
 {
 	for (const char *p = tmpl; *p; p++) {
 		const inbox__buf *name = NULL;
@@ -197,6 +205,9 @@ static int expand(const pg_store *s, const char *tmpl, inbox__buf *out)
 				break;
 			case 'V':
 				name = &s->t_version;
+				break;
+			case 'O':
+				name = &s->t_outbox;
 				break;
 			case 'P':
 				if (inbox__buf_puts(out, s->base.prefix) < 0)
@@ -226,7 +237,8 @@ static int build_names(pg_store *s)
 	} t[] = {{&s->t_inbox, "inbox"},
 	         {&s->t_dl, "dead_letters"},
 	         {&s->t_consumers, "consumers"},
-	         {&s->t_version, "schema_version"}};
+	         {&s->t_version, "schema_version"},
+	         {&s->t_outbox, "outbox"}};
 	for (size_t i = 0; i < sizeof(t) / sizeof(*t); i++) {
 		inbox__buf_reset(t[i].b);
 		if (inbox__table_name(t[i].b, &s->base, t[i].name) < 0)
@@ -242,7 +254,7 @@ int inbox__pg_build_sql(pg_store *s)
 		return -1;
 	for (int q = 0; q < PGQ_COUNT; q++) {
 		inbox__buf b = INBOX__BUF_INIT;
-		if (expand(s, templates[q], &b) < 0) {
+		if (inbox__pg_expand(s, templates[q], &b) < 0) {
 			inbox__buf_free(&b);
 			return -1;
 		}
@@ -261,12 +273,13 @@ void inbox__pg_free_sql(pg_store *s)
 	inbox__buf_free(&s->t_dl);
 	inbox__buf_free(&s->t_consumers);
 	inbox__buf_free(&s->t_version);
+	inbox__buf_free(&s->t_outbox);
 }
 
 char *inbox__pg_schema_v1(const pg_store *s)
 {
 	inbox__buf b = INBOX__BUF_INIT;
-	if (expand(s, schema_v1, &b) < 0) {
+	if (inbox__pg_expand(s, schema_v1, &b) < 0) {
 		inbox__buf_free(&b);
 		return NULL;
 	}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/url.h"
 #include "store/postgres/pg_outbox.h"
 #include "store/postgres/pg_store.h"
 
@@ -12,17 +13,6 @@ static void ignore_notice(void *arg, const char *message)
 {
 	(void)arg;
 	(void)message;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 static int alnum(char c)
@@ -59,39 +49,28 @@ static void scrub(char *msg, size_t cap, const char *secret, size_t n)
 	}
 }
 
-/* Scrub a password given as [v, v+n) in the URL, raw and decoded. */
+/* Scrub a password given as [v, v+n) in the URL, raw and decoded. A
+ * value that does not decode (a bad escape) is quoted raw by libpq. */
 static void scrub_value(char *msg, size_t cap, const char *v, size_t n)
 {
-	char dec[256];
-	size_t k = 0;
+	char *dec = NULL;
 	scrub(msg, cap, v, n);
-	for (size_t i = 0; i < n && k + 1 < sizeof(dec); i++) {
-		if (v[i] == '%' && i + 2 < n && hexval(v[i + 1]) >= 0 &&
-		    hexval(v[i + 2]) >= 0) {
-			dec[k++] =
-			    (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
-			i += 2;
-		} else {
-			dec[k++] = v[i];
-		}
-	}
-	scrub(msg, cap, dec, k);
+	if (inbox__url_decode(&dec, v, n) == INBOX_OK)
+		scrub(msg, cap, dec, strlen(dec));
+	free(dec);
 }
 
 /* Connection errors from libpq can quote parts of the URL (a malformed
- * percent-escape, say): remove the password, from the userinfo or from a
- * password= query parameter, whatever libpq wrote. */
+ * percent-escape, say): remove the password, from the userinfo (the rule
+ * inbox_redact_url applies) or from a password= query parameter,
+ * whatever libpq wrote. */
 static void scrub_password(char *msg, size_t cap, const char *url)
 {
 	const char *auth = strstr(url, "://");
 	if (!auth)
 		return;
 	auth += 3;
-	size_t alen = strcspn(auth, "/?#");
-	const char *at = NULL;
-	for (size_t i = 0; i < alen; i++)
-		if (auth[i] == '@')
-			at = auth + i;
+	const char *at = inbox__url_userinfo_end(auth);
 	const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
 	if (colon)
 		scrub_value(msg, cap, colon + 1, (size_t)(at - colon - 1));

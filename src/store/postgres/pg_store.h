@@ -52,6 +52,9 @@ enum pg_query {
 	PGQ_PURGE_DELETE,
 	PGQ_PURGE_COUNT,
 	PGQ_VERSION,
+	PGQ_OUTBOX_ADD, /* SQL in pg_outbox.c */
+	PGQ_OUTBOX_CLAIM,
+	PGQ_OUTBOX_FINISH,
 	PGQ_COUNT
 };
 
@@ -120,7 +123,7 @@ typedef struct pg_store {
 	/* Scratch for claim's array literals; reused, so memory stays flat. */
 	inbox__buf arr[3];
 	/* Qualified table names, for migrate. */
-	inbox__buf t_inbox, t_dl, t_consumers, t_version;
+	inbox__buf t_inbox, t_dl, t_consumers, t_version, t_outbox;
 } pg_store;
 
 /* pg_sql.c: build the table names and s->sql[]. 0 or -1 (NOMEM). */
@@ -132,6 +135,10 @@ typedef struct pg_qdef {
 	const Oid *types;
 } pg_qdef;
 extern const pg_qdef inbox__pg_qdefs[PGQ_COUNT];
+/* Append tmpl to out with {T} inbox, {D} dead_letters, {C} consumers,
+ * {V} schema_version, {O} outbox (qualified, quoted) and {P} the bare
+ * prefix substituted. 0 or -1 (no memory). */
+int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out);
 /* The v1 schema as one multi-statement text; malloc'ed, or NULL. */
 char *inbox__pg_schema_v1(const pg_store *s);
 

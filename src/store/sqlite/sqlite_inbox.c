@@ -13,26 +13,10 @@
 #include "core/internal.h"
 #include "store/sqlite/sqlite_store.h"
 
-static int need_txn(sq_store *s, const char *what)
-{
-	if (s->base.in_txn)
-		return INBOX_OK;
-	inbox__store_seterr(&s->base, "", "%s: no transaction is open", what);
-	return INBOX_ERR_STATE;
-}
-
 static int bad_arg(sq_store *s, const char *what)
 {
 	inbox__store_seterr(&s->base, "", "%s: invalid arguments", what);
 	return INBOX_ERR_INVALID;
-}
-
-static void bind_str(sqlite3_stmt *stmt, int i, const char *v)
-{
-	if (v)
-		sqlite3_bind_text(stmt, i, v, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(stmt, i);
 }
 
 static void bind_opt_ms(sqlite3_stmt *stmt, int i, int set, int64_t ms)
@@ -58,7 +42,7 @@ int inbox__sq_register_consumer(inbox_store *st, const char *consumer,
 	int err = inbox__sq_fixed(s, SQ_REGISTER, &stmt);
 	if (err)
 		return err;
-	bind_str(stmt, 1, consumer);
+	inbox__sq_bind_str(stmt, 1, consumer);
 	sqlite3_bind_int64(stmt, 2, retention_seconds);
 	sqlite3_bind_int64(stmt, 3, inbox__now_ms());
 	return inbox__sq_run(s, stmt, "register consumer");
@@ -73,8 +57,8 @@ static int read_existing(sq_store *s, const char *consumer, inbox_claim *c,
 	int err = inbox__sq_fixed(s, SQ_CLAIM_SELECT, &stmt);
 	if (err)
 		return err;
-	bind_str(stmt, 1, consumer);
-	bind_str(stmt, 2, c->key);
+	inbox__sq_bind_str(stmt, 1, consumer);
+	inbox__sq_bind_str(stmt, 2, c->key);
 	int rc = sqlite3_step(stmt);
 	if (rc == SQLITE_ROW) {
 		const char *fp = (const char *)sqlite3_column_text(stmt, 1);
@@ -108,13 +92,13 @@ static int claim_one(sq_store *s, sqlite3_stmt *ins, const char *consumer,
 	c->fence = 1;
 	c->lease_expired = 0;
 	int processing = status == INBOX_ST_PROCESSING;
-	bind_str(ins, 1, consumer);
-	bind_str(ins, 2, c->key);
-	bind_str(ins, 3, c->fingerprint);
+	inbox__sq_bind_str(ins, 1, consumer);
+	inbox__sq_bind_str(ins, 2, c->key);
+	inbox__sq_bind_str(ins, 3, c->fingerprint);
 	sqlite3_bind_text(ins, 4, inbox__status_name(status), -1,
 	                  SQLITE_STATIC);
 	bind_opt_ms(ins, 5, processing, now + lease_ms);
-	bind_str(ins, 6, c->message_id);
+	inbox__sq_bind_str(ins, 6, c->message_id);
 	sqlite3_bind_int64(ins, 7, now);
 	bind_opt_ms(ins, 8, !processing, now);
 	int rc = sqlite3_step(ins);
@@ -140,7 +124,7 @@ int inbox__sq_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
 	for (size_t i = 0; i < n; i++)
 		if (!claims[i].key || !claims[i].fingerprint)
 			return bad_arg(s, "claim");
-	int err = need_txn(s, "claim");
+	int err = inbox__sq_need_txn(s, "claim");
 	if (err || (err = inbox__sq_fixed(s, SQ_CLAIM_INSERT, &ins)) != 0)
 		return err;
 	int64_t now = inbox__now_ms();
@@ -160,13 +144,13 @@ int inbox__sq_reclaim(inbox_store *st, const char *consumer, const char *key,
 	if (!consumer || !key ||
 	    (status != INBOX_ST_COMPLETED && status != INBOX_ST_PROCESSING))
 		return bad_arg(s, "reclaim");
-	int err = need_txn(s, "reclaim");
+	int err = inbox__sq_need_txn(s, "reclaim");
 	if (err || (err = inbox__sq_fixed(s, SQ_RECLAIM, &stmt)) != 0)
 		return err;
 	int64_t now = inbox__now_ms();
 	int processing = status == INBOX_ST_PROCESSING;
-	bind_str(stmt, 1, consumer);
-	bind_str(stmt, 2, key);
+	inbox__sq_bind_str(stmt, 1, consumer);
+	inbox__sq_bind_str(stmt, 2, key);
 	sqlite3_bind_text(stmt, 3, inbox__status_name(status), -1,
 	                  SQLITE_STATIC);
 	bind_opt_ms(stmt, 4, processing, now + lease_ms);
@@ -198,20 +182,21 @@ int inbox__sq_finish(inbox_store *st, const char *consumer, const char *key,
 	*rows = 0;
 	if (!consumer || !key || status == INBOX_ST_NONE)
 		return bad_arg(s, "finish");
-	int err = need_txn(s, "finish");
+	int err = inbox__sq_need_txn(s, "finish");
 	if (err || (err = inbox__sq_fixed(s, SQ_FINISH, &stmt)) != 0)
 		return err;
 	int64_t now = inbox__now_ms();
-	bind_str(stmt, 1, consumer);
-	bind_str(stmt, 2, key);
+	inbox__sq_bind_str(stmt, 1, consumer);
+	inbox__sq_bind_str(stmt, 2, key);
 	sqlite3_bind_text(stmt, 3, inbox__status_name(status), -1,
 	                  SQLITE_STATIC);
 	sqlite3_bind_int(stmt, 4, attempts);
 	bind_opt_ms(stmt, 5, terminal(status), now);
 	sqlite3_bind_int64(stmt, 6, now);
 	sqlite3_bind_int64(stmt, 7, fence);
-	bind_str(stmt, 8,
-	         expect == INBOX_ST_NONE ? NULL : inbox__status_name(expect));
+	inbox__sq_bind_str(
+	    stmt, 8,
+	    expect == INBOX_ST_NONE ? NULL : inbox__status_name(expect));
 	err = inbox__sq_run(s, stmt, "finish");
 	if (!err)
 		*rows = sqlite3_changes64(s->db);
@@ -226,12 +211,12 @@ int inbox__sq_extend(inbox_store *st, const char *consumer, const char *key,
 	*rows = 0;
 	if (!consumer || !key)
 		return bad_arg(s, "extend");
-	int err = need_txn(s, "extend");
+	int err = inbox__sq_need_txn(s, "extend");
 	if (err || (err = inbox__sq_fixed(s, SQ_EXTEND, &stmt)) != 0)
 		return err;
 	int64_t now = inbox__now_ms();
-	bind_str(stmt, 1, consumer);
-	bind_str(stmt, 2, key);
+	inbox__sq_bind_str(stmt, 1, consumer);
+	inbox__sq_bind_str(stmt, 2, key);
 	sqlite3_bind_int64(stmt, 3, now + lease_ms);
 	sqlite3_bind_int64(stmt, 4, now);
 	sqlite3_bind_int64(stmt, 5, fence);
@@ -249,12 +234,12 @@ int inbox__sq_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 	*id = 0;
 	if (!dl || !dl->consumer || (!dl->payload && dl->payload_len))
 		return bad_arg(s, "dead letter");
-	int err = need_txn(s, "dead letter");
+	int err = inbox__sq_need_txn(s, "dead letter");
 	if (err || (err = inbox__sq_fixed(s, SQ_DEAD_LETTER, &stmt)) != 0)
 		return err;
-	bind_str(stmt, 1, dl->consumer);
-	bind_str(stmt, 2, dl->key);
-	bind_str(stmt, 3, dl->message_id);
+	inbox__sq_bind_str(stmt, 1, dl->consumer);
+	inbox__sq_bind_str(stmt, 2, dl->key);
+	inbox__sq_bind_str(stmt, 3, dl->message_id);
 	/* A BLOB, byte for byte: the payload may not be valid UTF-8. A NULL
 	 * pointer would bind SQL NULL, so an empty payload is a zero blob. */
 	if (dl->payload_len)
@@ -262,12 +247,12 @@ int inbox__sq_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 		                    SQLITE_STATIC);
 	else
 		sqlite3_bind_zeroblob(stmt, 4, 0);
-	bind_str(stmt, 5, dl->headers);
-	bind_str(stmt, 6, dl->position);
+	inbox__sq_bind_str(stmt, 5, dl->headers);
+	inbox__sq_bind_str(stmt, 6, dl->position);
 	sqlite3_bind_int(stmt, 7, dl->attempts);
-	bind_str(stmt, 8, dl->reason ? dl->reason : "");
-	bind_str(stmt, 9, dl->fingerprint);
-	bind_str(stmt, 10, dl->stored_fingerprint);
+	inbox__sq_bind_str(stmt, 8, dl->reason ? dl->reason : "");
+	inbox__sq_bind_str(stmt, 9, dl->fingerprint);
+	inbox__sq_bind_str(stmt, 10, dl->stored_fingerprint);
 	sqlite3_bind_int64(stmt, 11, inbox__now_ms());
 	int rc = sqlite3_step(stmt);
 	if (rc == SQLITE_ROW) {

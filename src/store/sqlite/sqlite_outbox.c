@@ -9,8 +9,8 @@
  * next_attempt_at = lease_until, so a single partial index finds both the
  * due rows and the expired leases). Times are INTEGER milliseconds.
  *
- * These statements are prepared per call: they run once per effect, next
- * to an HTTP call, and the store's statement tables belong to the inbox.
+ * add, claim and finish are the store's fixed statements (sqlite_stmt.c),
+ * prepared once; counts and purge, run by operators, are prepared per call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +21,14 @@
 #include "store/sqlite/sqlite_outbox.h"
 #include "store/sqlite/sqlite_store.h"
 
-/* The rows a dispatcher still has to deal with. */
-#define UNDONE "('pending', 'in_flight', 'failed', 'unknown')"
+/* Longest delay accepted (ms), as on PostgreSQL: beyond it, now + delay
+ * would overflow int64. */
+#define MAX_DELAY_MS 1000000000000LL
+
+static int64_t clamp_delay(int64_t ms)
+{
+	return ms < 0 ? 0 : ms > MAX_DELAY_MS ? MAX_DELAY_MS : ms;
+}
 
 const char inbox__sq_outbox_schema[] =
     "CREATE TABLE IF NOT EXISTS {outbox} ("
@@ -56,7 +62,7 @@ const char inbox__sq_outbox_schema[] =
     " UNIQUE (consumer, key, step)"
     ");"
     "CREATE INDEX IF NOT EXISTS {outbox_due_idx}"
-    " ON {outbox} (next_attempt_at) WHERE state IN " UNDONE ";"
+    " ON {outbox} (next_attempt_at) WHERE state IN " SQ_OUTBOX_UNDONE ";"
     "CREATE INDEX IF NOT EXISTS {outbox_state_idx}"
     " ON {outbox} (state, consumer, created_at) WHERE state <> 'done';"
     "CREATE INDEX IF NOT EXISTS {outbox_done_idx}"
@@ -69,31 +75,7 @@ static int prepare(sq_store *s, const char *tmpl, sqlite3_stmt **out)
 		inbox__store_seterr(&s->base, "", "the database is not open");
 		return INBOX_ERR_STATE;
 	}
-	inbox__buf_reset(&s->sql);
-	if (inbox__sq_expand(s, &s->sql, tmpl) < 0) {
-		inbox__store_seterr(&s->base, "SQLITE_NOMEM",
-		                    "out of memory building SQL");
-		return INBOX_ERR_NOMEM;
-	}
-	int rc = sqlite3_prepare_v2(s->db, s->sql.data, (int)s->sql.len + 1,
-	                            out, NULL);
-	return rc == SQLITE_OK ? INBOX_OK : inbox__sq_fail(s, rc, "outbox");
-}
-
-static void bind_str(sqlite3_stmt *stmt, int i, const char *v)
-{
-	if (v)
-		sqlite3_bind_text(stmt, i, v, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(stmt, i);
-}
-
-static int need_txn(sq_store *s, const char *what)
-{
-	if (s->base.in_txn)
-		return INBOX_OK;
-	inbox__store_seterr(&s->base, "", "%s: no transaction is open", what);
-	return INBOX_ERR_STATE;
+	return inbox__sq_prepare_tmpl(s, tmpl, out);
 }
 
 int inbox__sq_outbox_add(inbox_store *st, const inbox_outbox_item *r,
@@ -102,31 +84,22 @@ int inbox__sq_outbox_add(inbox_store *st, const inbox_outbox_item *r,
 	sq_store *s = SQ(st);
 	sqlite3_stmt *stmt;
 	*added = 0;
-	int err = need_txn(s, "outbox add");
-	if (err ||
-	    (err = prepare(s,
-	                   "INSERT INTO {outbox} (consumer, key, step, "
-	                   "idempotency_key, kind, method, target, headers, "
-	                   "key_header, body, idempotent, reconcile_url, "
-	                   "max_attempts, state, next_attempt_at, created_at, "
-	                   "updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-	                   "?8, ?9, ?10, ?11, ?12, ?13, 'pending', ?14, ?14, "
-	                   "?14) ON CONFLICT (consumer, key, step) DO NOTHING",
-	                   &stmt)))
+	int err = inbox__sq_need_txn(s, "outbox add");
+	if (err || (err = inbox__sq_fixed(s, SQ_OUTBOX_ADD, &stmt)))
 		return err;
-	bind_str(stmt, 1, r->consumer);
-	bind_str(stmt, 2, r->key);
-	bind_str(stmt, 3, r->step);
-	bind_str(stmt, 4, r->idempotency_key);
-	bind_str(stmt, 5, r->kind);
-	bind_str(stmt, 6, r->method);
-	bind_str(stmt, 7, r->url);
-	bind_str(stmt, 8, r->headers);
-	bind_str(stmt, 9, r->key_header);
+	inbox__sq_bind_str(stmt, 1, r->consumer);
+	inbox__sq_bind_str(stmt, 2, r->key);
+	inbox__sq_bind_str(stmt, 3, r->step);
+	inbox__sq_bind_str(stmt, 4, r->idempotency_key);
+	inbox__sq_bind_str(stmt, 5, r->kind);
+	inbox__sq_bind_str(stmt, 6, r->method);
+	inbox__sq_bind_str(stmt, 7, r->url);
+	inbox__sq_bind_str(stmt, 8, r->headers);
+	inbox__sq_bind_str(stmt, 9, r->key_header);
 	sqlite3_bind_blob64(stmt, 10, r->body ? r->body : "",
 	                    (sqlite3_uint64)r->body_len, SQLITE_STATIC);
 	sqlite3_bind_int(stmt, 11, r->idempotent ? 1 : 0);
-	bind_str(stmt, 12, r->reconcile_url);
+	inbox__sq_bind_str(stmt, 12, r->reconcile_url);
 	sqlite3_bind_int(stmt, 13, r->max_attempts);
 	sqlite3_bind_int64(stmt, 14, inbox__now_ms());
 	int rc = sqlite3_step(stmt);
@@ -134,7 +107,7 @@ int inbox__sq_outbox_add(inbox_store *st, const inbox_outbox_item *r,
 		*added = sqlite3_changes(s->db) > 0;
 	else
 		err = inbox__sq_fail(s, rc, "outbox add");
-	sqlite3_finalize(stmt);
+	inbox__sq_done(stmt);
 	return err;
 }
 
@@ -208,16 +181,11 @@ static int select_due(sq_store *s, const char *consumer, int limit, int64_t now,
 {
 	sqlite3_stmt *sel;
 	*n = 0;
-	int err = prepare(s,
-	                  "SELECT id, state FROM {outbox}"
-	                  " WHERE state IN " UNDONE " AND next_attempt_at <= ?1"
-	                  " AND (?2 IS NULL OR consumer = ?2)"
-	                  " ORDER BY next_attempt_at, id LIMIT ?3",
-	                  &sel);
+	int err = inbox__sq_fixed(s, SQ_OUTBOX_DUE, &sel);
 	if (err)
 		return err;
 	sqlite3_bind_int64(sel, 1, now);
-	bind_str(sel, 2, consumer);
+	inbox__sq_bind_str(sel, 2, consumer);
 	sqlite3_bind_int(sel, 3, limit);
 	int rc;
 	while ((rc = sqlite3_step(sel)) == SQLITE_ROW && *n < limit) {
@@ -228,19 +196,17 @@ static int select_due(sq_store *s, const char *consumer, int limit, int64_t now,
 	}
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		err = inbox__sq_fail(s, rc, "outbox claim");
-	sqlite3_finalize(sel);
+	inbox__sq_done(sel);
 	return err;
 }
 
-/* The UPDATE's RETURNING shows new values only: the old state is bound
- * in as ?4 and returned beside them. */
 int inbox__sq_outbox_claim(
     inbox_store *st, const char *consumer, int limit, int64_t lease_ms,
     int (*fn)(const inbox_outbox_item *row, void *payload), void *payload)
 {
 	sq_store *s = SQ(st);
 	sqlite3_stmt *upd = NULL;
-	int err = need_txn(s, "outbox claim");
+	int err = inbox__sq_need_txn(s, "outbox claim");
 	if (err)
 		return err;
 	if (limit <= 0 || limit > MAX_CLAIM)
@@ -250,24 +216,15 @@ int inbox__sq_outbox_claim(
 		inbox__store_seterr(st, "SQLITE_NOMEM", "out of memory");
 		return INBOX_ERR_NOMEM;
 	}
-	int64_t now = inbox__now_ms();
+	int64_t now = inbox__now_ms(),
+	        lease_until = now + clamp_delay(lease_ms);
 	int n = 0;
 	err = select_due(s, consumer, limit, now, rows, &n);
 	if (!err && n > 0)
-		err = prepare(s,
-		              "UPDATE {outbox} SET state = 'in_flight',"
-		              " attempts = attempts + 1, fence = fence + 1,"
-		              " lease_until = ?2, next_attempt_at = ?2,"
-		              " updated_at = ?3 WHERE id = ?1"
-		              " RETURNING id, consumer, key, step,"
-		              " idempotency_key, kind, method, target, headers,"
-		              " key_header, body, idempotent, reconcile_url,"
-		              " max_attempts, attempts, fence, reconciliations,"
-		              " last_status, ?4",
-		              &upd);
+		err = inbox__sq_fixed(s, SQ_OUTBOX_CLAIM, &upd);
 	for (int i = 0; i < n && !err; i++) {
 		sqlite3_bind_int64(upd, 1, rows[i].id);
-		sqlite3_bind_int64(upd, 2, now + lease_ms);
+		sqlite3_bind_int64(upd, 2, lease_until);
 		sqlite3_bind_int64(upd, 3, now);
 		sqlite3_bind_text(upd, 4, rows[i].state, -1, SQLITE_STATIC);
 		int rc = sqlite3_step(upd);
@@ -287,7 +244,8 @@ int inbox__sq_outbox_claim(
 			err = inbox__sq_fail(s, rc, "outbox claim");
 		sqlite3_reset(upd);
 	}
-	sqlite3_finalize(upd);
+	if (upd)
+		inbox__sq_done(upd);
 	free(rows);
 	return err;
 }
@@ -298,33 +256,20 @@ int inbox__sq_outbox_finish(inbox_store *st, const inbox_outbox_finish *f,
 	sq_store *s = SQ(st);
 	sqlite3_stmt *stmt;
 	*rows = 0;
-	int err = need_txn(s, "outbox finish");
-	if (err || (err = prepare(
-	                s,
-	                "UPDATE {outbox} SET state = ?3,"
-	                " next_attempt_at = ?4, lease_until = NULL,"
-	                " last_status = coalesce(?5, last_status),"
-	                " last_error = ?6,"
-	                " response = coalesce(?7, response),"
-	                " reconciliations = reconciliations + ?8,"
-	                " attempts = max(attempts + ?9, 0),"
-	                " done_at = CASE WHEN ?3 = 'done' THEN ?10 END,"
-	                " updated_at = ?10"
-	                " WHERE id = ?1 AND fence = ?2 AND state = 'in_flight'",
-	                &stmt)))
+	int err = inbox__sq_need_txn(s, "outbox finish");
+	if (err || (err = inbox__sq_fixed(s, SQ_OUTBOX_FINISH, &stmt)))
 		return err;
 	int64_t now = inbox__now_ms();
 	sqlite3_bind_int64(stmt, 1, f->id);
 	sqlite3_bind_int64(stmt, 2, f->fence);
 	sqlite3_bind_text(stmt, 3, inbox_outbox_state_name(f->state), -1,
 	                  SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 4,
-	                   now + (f->retry_in_ms > 0 ? f->retry_in_ms : 0));
+	sqlite3_bind_int64(stmt, 4, now + clamp_delay(f->retry_in_ms));
 	if (f->last_status)
 		sqlite3_bind_int(stmt, 5, f->last_status);
 	else
 		sqlite3_bind_null(stmt, 5);
-	bind_str(stmt, 6, f->last_error);
+	inbox__sq_bind_str(stmt, 6, f->last_error);
 	if (f->response)
 		sqlite3_bind_blob64(stmt, 7, f->response,
 		                    (sqlite3_uint64)f->response_len,
@@ -339,7 +284,7 @@ int inbox__sq_outbox_finish(inbox_store *st, const inbox_outbox_finish *f,
 		*rows = sqlite3_changes(s->db);
 	else
 		err = inbox__sq_fail(s, rc, "outbox finish");
-	sqlite3_finalize(stmt);
+	inbox__sq_done(stmt);
 	return err;
 }
 
@@ -356,7 +301,7 @@ int inbox__sq_outbox_counts(inbox_store *st, const char *consumer,
 	                  &stmt);
 	if (err)
 		return err;
-	bind_str(stmt, 1, consumer);
+	inbox__sq_bind_str(stmt, 1, consumer);
 	int64_t now = inbox__now_ms(), oldest = 0;
 	int rc;
 	memset(out, 0, sizeof(*out));
@@ -401,6 +346,8 @@ int inbox__sq_outbox_purge(inbox_store *st, const char *consumer,
 {
 	sq_store *s = SQ(st);
 	*deleted = 0;
+	if (older_than_seconds > MAX_DELAY_MS / 1000)
+		older_than_seconds = MAX_DELAY_MS / 1000;
 	int64_t cutoff = inbox__now_ms() - older_than_seconds * 1000;
 	for (;;) {
 		sqlite3_stmt *stmt;
@@ -417,7 +364,7 @@ int inbox__sq_outbox_purge(inbox_store *st, const char *consumer,
 		int64_t n = 0;
 		if (!err) {
 			sqlite3_bind_int64(stmt, 1, cutoff);
-			bind_str(stmt, 2, consumer);
+			inbox__sq_bind_str(stmt, 2, consumer);
 			sqlite3_bind_int(stmt, 3, batch_limit);
 			int rc = sqlite3_step(stmt);
 			if (rc == SQLITE_DONE)

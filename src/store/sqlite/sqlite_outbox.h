@@ -4,6 +4,9 @@
 
 #include <inbox/sys/store.h>
 
+/* The rows a dispatcher still has to deal with. */
+#define SQ_OUTBOX_UNDONE "('pending', 'in_flight', 'failed', 'unknown')"
+
 /* Schema version 2: the outbox table and its indexes (a template for
  * inbox__sq_expand). */
 extern const char inbox__sq_outbox_schema[];

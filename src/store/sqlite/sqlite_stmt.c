@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "store/sqlite/sqlite_outbox.h"
 #include "store/sqlite/sqlite_store.h"
 
 /* "{name}" is the quoted, prefixed table or index name. Every statement
@@ -63,7 +64,52 @@ static const char *const fixed_sql[SQ_NFIXED] = {
         "SELECT key FROM {inbox} WHERE consumer = ?1 "
         "AND status IN ('completed', 'dead') AND processed_at < ?2 "
         "LIMIT ?3)",
+    /* The outbox (sqlite_outbox.c): one add per declared effect, a claim
+     * and a finish per dispatched one. */
+    [SQ_OUTBOX_ADD] =
+        "INSERT INTO {outbox} (consumer, key, step, idempotency_key, kind, "
+        "method, target, headers, key_header, body, idempotent, "
+        "reconcile_url, max_attempts, state, next_attempt_at, created_at, "
+        "updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+        "?12, ?13, 'pending', ?14, ?14, ?14) "
+        "ON CONFLICT (consumer, key, step) DO NOTHING",
+    [SQ_OUTBOX_DUE] =
+        "SELECT id, state FROM {outbox} WHERE state IN " SQ_OUTBOX_UNDONE
+        " AND next_attempt_at <= ?1 AND (?2 IS NULL OR consumer = ?2)"
+        " ORDER BY next_attempt_at, id LIMIT ?3",
+    /* RETURNING shows new values only: the old state comes in as ?4. */
+    [SQ_OUTBOX_CLAIM] =
+        "UPDATE {outbox} SET state = 'in_flight', attempts = attempts + 1,"
+        " fence = fence + 1, lease_until = ?2, next_attempt_at = ?2,"
+        " updated_at = ?3 WHERE id = ?1"
+        " RETURNING id, consumer, key, step, idempotency_key, kind, method,"
+        " target, headers, key_header, body, idempotent, reconcile_url,"
+        " max_attempts, attempts, fence, reconciliations, last_status, ?4",
+    [SQ_OUTBOX_FINISH] =
+        "UPDATE {outbox} SET state = ?3, next_attempt_at = ?4,"
+        " lease_until = NULL, last_status = coalesce(?5, last_status),"
+        " last_error = ?6, response = coalesce(?7, response),"
+        " reconciliations = reconciliations + ?8,"
+        " attempts = max(attempts + ?9, 0),"
+        " done_at = CASE WHEN ?3 = 'done' THEN ?10 END, updated_at = ?10"
+        " WHERE id = ?1 AND fence = ?2 AND state = 'in_flight'",
 };
+
+int inbox__sq_need_txn(sq_store *s, const char *what)
+{
+	if (s->base.in_txn)
+		return INBOX_OK;
+	inbox__store_seterr(&s->base, "", "%s: no transaction is open", what);
+	return INBOX_ERR_STATE;
+}
+
+void inbox__sq_bind_str(sqlite3_stmt *stmt, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(stmt, i, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(stmt, i);
+}
 
 int inbox__sq_expand(const sq_store *s, inbox__buf *out, const char *tmpl)
 {

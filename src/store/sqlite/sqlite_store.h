@@ -41,6 +41,10 @@ enum {
 	SQ_RETENTION,
 	SQ_PURGE_COUNT,
 	SQ_PURGE_DELETE,
+	SQ_OUTBOX_ADD, /* the outbox's per-effect statements */
+	SQ_OUTBOX_DUE,
+	SQ_OUTBOX_CLAIM,
+	SQ_OUTBOX_FINISH,
 	SQ_NFIXED
 };
 
@@ -87,6 +91,11 @@ int inbox__sq_fixed(sq_store *s, int id, sqlite3_stmt **out);
 int inbox__sq_run(sq_store *s, sqlite3_stmt *stmt, const char *what);
 /* Reset a statement and drop its bindings (borrowed text pointers). */
 void inbox__sq_done(sqlite3_stmt *stmt);
+/* INBOX_OK inside a transaction, else INBOX_ERR_STATE ("WHAT: no
+ * transaction is open" on the handle). */
+int inbox__sq_need_txn(sq_store *s, const char *what);
+/* Bind text v (borrowed: SQLITE_STATIC), or NULL when v is NULL. */
+void inbox__sq_bind_str(sqlite3_stmt *stmt, int i, const char *v);
 /* Prepare an ad-hoc statement from a template (not cached). */
 int inbox__sq_prepare_tmpl(sq_store *s, const char *tmpl, sqlite3_stmt **out);
 void inbox__sq_finalize_all(sq_store *s);
