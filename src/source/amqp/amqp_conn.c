@@ -280,7 +280,7 @@ void inbox__amqp_lost(amqp_source *s, const char *fmt, ...)
 	/* The broker requeues them; their tags mean nothing any more. */
 	inbox__amqp_slots_clear(s, &s->pend);
 	inbox__amqp_slots_clear(s, &s->held);
-	s->reconnect_at = inbox__amqp_now_ms();
+	s->reconnect.at = 0; /* the first attempt at once */
 }
 
 static int take_delivery(amqp_source *s, amqp_envelope_t *env)

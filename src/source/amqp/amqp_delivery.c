@@ -12,40 +12,7 @@
 
 #define MAX_DEPTH 16
 
-static int put_hex(inbox__buf *out, const unsigned char *p, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	if (inbox__buf_puts(out, "\"hex:") < 0 ||
-	    inbox__buf_reserve(out, n * 2 + 1) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		out->data[out->len++] = hex[p[i] >> 4];
-		out->data[out->len++] = hex[p[i] & 15];
-	}
-	out->data[out->len] = '\0';
-	return inbox__buf_putc(out, '"');
-}
-
-/* A JSON string of valid UTF-8 without NUL. */
-static int put_string(inbox__buf *out, const char *p, size_t n)
-{
-	if (inbox__buf_putc(out, '"') < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)p[i];
-		int rc;
-		if (c == '"' || c == '\\')
-			rc = inbox__buf_printf(out, "\\%c", c);
-		else if (c < 0x20)
-			rc = inbox__buf_printf(out, "\\u%04x", c);
-		else
-			rc = inbox__buf_putc(out, (char)c);
-		if (rc < 0)
-			return -1;
-	}
-	return inbox__buf_putc(out, '"');
-}
-
+/* Valid UTF-8 without NUL: usable as a name or an id. */
 static int is_text(amqp_bytes_t b)
 {
 	return (b.len == 0 || memchr(b.bytes, 0, b.len) == NULL) &&
@@ -54,9 +21,7 @@ static int is_text(amqp_bytes_t b)
 
 static int put_bytes(inbox__buf *out, amqp_bytes_t b)
 {
-	if (is_text(b))
-		return put_string(out, b.bytes, b.len);
-	return put_hex(out, b.bytes, b.len);
+	return inbox__src_json_text(out, b.bytes, b.len, 0);
 }
 
 static int put_decimal(inbox__buf *out, amqp_decimal_t d)
@@ -161,7 +126,7 @@ static int put_table(inbox__buf *out, const amqp_table_t *t, int depth)
 		if (later) /* the last value of a repeated name wins */
 			continue;
 		if ((!first && inbox__buf_putc(out, ',') < 0) ||
-		    put_string(out, e->key.bytes, e->key.len) < 0 ||
+		    put_bytes(out, e->key) < 0 ||
 		    inbox__buf_putc(out, ':') < 0 ||
 		    put_value(out, &e->value, depth) < 0)
 			return -1;
@@ -308,7 +273,7 @@ void inbox__amqp_describe(const amqp_source *s, const amqp_slot *sl,
 	size_t len = e->message.body.len;
 	*d = (inbox_delivery){0};
 	d->payload = len ? (const char *)e->message.body.bytes : "";
-	d->payload_len = s->limit && len > s->limit ? s->limit : len;
+	d->payload_len = inbox__src_payload_len(len, s->base.opts.max_payload);
 	d->id = sl->id_at >= 0 ? sl->text.data + sl->id_at : NULL;
 	d->headers =
 	    sl->headers_at >= 0 ? sl->text.data + sl->headers_at : NULL;

@@ -77,9 +77,14 @@ int inbox__amqp_publish_copy(amqp_source *s, amqp_slot *sl,
 	if (sl->to_dlx) {
 		const char *why = res && res->reason ? res->reason : "";
 		size_t wn = strlen(why);
+		if (wn > MAX_REASON) { /* cut at a character boundary */
+			wn = MAX_REASON;
+			while (wn > 0 &&
+			       ((unsigned char)why[wn] & 0xC0) == 0x80)
+				wn--;
+		}
 		const char *who = s->base.opts.consumer;
-		e[k++] = utf8_entry("x-inbox-reason", why,
-		                    wn > MAX_REASON ? MAX_REASON : wn);
+		e[k++] = utf8_entry("x-inbox-reason", why, wn);
 		e[k++] = utf8_entry("x-inbox-consumer", who, strlen(who));
 		e[k++] = long_entry("x-inbox-dead-letter-id",
 		                    res ? res->dead_letter_id : 0);
@@ -137,9 +142,9 @@ void inbox__amqp_fail_waiting(amqp_source *s)
 
 int inbox__amqp_wait_confirms(amqp_source *s)
 {
-	int64_t deadline = inbox__amqp_now_ms() + s->confirm_timeout_ms;
+	int64_t deadline = inbox__src_mono_ms() + s->confirm_timeout_ms;
 	while (any_waiting(s)) {
-		int64_t left = deadline - inbox__amqp_now_ms();
+		int64_t left = deadline - inbox__src_mono_ms();
 		if (!s->conn)
 			return INBOX_ERR_SOURCE;
 		if (left <= 0) {

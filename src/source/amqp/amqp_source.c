@@ -10,25 +10,7 @@
 
 #include "source/amqp/amqp_source.h"
 
-#define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
-
-int64_t inbox__amqp_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms)
-{
-	if (ms <= 0)
-		return;
-	struct timespec ts = {(time_t)(ms / 1000),
-	                      (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
 
 /* ------------------------------------------------------------------ */
 /* Slots                                                                */
@@ -125,7 +107,6 @@ static int am_open(inbox_source **out, const char *url,
 		return INBOX_ERR_NOMEM;
 	*out = &s->base;
 	s->base.opts = *opts; /* connect() needs them before open returns */
-	s->backoff_ms = BACKOFF_MIN_MS;
 	int rc = inbox__amqp_parse_url(s, url, opts);
 	if (rc < 0)
 		return rc;
@@ -142,29 +123,21 @@ static int ensure_connected(amqp_source *s, int64_t deadline)
 {
 	if (s->conn)
 		return INBOX_OK;
-	int64_t now = inbox__amqp_now_ms();
-	if (now < s->reconnect_at) {
-		sleep_ms(
-		    (s->reconnect_at < deadline ? s->reconnect_at : deadline) -
-		    now);
-		if (inbox__amqp_now_ms() < s->reconnect_at)
-			return 1;
-	}
+	if (!inbox__src_backoff_wait(&s->reconnect, deadline))
+		return 1;
 	int rc = inbox__amqp_connect(s);
 	if (rc == INBOX_OK) {
-		s->backoff_ms = BACKOFF_MIN_MS;
+		inbox__src_backoff_ok(&s->reconnect);
 		return INBOX_OK;
 	}
-	s->reconnect_at = inbox__amqp_now_ms() + s->backoff_ms;
-	s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-	                                                   : s->backoff_ms * 2;
+	inbox__src_backoff_failed(&s->reconnect, BACKOFF_MAX_MS);
 	return rc;
 }
 
 /* requeue mode: nack the held messages whose delay has passed. */
 static int release_due(amqp_source *s)
 {
-	int64_t now = inbox__amqp_now_ms();
+	int64_t now = inbox__src_mono_ms();
 	int st = AMQP_STATUS_OK;
 	size_t keep = 0;
 	if (!s->conn)
@@ -202,13 +175,13 @@ static int am_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		return INBOX_ERR_STATE;
 	}
 	int64_t deadline =
-	    inbox__amqp_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	    inbox__src_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int rc = ensure_connected(s, deadline);
 	if (rc != INBOX_OK)
 		return rc > 0 ? INBOX_OK : rc;
 	rc = release_due(s);
 	while (rc == INBOX_OK && s->pend.n < max) {
-		int64_t now = inbox__amqp_now_ms();
+		int64_t now = inbox__src_mono_ms();
 		int64_t wait = 0;
 		if (s->pend.n == 0) {
 			int64_t until = deadline;
@@ -226,7 +199,7 @@ static int am_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		if (s->pend.n > 0)
 			break;
 		rc = release_due(s);
-		if (inbox__amqp_now_ms() >= deadline)
+		if (inbox__src_mono_ms() >= deadline)
 			break;
 	}
 	if (rc < 0)
@@ -376,7 +349,7 @@ static int send_acks(amqp_source *s)
 static int finish_batch(amqp_source *s)
 {
 	int64_t due =
-	    inbox__amqp_now_ms() +
+	    inbox__src_mono_ms() +
 	    (s->base.opts.retry_delay_ms > 0 ? s->base.opts.retry_delay_ms : 0);
 	int rc = INBOX_OK;
 	for (size_t i = 0; i < s->batch.n; i++) {

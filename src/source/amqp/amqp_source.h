@@ -120,6 +120,7 @@
 #include <inbox/sys/source.h>
 
 #include "core/buf.h"
+#include "source/common.h"
 
 #define AMQP_CH_CONSUME 1 /* the consuming channel */
 #define AMQP_CH_PUB_MIN 2 /* publish channels: 2, 3, ... reopened anew */
@@ -179,8 +180,7 @@ typedef struct amqp_source {
 	int heartbeat;
 	int connect_timeout_ms;
 	int confirm_timeout_ms;
-	char *where;  /* "HOST:PORT/VHOST" for messages */
-	size_t limit; /* payload bytes handed out: max_payload + 1, 0 = all */
+	char *where; /* "HOST:PORT/VHOST" for messages */
 
 	/* The connection; NULL when down. */
 	amqp_connection_state_t conn;
@@ -188,9 +188,8 @@ typedef struct amqp_source {
 	amqp_channel_t pub_ch; /* current publish channel */
 	int pub_open;          /* pub_ch is open and in confirm mode */
 	uint64_t pub_next;     /* next publish sequence number on pub_ch */
-	int returned;         /* a basic.return arrived (mandatory copy lost) */
-	int64_t reconnect_at; /* monotonic ms of the next connect attempt */
-	int backoff_ms;
+	int returned; /* a basic.return arrived (mandatory copy lost) */
+	inbox__src_backoff reconnect; /* up to 5 s between attempts */
 
 	amqp_slots pend;  /* received, not handed out, in delivery order */
 	amqp_slots batch; /* handed out by the last poll */
@@ -266,8 +265,6 @@ int inbox__amqp_slots_push(amqp_slots *l, amqp_slot *sl);
 /* Free every slot of l (their envelopes too) and empty it. */
 void inbox__amqp_slots_clear(amqp_source *s, amqp_slots *l);
 
-/* Monotonic clock in milliseconds. */
-int64_t inbox__amqp_now_ms(void);
 /* "NOT_FOUND - no queue 'x' in vhost '/'" or the library's error text. */
 const char *inbox__amqp_reply_text(amqp_rpc_reply_t r, char *buf, size_t len);
 

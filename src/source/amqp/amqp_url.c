@@ -218,8 +218,6 @@ int inbox__amqp_parse_url(amqp_source *s, const char *url,
 	snprintf(s->where, n, "%s%s%s:%d%s%s", is_v6 ? "[" : "", s->host,
 	         is_v6 ? "]" : "", s->port, s->vhost[0] == '/' ? "" : "/",
 	         s->vhost);
-	size_t mp = opts->max_payload;
-	s->limit = mp == 0 || mp >= SIZE_MAX / 2 ? 0 : mp + 1;
 	return INBOX_OK;
 }
 

@@ -73,6 +73,7 @@
 #include <inbox/sys/source.h>
 
 #include "core/buf.h"
+#include "source/common.h"
 
 #define JL_READ_BUF (64 * 1024)
 
@@ -142,8 +143,8 @@ void inbox__jl_url_clear(jl_source *s);
 /* jsonl_checkpoint.c */
 /* Read the checkpoint; INBOX_OK with *found = 0 when there is none. */
 /* *same_file is 0 when the checkpoint names another file (dev/inode). */
-int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line,
-                        int *found, int *same_file);
+int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line, int *found,
+                        int *same_file);
 /* Write s->ck_off/s->ck_line durably. */
 int inbox__jl_ckpt_write(jl_source *s);
 /* Open the checkpoint's directory (for fsync) and check it is writable. */
@@ -172,8 +173,5 @@ void inbox__jl_wait_input(jl_source *s, int ms);
  * start again at the first line of what is there now. 1 if it did (or
  * queued the old file's unterminated last line), 0 if nothing changed. */
 int inbox__jl_follow_check(jl_source *s, size_t max);
-
-/* Monotonic clock in milliseconds. */
-int64_t inbox__jl_now_ms(void);
 
 #endif

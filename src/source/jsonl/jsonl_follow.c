@@ -29,9 +29,7 @@ void inbox__jl_wait_input(jl_source *s, int ms)
 	}
 	/* A regular file (or a closed pipe) cannot be waited on with poll:
 	 * look again shortly. */
-	int slice = ms < 20 ? ms : 20;
-	struct timespec ts = {0, (long)slice * 1000000L};
-	nanosleep(&ts, NULL);
+	inbox__src_sleep_ms(ms < 20 ? ms : 20);
 }
 
 /* Start at the first line of s->fd, and say so durably: a crash must not

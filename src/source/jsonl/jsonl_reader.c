@@ -14,13 +14,6 @@
 
 #include "source/jsonl/jsonl.h"
 
-int64_t inbox__jl_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int has_nonws(const char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

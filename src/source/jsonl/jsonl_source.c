@@ -146,16 +146,6 @@ static int jl_open(inbox_source **out, const char *url,
 	return open_input(s);
 }
 
-static void sleep_ms(int64_t ms)
-{
-	if (ms <= 0)
-		return;
-	struct timespec ts = {(time_t)(ms / 1000),
-	                      (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* Hand out the first k queued lines. */
 static int deliver(jl_source *s, inbox_delivery *out, size_t k)
 {
@@ -190,13 +180,13 @@ static int jl_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		return INBOX_ERR_STATE;
 	}
 	inbox__jl_compact(s);
-	int64_t now = inbox__jl_now_ms();
+	int64_t now = inbox__src_mono_ms();
 	int64_t deadline = now + (timeout_ms > 0 ? timeout_ms : 0);
 	if (s->nq > 0 && now < s->retry_at) {
 		/* Redelivery waits for retry_delay_ms, in poll, not settle. */
-		sleep_ms((s->retry_at < deadline ? s->retry_at : deadline) -
-		         now);
-		if (inbox__jl_now_ms() < s->retry_at)
+		inbox__src_sleep_ms(
+		    (s->retry_at < deadline ? s->retry_at : deadline) - now);
+		if (inbox__src_mono_ms() < s->retry_at)
 			return INBOX_OK;
 	}
 	for (;;) {
@@ -216,7 +206,7 @@ static int jl_poll(inbox_source *src, inbox_delivery *out, size_t max,
 			if (rc > 0)
 				continue;
 		}
-		now = inbox__jl_now_ms();
+		now = inbox__src_mono_ms();
 		if (now >= deadline)
 			return INBOX_OK;
 		inbox__jl_wait_input(s, (int)(deadline - now));
@@ -269,7 +259,7 @@ static int jl_settle(inbox_source *src, const inbox_delivery *d,
 			if (s->q[i].count < INT32_MAX)
 				s->q[i].count++;
 		int delay = src->opts.retry_delay_ms;
-		s->retry_at = inbox__jl_now_ms() + (delay > 0 ? delay : 0);
+		s->retry_at = inbox__src_mono_ms() + (delay > 0 ? delay : 0);
 	}
 	s->polled = 0;
 	s->inflight = 0;

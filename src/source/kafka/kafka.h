@@ -85,6 +85,7 @@
 #include <inbox/sys/source.h>
 
 #include "core/buf.h"
+#include "source/common.h"
 
 /* Offsets of one partition delivered but not settled as ackable: the
  * delivery count they had. */
@@ -187,8 +188,5 @@ int inbox__kafka_header_id(inbox__buf *out, rd_kafka_headers_t *hdrs,
                            const char *name);
 /* Append the headers as a JSON object text (NUL-terminated). 0 or -1. */
 int inbox__kafka_headers_json(inbox__buf *out, rd_kafka_headers_t *hdrs);
-
-/* Monotonic clock in milliseconds. */
-int64_t inbox__kafka_now_ms(void);
 
 #endif

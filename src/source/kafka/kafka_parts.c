@@ -9,13 +9,6 @@
 
 #include "source/kafka/kafka.h"
 
-int64_t inbox__kafka_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void part_init(kafka_part *kp)
 {
 	memset(kp, 0, sizeof(*kp));

@@ -167,13 +167,29 @@ static int take(kafka_source *ks, rd_kafka_message_t *m)
 	s->offset = m->offset;
 	s->count = inbox__kafka_seen_get(kp, m->offset) + 1;
 	s->ack = 0;
-	if (fill_text(ks, s) < 0) {
-		rd_kafka_message_destroy(m);
-		s->msg = NULL;
-		return -1;
+	ks->nbatch++; /* even on failure: poll then seeks back to it */
+	return fill_text(ks, s) < 0 ? -1 : 1;
+}
+
+/* After a failed poll: seek each partition of the batch back to its first
+ * message there, so that a later ack cannot skip the ones dropped. */
+static void rewind_batch(kafka_source *ks)
+{
+	for (size_t i = 0; i < ks->nbatch; i++) {
+		const kafka_slot *s = &ks->slots[i];
+		int64_t low = s->offset;
+		int seen = 0;
+		for (size_t j = 0; j < ks->nbatch && !seen; j++) {
+			const kafka_slot *o = &ks->slots[j];
+			if (o->partition != s->partition)
+				continue;
+			seen = j < i; /* handled at its first slot */
+			if (o->offset < low)
+				low = o->offset;
+		}
+		if (!seen)
+			inbox__kafka_seek_back(ks, s->partition, low);
 	}
-	ks->nbatch++;
-	return 1;
 }
 
 /* Remove the slots whose partition was revoked while polling. */
@@ -201,9 +217,7 @@ static void to_delivery(kafka_source *ks, size_t i, inbox_delivery *d)
 	rd_kafka_timestamp_type_t tstype;
 	memset(d, 0, sizeof(*d));
 	d->payload = m->payload ? (const char *)m->payload : "";
-	d->payload_len = m->len;
-	if (ks->max_payload > 0 && m->len > ks->max_payload)
-		d->payload_len = ks->max_payload + 1;
+	d->payload_len = inbox__src_payload_len(m->len, ks->max_payload);
 	d->id = s->id_at >= 0 ? s->text.data + s->id_at : NULL;
 	d->headers = s->headers_at >= 0 ? s->text.data + s->headers_at : NULL;
 	d->position = s->text.data + s->position_at;
@@ -245,11 +259,11 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	ks->error_seen = 0;
 	if (ks->commit_failed)
 		inbox__kafka_recommit(ks);
-	int64_t start = inbox__kafka_now_ms();
+	int64_t start = inbox__src_mono_ms();
 	int64_t deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
 	int rc = INBOX_OK;
 	while (ks->nbatch < max) {
-		int64_t now = inbox__kafka_now_ms();
+		int64_t now = inbox__src_mono_ms();
 		/* resume timing needs no precision while a batch fills */
 		int64_t until_resume =
 		    ks->nbatch == 0 ? serve_parts(ks, now) : INT64_MAX;
@@ -264,7 +278,7 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		    rd_kafka_consumer_poll(ks->rk, (int)wait);
 		if (!m) {
 			compact(ks); /* a revocation may have emptied it */
-			if (ks->nbatch > 0 || inbox__kafka_now_ms() >= deadline)
+			if (ks->nbatch > 0 || inbox__src_mono_ms() >= deadline)
 				break;
 			continue;
 		}
@@ -275,6 +289,7 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	}
 	compact(ks);
 	if (rc < 0) {
+		rewind_batch(ks);
 		inbox__kafka_drop_batch(ks);
 		return rc;
 	}

@@ -109,7 +109,12 @@ static int store_and_commit(kafka_source *ks, settle_part *sp, size_t nsp)
 static int redeliver(kafka_source *ks, settle_part *sp, size_t nsp)
 {
 	int rc = INBOX_OK;
-	int64_t now = inbox__kafka_now_ms();
+	size_t nstop = 0;
+	for (size_t i = 0; i < nsp; i++)
+		nstop += sp[i].stop != INT64_MAX;
+	if (nstop == 0) /* all acked: the usual case, nothing to build */
+		return rc;
+	int64_t now = inbox__src_mono_ms();
 	for (size_t i = 0; i < ks->nbatch; i++) {
 		kafka_slot *s = &ks->slots[i];
 		settle_part *e = find_or_add(sp, &nsp, s->partition);

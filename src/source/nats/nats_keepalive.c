@@ -11,13 +11,6 @@
 
 #include "source/nats/nats_source.h"
 
-int64_t inbox__nats_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void deadline_ts(int64_t at_ms, struct timespec *ts)
 {
 	ts->tv_sec = (time_t)(at_ms / 1000);
@@ -34,7 +27,7 @@ static void *keeper(void *arg)
 			continue;
 		}
 		int64_t due = ns->ka_last + ns->in_progress_ms;
-		if (inbox__nats_now_ms() < due) {
+		if (inbox__src_mono_ms() < due) {
 			struct timespec ts;
 			deadline_ts(due, &ts);
 			pthread_cond_timedwait(&ns->ka_cv, &ns->ka_mu, &ts);
@@ -46,7 +39,7 @@ static void *keeper(void *arg)
 			if (natsMsg_InProgress(ns->slots[i].msg, NULL) ==
 			    NATS_OK)
 				ns->ka_sent++;
-		ns->ka_last = inbox__nats_now_ms();
+		ns->ka_last = inbox__src_mono_ms();
 	}
 	pthread_mutex_unlock(&ns->ka_mu);
 	return NULL;
@@ -101,7 +94,7 @@ void inbox__nats_ka_begin(nats_source *ns)
 		return;
 	pthread_mutex_lock(&ns->ka_mu);
 	ns->ka_active = 1;
-	ns->ka_last = inbox__nats_now_ms();
+	ns->ka_last = inbox__src_mono_ms();
 	pthread_cond_signal(&ns->ka_cv);
 	pthread_mutex_unlock(&ns->ka_mu);
 }

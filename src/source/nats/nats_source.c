@@ -236,10 +236,9 @@ static int ns_open(inbox_source **out, const char *url,
 static int wait_connected(nats_source *ns, int64_t deadline)
 {
 	while (!connected(ns)) {
-		if (inbox__nats_now_ms() >= deadline)
+		if (inbox__src_mono_ms() >= deadline)
 			return 0;
-		struct timespec ts = {0, 20 * 1000000L};
-		nanosleep(&ts, NULL);
+		inbox__src_sleep_ms(20);
 	}
 	return 1;
 }
@@ -255,9 +254,8 @@ static int fill(nats_source *ns, size_t i, natsMsg *m, inbox_delivery *d)
 	*d = (inbox_delivery){0};
 	const char *data = natsMsg_GetData(m);
 	int len = natsMsg_GetDataLength(m);
-	size_t plen = len > 0 ? (size_t)len : 0;
-	if (ns->max_payload && plen > ns->max_payload)
-		plen = ns->max_payload + 1;
+	size_t plen =
+	    inbox__src_payload_len(len > 0 ? (size_t)len : 0, ns->max_payload);
 	d->payload = data ? data : "";
 	d->payload_len = data ? plen : 0;
 	const char *id = NULL;
@@ -305,7 +303,7 @@ static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	if (grow_slots(ns, max) < 0)
 		return INBOX_ERR_NOMEM;
 	int64_t deadline =
-	    inbox__nats_now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	    inbox__src_mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
 	if (!wait_connected(ns, deadline)) {
 		inbox__source_seterr(src,
 		                     "nats: not connected to %s "
@@ -318,7 +316,7 @@ static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		if (rc < 0)
 			return rc;
 	}
-	int64_t left = deadline - inbox__nats_now_ms();
+	int64_t left = deadline - inbox__src_mono_ms();
 	natsMsgList list = {0};
 	jsErrCode jerr = 0;
 	natsStatus s = natsSubscription_Fetch(&list, ns->sub, (int)max,

@@ -89,6 +89,7 @@
 #include <inbox/sys/source.h>
 
 #include "core/buf.h"
+#include "source/common.h"
 
 /* A polled message waiting for settle. */
 typedef struct nats_slot {
@@ -161,8 +162,5 @@ void inbox__nats_ka_begin(nats_source *ns);
 /* It is not any more: after this returns, the keeper no longer touches
  * the messages. */
 void inbox__nats_ka_end(nats_source *ns);
-
-/* Monotonic clock, milliseconds. */
-int64_t inbox__nats_now_ms(void);
 
 #endif

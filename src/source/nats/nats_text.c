@@ -6,39 +6,10 @@
 #include "core/json.h"
 #include "source/nats/nats_source.h"
 
-/* Append s as a JSON string: escaped if valid UTF-8, else "hex:...". */
+/* Header names and values are NUL-terminated here. */
 static int put_string(inbox__buf *out, const char *s)
 {
-	static const char hex[] = "0123456789abcdef";
-	size_t n = strlen(s);
-	if (inbox__buf_putc(out, '"') < 0)
-		return -1;
-	if (!inbox__utf8_valid(s, n)) {
-		if (inbox__buf_puts(out, "hex:") < 0)
-			return -1;
-		for (size_t i = 0; i < n; i++) {
-			unsigned char c = (unsigned char)s[i];
-			char two[2] = {hex[c >> 4], hex[c & 15]};
-			if (inbox__buf_append(out, two, 2) < 0)
-				return -1;
-		}
-		return inbox__buf_putc(out, '"');
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		int rc;
-		if (c == '"' || c == '\\') {
-			char two[2] = {'\\', (char)c};
-			rc = inbox__buf_append(out, two, 2);
-		} else if (c < 0x20) {
-			rc = inbox__buf_printf(out, "\\u%04x", c);
-		} else {
-			rc = inbox__buf_putc(out, (char)c);
-		}
-		if (rc < 0)
-			return -1;
-	}
-	return inbox__buf_putc(out, '"');
+	return inbox__src_json_text(out, s, strlen(s), 0);
 }
 
 static int put_values(inbox__buf *out, natsMsg *m, const char *key)

@@ -124,6 +124,7 @@
 #include <inbox/sys/source.h>
 
 #include "core/buf.h"
+#include "source/common.h"
 
 /* "18446744073709551615-18446744073709551615" + NUL fits. */
 #define RS_ID_MAX 48
@@ -173,10 +174,9 @@ typedef struct redis_source {
 	size_t max_payload; /* 0: no limit */
 	int retry_delay_ms;
 
-	redisContext *ctx;    /* NULL while disconnected */
-	int sock_timeout_ms;  /* read/write timeout set on ctx */
-	int64_t reconnect_at; /* monotonic ms */
-	int reconnect_delay_ms;
+	redisContext *ctx;            /* NULL while disconnected */
+	int sock_timeout_ms;          /* read/write timeout set on ctx */
+	inbox__src_backoff reconnect; /* up to 2 s between attempts */
 
 	/* Step 1: a pass over our own pending list. */
 	int history;
@@ -247,8 +247,5 @@ int64_t inbox__redis_id_ms(const char *entry_id);
 int inbox__redis_push_tomb(redis_source *rs, const char *entry_id, int due);
 int inbox__redis_poll(inbox_source *src, inbox_delivery *out, size_t max,
                       size_t *n, int timeout_ms, int *eof);
-
-/* Monotonic clock in milliseconds. */
-int64_t inbox__redis_now_ms(void);
 
 #endif

@@ -9,13 +9,6 @@
 
 #include "source/redis/redis.h"
 
-int64_t inbox__redis_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static struct timeval ms_tv(int ms)
 {
 	struct timeval tv;

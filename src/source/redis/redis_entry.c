@@ -38,42 +38,6 @@ static int same_name(const redisReply *a, const redisReply *b)
 	return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
 }
 
-/* Append s as a JSON string: "hex:..." when not valid UTF-8 (or when it
- * holds NUL and nul_ok is 0). */
-static int put_json_str(inbox__buf *b, const char *s, size_t n, int nul_ok)
-{
-	static const char hex[] = "0123456789abcdef";
-	int rc = 0;
-	if (!inbox__utf8_valid(s, n) || (!nul_ok && memchr(s, '\0', n))) {
-		rc |= inbox__buf_puts(b, "\"hex:");
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			unsigned char c = (unsigned char)s[i];
-			char two[2] = {hex[c >> 4], hex[c & 15]};
-			rc |= inbox__buf_append(b, two, 2);
-		}
-		return rc | inbox__buf_putc(b, '"');
-	}
-	if (inbox__buf_reserve(b, n + 2) < 0)
-		return -1;
-	rc |= inbox__buf_putc(b, '"');
-	size_t run = 0; /* start of the bytes copied as they are */
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		rc |= inbox__buf_append(b, s + run, i - run);
-		if (c == '"' || c == '\\') {
-			char esc[2] = {'\\', (char)c};
-			rc |= inbox__buf_append(b, esc, 2);
-		} else {
-			rc |= inbox__buf_printf(b, "\\u%04x", c);
-		}
-		run = i + 1;
-	}
-	rc |= inbox__buf_append(b, s + run, n - run);
-	return rc | inbox__buf_putc(b, '"');
-}
-
 /* Append {"name":"value",...} of the field pairs f[0..2*np), leaving out
  * the pairs named like `skip` (may be NULL); of a repeated name the last
  * value is kept. Then a NUL. Returns the start offset or -1 (NOMEM). */
@@ -95,9 +59,9 @@ static long put_object(inbox__buf *b, redisReply *const *f, size_t np,
 		if (!first)
 			rc |= inbox__buf_putc(b, ',');
 		first = 0;
-		rc |= put_json_str(b, name->str, name->len, 0);
+		rc |= inbox__src_json_text(b, name->str, name->len, 0);
 		rc |= inbox__buf_putc(b, ':');
-		rc |= put_json_str(b, val->str, val->len, 1);
+		rc |= inbox__src_json_text(b, val->str, val->len, 1);
 	}
 	rc |= inbox__buf_putc(b, '}');
 	rc |= inbox__buf_putc(b, '\0');
@@ -208,9 +172,7 @@ static int fill_fields(redis_source *rs, rs_slot *slot, const redisReply *fl)
 			return INBOX_ERR_NOMEM;
 		len = strlen(b->data + slot->payload_at);
 	}
-	if (rs->max_payload && len > rs->max_payload)
-		len = rs->max_payload + 1;
-	slot->payload_len = len;
+	slot->payload_len = inbox__src_payload_len(len, rs->max_payload);
 	return INBOX_OK;
 }
 

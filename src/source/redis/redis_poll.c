@@ -8,16 +8,6 @@
 
 #include "source/redis/redis.h"
 
-static void sleep_ms(int64_t ms)
-{
-	if (ms <= 0)
-		return;
-	struct timespec ts = {(time_t)(ms / 1000),
-	                      (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 static int64_t autoclaim_interval(const redis_source *rs)
 {
 	int64_t iv = rs->claim_idle_ms / 2;
@@ -36,23 +26,16 @@ static int ensure_connected(redis_source *rs, int timeout_ms)
 {
 	if (rs->ctx)
 		return INBOX_OK;
-	int64_t now = inbox__redis_now_ms();
-	if (now < rs->reconnect_at) {
-		int64_t wait = rs->reconnect_at - now;
-		sleep_ms(wait < timeout_ms ? wait : timeout_ms);
-		now = inbox__redis_now_ms();
-		if (now < rs->reconnect_at)
-			return INBOX_ERR_CONNECT; /* errmsg: the last failure */
-	}
+	int64_t deadline =
+	    inbox__src_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	if (!inbox__src_backoff_wait(&rs->reconnect, deadline))
+		return INBOX_ERR_CONNECT; /* errmsg: the last failure */
 	int rc = inbox__redis_connect(rs);
 	if (rc < 0) {
-		int d = rs->reconnect_delay_ms;
-		d = d ? (d * 2 > 2000 ? 2000 : d * 2) : 100;
-		rs->reconnect_delay_ms = d;
-		rs->reconnect_at = inbox__redis_now_ms() + d;
+		inbox__src_backoff_failed(&rs->reconnect, 2000);
 		return rc;
 	}
-	rs->reconnect_delay_ms = 0;
+	inbox__src_backoff_ok(&rs->reconnect);
 	/* Whatever was in flight is still pending under our name. */
 	start_history(rs);
 	rs->autoclaim_at = 0;
@@ -364,7 +347,7 @@ static void release_batch(redis_source *rs)
 
 static int fill_batch(redis_source *rs, size_t max, int timeout_ms, int *eof)
 {
-	int64_t now = inbox__redis_now_ms();
+	int64_t now = inbox__src_mono_ms();
 	if (rs->retry_pending && now >= rs->retry_at) {
 		rs->retry_pending = 0;
 		start_history(rs);

@@ -139,7 +139,7 @@ static int rs_settle(inbox_source *src, const inbox_delivery *d,
 		if (!rs->retry_pending) {
 			rs->retry_pending = 1;
 			rs->retry_at =
-			    inbox__redis_now_ms() + rs->retry_delay_ms;
+			    inbox__src_mono_ms() + rs->retry_delay_ms;
 		}
 		if (s->deleted && !s->from_pel &&
 		    inbox__redis_push_tomb(rs, s->entry_id, 0) < 0 &&

@@ -1,0 +1,120 @@
+/* Helpers shared by the message sources; see common.h. */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/json.h"
+#include "source/common.h"
+
+static const char hexdig[] = "0123456789abcdef";
+
+int64_t inbox__src_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void inbox__src_sleep_ms(int64_t ms)
+{
+	if (ms <= 0)
+		return;
+	struct timespec ts = {(time_t)(ms / 1000),
+	                      (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+#define BACKOFF_FIRST_MS 100
+
+int inbox__src_backoff_wait(const inbox__src_backoff *b, int64_t deadline)
+{
+	int64_t now = inbox__src_mono_ms();
+	if (now >= b->at)
+		return 1;
+	inbox__src_sleep_ms((b->at < deadline ? b->at : deadline) - now);
+	return inbox__src_mono_ms() >= b->at;
+}
+
+void inbox__src_backoff_failed(inbox__src_backoff *b, int max_ms)
+{
+	int d = b->delay_ms;
+	d = d <= 0 ? BACKOFF_FIRST_MS : d > max_ms / 2 ? max_ms : d * 2;
+	b->delay_ms = d;
+	b->at = inbox__src_mono_ms() + d;
+}
+
+void inbox__src_backoff_ok(inbox__src_backoff *b)
+{
+	b->delay_ms = 0;
+}
+
+size_t inbox__src_payload_len(size_t len, size_t max_payload)
+{
+	/* len > max_payload means max_payload + 1 cannot overflow. */
+	return max_payload && len > max_payload ? max_payload + 1 : len;
+}
+
+static int put_hex(inbox__buf *out, const unsigned char *p, size_t n)
+{
+	if (inbox__buf_reserve(out, 2 * n + 6) < 0 ||
+	    inbox__buf_puts(out, "\"hex:") < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		out->data[out->len++] = hexdig[p[i] >> 4];
+		out->data[out->len++] = hexdig[p[i] & 15];
+	}
+	out->data[out->len] = '\0';
+	return inbox__buf_putc(out, '"');
+}
+
+/* The escape for byte c, or NULL when it is copied as it is. */
+static const char *escape(unsigned char c, char tmp[7])
+{
+	switch (c) {
+	case '"':
+		return "\\\"";
+	case '\\':
+		return "\\\\";
+	case '\b':
+		return "\\b";
+	case '\f':
+		return "\\f";
+	case '\n':
+		return "\\n";
+	case '\r':
+		return "\\r";
+	case '\t':
+		return "\\t";
+	default:
+		if (c >= 0x20)
+			return NULL;
+		memcpy(tmp, "\\u00", 4);
+		tmp[4] = hexdig[c >> 4];
+		tmp[5] = hexdig[c & 15];
+		tmp[6] = '\0';
+		return tmp;
+	}
+}
+
+int inbox__src_json_text(inbox__buf *out, const char *s, size_t n, int nul_ok)
+{
+	if (!inbox__utf8_valid(s, n) || (!nul_ok && n && memchr(s, '\0', n)))
+		return put_hex(out, (const unsigned char *)s, n);
+	if (inbox__buf_reserve(out, n + 2) < 0 || inbox__buf_putc(out, '"') < 0)
+		return -1;
+	size_t run = 0; /* start of the bytes copied as they are */
+	for (size_t i = 0; i < n; i++) {
+		char tmp[7];
+		const char *rep = escape((unsigned char)s[i], tmp);
+		if (!rep)
+			continue;
+		if (inbox__buf_append(out, s + run, i - run) < 0 ||
+		    inbox__buf_puts(out, rep) < 0)
+			return -1;
+		run = i + 1;
+	}
+	if (inbox__buf_append(out, s + run, n - run) < 0)
+		return -1;
+	return inbox__buf_putc(out, '"');
+}
