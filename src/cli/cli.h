@@ -71,7 +71,4 @@ void cli_scrub(char *msg, const char *url);
 /* Exit code for a failed inbox_store_open / inbox_source_open. */
 int cli_open_exit_code(int rc);
 
-/* Monotonic seconds. */
-double cli_now(void);
-
 #endif

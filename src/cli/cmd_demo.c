@@ -21,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "cli/stats.h"
+#include "core/internal.h"
 
 const char cli_demo_usage[] =
     "usage: inbox demo [--dir DIR] [--orders N] [--print-config]\n"
@@ -242,7 +243,7 @@ static void nap(int ms)
 /* Wait for the child; -1 on timeout (it is then killed). */
 static int wait_child(pid_t pid, double timeout_s)
 {
-	double end = cli_now() + timeout_s;
+	double end = inbox__mono_seconds() + timeout_s;
 	int status;
 	for (;;) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
@@ -251,7 +252,7 @@ static int wait_child(pid_t pid, double timeout_s)
 			                         : 128 + WTERMSIG(status);
 		if (r < 0)
 			return -1;
-		if (cli_now() > end) {
+		if (inbox__mono_seconds() > end) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			return -1;
@@ -267,9 +268,9 @@ static int run_and_kill(demo *d)
 	if (pid < 0)
 		return -1;
 	int64_t target = d->orders * 2 / 5;
-	double end = cli_now() + 30;
+	double end = inbox__mono_seconds() + 30;
 	int status;
-	while (cli_now() < end) {
+	while (inbox__mono_seconds() < end) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
 		if (r == pid) {
 			printf("  (the daemon finished before it could be "

@@ -21,6 +21,7 @@
 #include "cli/dispatch.h"
 #include "cli/http.h"
 #include "cli/open.h"
+#include "core/internal.h"
 #include "core/log.h"
 
 const char cli_dispatch_usage[] =
@@ -369,7 +370,7 @@ static void *watchdog(void *arg)
 {
 	double *deadline = arg;
 	while (!d_stop) {
-		if (cli_now() > *deadline) {
+		if (inbox__mono_seconds() > *deadline) {
 			inbox__log(INBOX_LOG_ERROR, NULL,
 			           "\"event\":\"dispatch_timeout\"");
 			d_timed_out = 1;
@@ -475,13 +476,9 @@ int cli_cmd_dispatch(int argc, char **argv)
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
 	cli_config cfg;
-	if ((rc = cli_load(&cfg, path)))
+	const cli_consumer *sel;
+	if ((rc = cli_load_selected(&cfg, path, only, &sel)))
 		return rc;
-	const cli_consumer *sel = NULL;
-	if (only && !(sel = cli_find_consumer(&cfg, only))) {
-		cli_config_free(&cfg);
-		return CLI_EXIT_USAGE;
-	}
 	if (pending) {
 		rc = print_pending(&cfg, sel);
 		cli_config_free(&cfg);
@@ -496,7 +493,7 @@ int cli_cmd_dispatch(int argc, char **argv)
 	if (rc == 0 && !g)
 		cli_error("%s: no consumer declares outbox steps%s", cfg.path,
 		          sel ? " (--consumer)" : "");
-	double deadline = cli_now() + timeout_s;
+	double deadline = inbox__mono_seconds() + timeout_s;
 	pthread_t wd;
 	int have_wd = g && timeout_s > 0 &&
 	              pthread_create(&wd, NULL, watchdog, &deadline) == 0;

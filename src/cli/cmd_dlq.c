@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
+#include "core/json.h"
 
 const char cli_dlq_usage[] =
     "usage: inbox dlq list CONFIG [--consumer NAME] [--pending] [--limit N]\n"
@@ -229,7 +230,7 @@ static void show_json(const inbox_admin_dead_letter *dl)
 	    "\"payload_bytes\":%zu,\"payload_utf8\":%s,\"payload\":",
 	    dl->attempts, (long long)dl->created_at_ms,
 	    (long long)dl->replayed_at_ms, dl->payload_len,
-	    cli_utf8_valid(dl->payload, dl->payload_len) ? "true" : "false");
+	    inbox__utf8_valid(dl->payload, dl->payload_len) ? "true" : "false");
 	cli_json_string(stdout, dl->payload, dl->payload_len);
 	printf("}\n");
 }
@@ -253,7 +254,7 @@ static void show_text(const inbox_admin_dead_letter *dl)
 	if (dl->stored_fingerprint)
 		field("stored fingerprint", dl->stored_fingerprint);
 	field("headers", dl->headers);
-	int utf8 = cli_utf8_valid(dl->payload, dl->payload_len);
+	int utf8 = inbox__utf8_valid(dl->payload, dl->payload_len);
 	printf("payload (%zu bytes%s):\n", dl->payload_len,
 	       utf8 ? "" : "; not valid UTF-8, bad bytes shown as \\xNN");
 	cli_print_safe(stdout, dl->payload, dl->payload_len, 0);
@@ -549,11 +550,10 @@ int cli_cmd_dlq(int argc, char **argv)
 		cli_error("dlq drop: give one or more dead letter ids");
 		rc = CLI_EXIT_USAGE;
 	}
-	if (rc == 0 && (rc = cli_load(&q.cfg, path)) == 0) {
-		if (only && !(q.sel = cli_find_consumer(&q.cfg, only)))
-			rc = CLI_EXIT_USAGE;
+	if (rc == 0 &&
+	    (rc = cli_load_selected(&q.cfg, path, only, &q.sel)) == 0) {
 		q.o = calloc((size_t)q.cfg.nconsumers, sizeof(*q.o));
-		if (rc == 0 && !q.o)
+		if (!q.o)
 			rc = CLI_EXIT_RUNTIME;
 		if (rc == 0)
 			rc = fns[sub](&q);

@@ -170,11 +170,11 @@ int cli_cmd_inspect(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	cli_config cfg;
-	int rc = cli_load(&cfg, args[0]);
+	const cli_consumer *c;
+	int rc = cli_load_selected(&cfg, args[0], args[1], &c);
 	if (rc)
 		return rc;
-	const cli_consumer *c = cli_find_consumer(&cfg, args[1]);
-	rc = c ? inspect(&cfg, c, args[2], json) : CLI_EXIT_USAGE;
+	rc = inspect(&cfg, c, args[2], json);
 	cli_config_free(&cfg);
 	return rc;
 }

@@ -23,6 +23,7 @@
 #include "cli/dispatch.h"
 #include "cli/http.h"
 #include "cli/open.h"
+#include "core/internal.h"
 #include "core/log.h"
 
 const char cli_run_usage[] =
@@ -131,18 +132,22 @@ static void sleep_ms(int ms)
 	}
 }
 
+/* The key as a JSON value: a quoted string, or null when the message could
+ * not be parsed far enough to have one. */
+static const char *key_json(char *buf, size_t len, const char *key)
+{
+	if (!key)
+		return strcpy(buf, "null");
+	buf[0] = '"';
+	esc(buf + 1, len - 2, key);
+	return strcat(buf, "\"");
+}
+
 static void log_problem(const worker *w, const inbox_delivery *d,
                         const inbox_result *r)
 {
 	char k[520], why[1024], pos[256];
-	/* No key: the message could not be parsed far enough to have one. */
-	if (r->key) {
-		k[0] = '"';
-		esc(k + 1, sizeof(k) - 2, r->key);
-		strcat(k, "\"");
-	} else {
-		strcpy(k, "null");
-	}
+	key_json(k, sizeof(k), r->key);
 	pthread_mutex_lock(&g_mu);
 	inbox__log(INBOX_LOG_WARN, w->cc->name,
 	           "\"event\":\"%s\",\"key\":%s,\"outcome\":\"%s\","
@@ -161,13 +166,7 @@ static void log_message(const worker *w, const inbox_delivery *d,
                         const inbox_result *r, double ms)
 {
 	char k[520], pos[256];
-	if (r->key) {
-		k[0] = '"';
-		esc(k + 1, sizeof(k) - 2, r->key);
-		strcat(k, "\"");
-	} else {
-		strcpy(k, "null");
-	}
+	key_json(k, sizeof(k), r->key);
 	pthread_mutex_lock(&g_mu);
 	inbox__log(INBOX_LOG_DEBUG, w->cc->name,
 	           "\"event\":\"message\",\"key\":%s,\"outcome\":\"%s\","
@@ -339,7 +338,7 @@ static int wait_workers(double drain_s)
 	pthread_mutex_lock(&g_mu);
 	for (;;) {
 		if (g_signals && deadline == 0) {
-			t0 = cli_now();
+			t0 = inbox__mono_seconds();
 			deadline = t0 + drain_s;
 			cli_http_set_draining(g_http);
 			inbox__log(
@@ -350,7 +349,7 @@ static int wait_workers(double drain_s)
 		}
 		if (g_running == 0)
 			break;
-		if (deadline > 0 && cli_now() > deadline) {
+		if (deadline > 0 && inbox__mono_seconds() > deadline) {
 			inbox__log(INBOX_LOG_ERROR, NULL,
 			           "\"event\":\"drain_deadline_exceeded\","
 			           "\"consumers_running\":%d",
@@ -375,7 +374,7 @@ static int wait_workers(double drain_s)
 	if (deadline > 0)
 		inbox__log(INBOX_LOG_INFO, NULL,
 		           "\"event\":\"drained\",\"duration_ms\":%.0f",
-		           (cli_now() - t0) * 1000.0);
+		           (inbox__mono_seconds() - t0) * 1000.0);
 	pthread_mutex_unlock(&g_mu);
 	return 0;
 }
@@ -490,14 +489,10 @@ int cli_cmd_run(int argc, char **argv)
 	}
 	install_signals();
 	cli_config cfg;
-	int rc = cli_load(&cfg, path);
+	const cli_consumer *sel;
+	int rc = cli_load_selected(&cfg, path, only, &sel);
 	if (rc)
 		return rc;
-	const cli_consumer *sel = NULL;
-	if (only && !(sel = cli_find_consumer(&cfg, only))) {
-		cli_config_free(&cfg);
-		return CLI_EXIT_USAGE;
-	}
 	int n = sel ? 1 : cfg.nconsumers;
 	worker *ws = calloc((size_t)n, sizeof(*ws));
 	if (!ws) {

@@ -271,14 +271,10 @@ int cli_cmd_stats(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	cli_config cfg;
-	int rc = cli_load(&cfg, path);
+	const cli_consumer *sel;
+	int rc = cli_load_selected(&cfg, path, only, &sel);
 	if (rc)
 		return rc;
-	const cli_consumer *sel = NULL;
-	if (only && !(sel = cli_find_consumer(&cfg, only))) {
-		cli_config_free(&cfg);
-		return CLI_EXIT_USAGE;
-	}
 	for (int i = 0; i < cfg.nconsumers && rc == 0; i++)
 		if (!sel || sel == &cfg.consumers[i])
 			rc = stats_one(&cfg, &cfg.consumers[i], json);

@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/effect.h"
 #include "cli/http.h"
+#include "cli/outbox_effect.h"
 #include "core/buf.h"
 #include "core/json.h"
 #include "core/outbox.h"
@@ -741,14 +742,8 @@ static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
 		if (str_value(x, u, "reconcile url", &s->reconcile_url))
 			return -1;
 	}
-	inbox_outbox_effect e = INBOX_OUTBOX_EFFECT_INIT;
-	e.step = s->step;
-	e.method = s->method;
-	e.url = s->url;
-	e.headers = s->headers;
-	e.key_header = s->key_header;
-	e.idempotent = s->idempotent;
-	e.reconcile_url = s->reconcile_url;
+	inbox_outbox_effect e;
+	cli_outbox_effect_of(&e, s);
 	char why[300];
 	if (inbox__outbox_effect_check(&e, why, sizeof(why)) < 0)
 		return fail(x, m, "outbox: %s", why);

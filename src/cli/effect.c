@@ -380,20 +380,23 @@ static int db_failed(inbox_txn *t, int rc, int step)
 }
 
 /* Fetch the value at `ptr`; NULL for JSON null. -1 after setting the
- * reason when absent. */
+ * reason ("WHAT[ $N] (PTR) is missing") when absent; n > 0 numbers an
+ * effect parameter. The reason is only built on that path. */
 static int param(inbox_txn *t, const inbox_msg *m, const char *ptr,
-                 const char *what, const char **out)
+                 const char *what, int n, const char **out)
 {
 	int rc = inbox_msg_get(m, ptr, out);
 	if (rc == INBOX_OK)
 		return 0;
-	char reason[400];
+	char num[16] = "", reason[400];
+	if (n > 0)
+		snprintf(num, sizeof(num), " $%d", n);
 	if (rc == INBOX_ERR_NOTFOUND)
-		snprintf(reason, sizeof(reason), "%s (%s) is missing", what,
-		         ptr);
+		snprintf(reason, sizeof(reason), "%s%s (%s) is missing", what,
+		         num, ptr);
 	else
-		snprintf(reason, sizeof(reason), "%s (%s): %s", what, ptr,
-		         inbox_strerror(rc));
+		snprintf(reason, sizeof(reason), "%s%s (%s): %s", what, num,
+		         ptr, inbox_strerror(rc));
 	inbox_txn_set_reason(t, reason);
 	return -1;
 }
@@ -402,12 +405,10 @@ static int run_sql(inbox_txn *t, const inbox_msg *m, const cli_step *s,
                    int step)
 {
 	const char *vals[CLI_MAX_PARAMS];
-	for (int i = 0; i < s->nparams; i++) {
-		char what[48];
-		snprintf(what, sizeof(what), "effect parameter $%d", i + 1);
-		if (param(t, m, s->params[i], what, &vals[i]) < 0)
+	for (int i = 0; i < s->nparams; i++)
+		if (param(t, m, s->params[i], "effect parameter", i + 1,
+		          &vals[i]) < 0)
 			return INBOX_HANDLER_REJECT;
-	}
 	int rc = inbox_txn_exec(t, s->sql, s->nparams, vals, NULL);
 	return rc < 0 ? db_failed(t, rc, step) : INBOX_HANDLER_OK;
 }
@@ -417,8 +418,8 @@ static int run_upsert(inbox_txn *t, const inbox_msg *m, const cli_step *s,
 {
 	const char *key, *ver, *vals[CLI_MAX_PARAMS];
 	char reason[400];
-	if (param(t, m, s->key_value, "upsert key", &key) < 0 ||
-	    param(t, m, s->version_value, "upsert version", &ver) < 0)
+	if (param(t, m, s->key_value, "upsert key", 0, &key) < 0 ||
+	    param(t, m, s->version_value, "upsert version", 0, &ver) < 0)
 		return INBOX_HANDLER_REJECT;
 	if (!key) {
 		snprintf(reason, sizeof(reason), "upsert key (%s) is null",
@@ -436,9 +437,11 @@ static int run_upsert(inbox_txn *t, const inbox_msg *m, const cli_step *s,
 		inbox_txn_set_reason(t, reason);
 		return INBOX_HANDLER_REJECT;
 	}
-	for (int i = 0; i < s->nset; i++)
-		if (param(t, m, s->set_values[i], "upsert value", &vals[i]) < 0)
+	for (int i = 0; i < s->nset; i++) {
+		const char *ptr = s->set_values[i];
+		if (param(t, m, ptr, "upsert value", 0, &vals[i]) < 0)
 			return INBOX_HANDLER_REJECT;
+	}
 	int rc = inbox_txn_upsert_versioned(
 	    t, s->table, s->key_column, key, s->version_column, version,
 	    s->nset, (const char *const *)s->set_columns, vals, NULL);

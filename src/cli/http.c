@@ -27,7 +27,9 @@
 
 #include "cli/cli.h"
 #include "core/buf.h"
+#include "core/internal.h"
 #include "core/log.h"
+#include "core/url.h"
 
 /* Seconds a store reading is reused. */
 #define READ_EVERY_S 1.0
@@ -41,15 +43,17 @@ typedef struct mon {
 	inbox_stats snap;
 	int have_snap;
 	int running;
-	double last_batch; /* cli_now() of the last batch, 0 = none */
+	double
+	    last_batch; /* inbox__mono_seconds() of the last batch, 0 = none */
 	/* Written by the dispatcher thread, under h->mu. */
 	inbox_outbox_stats osnap;
 	int have_osnap;
 	int dispatcher; /* D_* */
 	/* HTTP thread only. */
 	inbox_store *st;
-	double read_at; /* cli_now() of the last reading, 0 = never */
-	int read_full;  /* the last reading was the full stats */
+	double
+	    read_at; /* inbox__mono_seconds() of the last reading, 0 = never */
+	int read_full; /* the last reading was the full stats */
 	int store_ok;
 	inbox_admin_stats db;
 	char err[512];
@@ -68,13 +72,11 @@ struct cli_http {
 
 /* ---- addresses --------------------------------------------------------- */
 
+/* 0..65535: 0 asks for an ephemeral port (tests read the address back). */
 static int parse_port(const char *s, int *port)
 {
-	char *end;
-	if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 5)
-		return -1;
-	long v = strtol(s, &end, 10);
-	if (v > 65535)
+	long long v;
+	if (inbox__url_int(&v, s, strlen(s), 0, 65535) < 0)
 		return -1;
 	*port = (int)v;
 	return 0;
@@ -215,7 +217,7 @@ static int read_outbox(mon *m)
  * when `full`, else a ping. */
 static void refresh(cli_http *h, mon *m, int full)
 {
-	double now = cli_now();
+	double now = inbox__mono_seconds();
 	if (m->read_at > 0 && now - m->read_at < READ_EVERY_S &&
 	    (m->read_full || !full || !m->store_ok))
 		return;
@@ -296,7 +298,7 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 	int bad = 0, ok = 1;
 	for (int i = 0; i < h->n; i++)
 		refresh(h, &h->m[i], 0);
-	double now = cli_now();
+	double now = inbox__mono_seconds();
 	pthread_mutex_lock(&h->mu);
 	if (h->draining) {
 		ok = 0;
@@ -521,7 +523,7 @@ void cli_http_publish(cli_http *h, int i, const inbox_stats *s)
 	pthread_mutex_lock(&h->mu);
 	h->m[i].snap = *s;
 	h->m[i].have_snap = 1;
-	h->m[i].last_batch = cli_now();
+	h->m[i].last_batch = inbox__mono_seconds();
 	pthread_mutex_unlock(&h->mu);
 }
 

@@ -17,6 +17,20 @@ int cli_load(cli_config *cfg, const char *path)
 	return CLI_EXIT_CONFIG;
 }
 
+int cli_load_selected(cli_config *cfg, const char *path, const char *only,
+                      const cli_consumer **sel)
+{
+	int rc = cli_load(cfg, path);
+	*sel = NULL;
+	if (rc)
+		return rc;
+	if (only && !(*sel = cli_find_consumer(cfg, only))) {
+		cli_config_free(cfg);
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
 int cli_open_store(const cli_config *cfg, const cli_consumer *c,
                    int auto_migrate, inbox_store **out)
 {

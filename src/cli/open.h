@@ -11,6 +11,12 @@
 /* Load the config; 0 or CLI_EXIT_CONFIG (message printed). */
 int cli_load(cli_config *cfg, const char *path);
 
+/* cli_load, then the consumer named `only` into *sel (NULL when `only` is
+ * NULL: all of them). 0, CLI_EXIT_CONFIG, or CLI_EXIT_USAGE for an unknown
+ * name (the known ones printed); on failure cfg is already freed. */
+int cli_load_selected(cli_config *cfg, const char *path, const char *only,
+                      const cli_consumer **sel);
+
 /* Open the consumer's store. auto_migrate < 0: as the config says. */
 int cli_open_store(const cli_config *cfg, const cli_consumer *c,
                    int auto_migrate, inbox_store **out);

@@ -8,6 +8,18 @@
 #include "core/consumer.h"
 #include "core/json.h"
 
+void cli_outbox_effect_of(inbox_outbox_effect *e, const cli_outbox_step *s)
+{
+	*e = (inbox_outbox_effect)INBOX_OUTBOX_EFFECT_INIT;
+	e->step = s->step;
+	e->method = s->method;
+	e->url = s->url;
+	e->headers = s->headers;
+	e->key_header = s->key_header;
+	e->idempotent = s->idempotent;
+	e->reconcile_url = s->reconcile_url;
+}
+
 /* The value of one template leaf (a new reference), or NULL with the
  * reason in why. */
 static json_t *leaf(const char *spec, const inbox_msg *m, const cli_consumer *c,
@@ -29,7 +41,9 @@ static json_t *leaf(const char *spec, const inbox_msg *m, const cli_consumer *c,
 		         step, spec);
 		return NULL;
 	}
-	return json_deep_copy(v);
+	/* Shared, not copied: the rendered body is only read (canonicalized)
+	 * and released before the message is. */
+	return json_incref(v);
 }
 
 static json_t *render(const json_t *tmpl, const inbox_msg *m,
@@ -91,16 +105,10 @@ static int declare(inbox_txn *t, const inbox_msg *m, const cli_consumer *c,
 			return INBOX_HANDLER_REJECT;
 		}
 	}
-	inbox_outbox_effect e = INBOX_OUTBOX_EFFECT_INIT;
-	e.step = s->step;
-	e.method = s->method;
-	e.url = s->url;
-	e.headers = s->headers;
-	e.key_header = s->key_header;
+	inbox_outbox_effect e;
+	cli_outbox_effect_of(&e, s);
 	e.body = body.data;
 	e.body_len = body.len;
-	e.idempotent = s->idempotent;
-	e.reconcile_url = s->reconcile_url;
 	e.max_attempts =
 	    s->max_attempts ? s->max_attempts : c->dispatch.max_attempts;
 	int rc = inbox_txn_outbox_add(t, &e, NULL, NULL);

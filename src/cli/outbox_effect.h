@@ -7,8 +7,14 @@
 #define INBOX_CLI_OUTBOX_EFFECT_H
 
 #include <inbox/inbox.h>
+#include <inbox/outbox.h>
 
 #include "cli/config.h"
+
+/* The step's fixed fields (everything but the body and max_attempts) into
+ * *e, which borrows s's strings: what the config check and the handler
+ * both hand to the outbox. */
+void cli_outbox_effect_of(inbox_outbox_effect *e, const cli_outbox_step *s);
 
 /* Declare every outbox step of `c` for message m (called by the effect
  * handler after the SQL steps). A body pointer missing from the message

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/internal.h"
 
 void cli_progress_init(cli_progress *p)
 {
@@ -19,7 +20,7 @@ void cli_progress_show(cli_progress *p, const char *label, int64_t done,
 {
 	if (!p->tty)
 		return;
-	double now = cli_now();
+	double now = inbox__mono_seconds();
 	if (!force && p->shown > 0 && now - p->shown < 0.1)
 		return;
 	p->shown = now;
@@ -70,19 +71,6 @@ static size_t seq_len(const unsigned char *s, size_t n)
 	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
 	return len;
-}
-
-int cli_utf8_valid(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	while (len > 0) {
-		size_t l = seq_len(p, len);
-		if (!l)
-			return 0;
-		p += l;
-		len -= l;
-	}
-	return 1;
 }
 
 void cli_print_safe(FILE *f, const char *s, size_t len, size_t max)

@@ -29,9 +29,6 @@ void cli_progress_end(cli_progress *p);
  * line. At most `max` bytes of s (0 = all), "..." after a cut. */
 void cli_print_safe(FILE *f, const char *s, size_t len, size_t max);
 
-/* 1 if s[0..len) is valid UTF-8. */
-int cli_utf8_valid(const char *s, size_t len);
-
 /* Write s as a JSON string (with the quotes); invalid UTF-8 bytes become
  * U+FFFD. */
 void cli_json_string(FILE *f, const char *s, size_t len);

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "core/url.h"
@@ -55,7 +54,8 @@ void cli_scrub(char *msg, const char *url)
 		/* The same rule as the sources and inbox_redact_url: the user
 		 * info ends at the last '@' before the first '/'. */
 		const char *at = inbox__url_userinfo_end(s);
-		const char *colon = at ? memchr(s, ':', (size_t)(at - s)) : NULL;
+		const char *colon =
+		    at ? memchr(s, ':', (size_t)(at - s)) : NULL;
 		if (at && colon) {
 			char raw[256];
 			size_t n = (size_t)(at - colon - 1);
@@ -96,11 +96,4 @@ int cli_open_exit_code(int rc)
 	default:
 		return CLI_EXIT_CONNECT;
 	}
-}
-
-double cli_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }

@@ -177,20 +177,17 @@ static int query_ints(inbox_store *st, inbox__buf *b, const char *tmpl, int np,
  * backend without the slots, or tables not migrated to schema 2 yet on a
  * store opened without auto-migration) reads -1 ("absent"), not an error:
  * the inbox numbers are still worth showing. */
-static int outbox_numbers(inbox_store *st, const char *consumer,
-                          int64_t *pending, int64_t *oldest_age_ms)
+static void outbox_numbers(inbox_store *st, const char *consumer,
+                           int64_t *pending, int64_t *oldest_age_ms)
 {
 	double age = 0;
-	*pending = -1;
 	*oldest_age_ms = -1;
 	if (inbox_outbox_pending(st, consumer, pending, &age) != INBOX_OK) {
 		*pending = -1;
 		inbox__store_clearerr(st);
-		return INBOX_OK;
-	}
-	if (*pending > 0)
+	} else if (*pending > 0) {
 		*oldest_age_ms = (int64_t)(age * 1000.0);
-	return INBOX_OK;
+	}
 }
 
 int inbox_admin_stats_read(inbox_store *st, const char *consumer,
@@ -265,8 +262,8 @@ int inbox_admin_stats_read(inbox_store *st, const char *consumer,
 		out->dead_letters_pending = out->dead_letters - out->replayed;
 	}
 	if (rc == INBOX_OK)
-		rc = outbox_numbers(st, consumer, &out->outbox_pending,
-		                    &out->outbox_oldest_age_ms);
+		outbox_numbers(st, consumer, &out->outbox_pending,
+		               &out->outbox_oldest_age_ms);
 	inbox__buf_free(&b);
 	return rc;
 }

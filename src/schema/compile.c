@@ -17,6 +17,8 @@
 
 #include "schema/compile.h"
 
+#include "core/url.h"
+
 /* ---- errors ----------------------------------------------------------- */
 
 const char *sch__where(const char *path)
@@ -295,12 +297,13 @@ static int resolve_ref(cctx *x, pending_ref *r)
 		e = find_id(x, uri, doclen);
 		if (!e)
 			goto unresolved;
-		size_t flen = strlen(frag), plen;
-		char *ptr = malloc(flen + 1);
-		if (!ptr)
+		/* The pointer is percent-decoded; an escape of NUL is refused
+		 * like any other malformed one. */
+		char *ptr = NULL;
+		int drc = inbox__url_decode(&ptr, frag, strlen(frag));
+		if (drc == INBOX_ERR_NOMEM)
 			return sch__nomem(x);
-		if (sch__pct_decode(frag, flen, ptr, &plen) < 0 ||
-		    memchr(ptr, '\0', plen) || !inbox__pointer_valid(ptr)) {
+		if (drc != INBOX_OK || !inbox__pointer_valid(ptr)) {
 			free(ptr);
 			return sch__fail(
 			    x,
@@ -309,7 +312,7 @@ static int resolve_ref(cctx *x, pending_ref *r)
 			    r->raw, at);
 		}
 		target = ptr[0] ? inbox__pointer_get(e->json, ptr) : e->json;
-		size_t elen = strlen(e->path);
+		size_t elen = strlen(e->path), plen = strlen(ptr);
 		tpath = malloc(elen + plen + 1);
 		if (tpath) {
 			memcpy(tpath, e->path, elen);

@@ -173,9 +173,6 @@ int sch__format_check(sch_format f, const char *s, size_t len);
 /* Resolve `ref` against `base` (RFC 3986 section 5.2). malloc'ed, or NULL
  * (NOMEM). A base without a scheme is treated as a path. */
 char *sch__uri_resolve(const char *base, const char *ref);
-/* Percent-decode [s, s+len) into out (at least len+1 bytes). -1 on a
- * malformed escape. */
-int sch__pct_decode(const char *s, size_t len, char *out, size_t *outlen);
 
 /* ---- value.c: numbers, equality, rendering ------------------------- */
 

@@ -152,34 +152,3 @@ char *sch__uri_resolve(const char *base, const char *ref)
 	}
 	return out.data;
 }
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-int sch__pct_decode(const char *s, size_t len, char *out, size_t *outlen)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] != '%') {
-			out[o++] = s[i];
-			continue;
-		}
-		int hi = i + 2 < len ? hexval(s[i + 1]) : -1;
-		int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
-		if (hi < 0 || lo < 0)
-			return -1;
-		out[o++] = (char)(hi * 16 + lo);
-		i += 2;
-	}
-	out[o] = '\0';
-	*outlen = o;
-	return 0;
-}

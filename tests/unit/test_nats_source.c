@@ -16,10 +16,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <nats/nats.h>
 
 #include <inbox/sys/source.h>
 
+#include "source/nats/nats_source.h"
 #include "test.h"
 
 static const char *NATS_URL; /* nats://127.0.0.1:PORT */
@@ -602,6 +604,33 @@ TEST(default_durable_name)
 	pub_close(&p);
 }
 
+/* Headers as JSON: escapes, repeated names as arrays, bytes that are not
+ * UTF-8 as "hex:"; none at all is no object. */
+TEST(headers_as_json)
+{
+	natsMsg *m = NULL;
+	ASSERT_EQ(natsMsg_Create(&m, "s", NULL, "x", 1), NATS_OK);
+	inbox__buf b = INBOX__BUF_INIT;
+	int has = -1;
+	ASSERT_OK(inbox__nats_headers_json(m, &b, &has));
+	ASSERT_EQ(has, 0);
+	ASSERT_EQ(natsMsgHeader_Set(m, "q", "a\"b\\c\td"), NATS_OK);
+	ASSERT_EQ(natsMsgHeader_Add(m, "two", "1"), NATS_OK);
+	ASSERT_EQ(natsMsgHeader_Add(m, "two", "2"), NATS_OK);
+	ASSERT_EQ(natsMsgHeader_Set(m, "bin", "\xff\x01"), NATS_OK);
+	ASSERT_OK(inbox__nats_headers_json(m, &b, &has));
+	ASSERT_EQ(has, 1);
+	ASSERT_CONTAINS(b.data, "\"q\":\"a\\\"b\\\\c\\td\"");
+	ASSERT_CONTAINS(b.data, "\"two\":[\"1\",\"2\"]");
+	ASSERT_CONTAINS(b.data, "\"bin\":\"hex:ff01\"");
+	json_error_t je;
+	json_t *j = json_loads(b.data, 0, &je);
+	ASSERT_TRUE(j != NULL);
+	json_decref(j);
+	inbox__buf_free(&b);
+	natsMsg_Destroy(m);
+}
+
 int main(void)
 {
 	NATS_URL = getenv("INBOX_TEST_NATS_URL");
@@ -625,6 +654,7 @@ int main(void)
 	RUN(settle_contract);
 	RUN(default_durable_name);
 	RUN(credentials);
+	RUN(headers_as_json);
 	nats_Close();
 	return test_summary();
 }

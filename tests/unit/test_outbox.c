@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -817,6 +818,42 @@ TEST(fence_refuses_a_late_completion)
 	env_teardown(&e);
 }
 
+/* A lease, a retry delay or a purge age too large for the clock is
+ * clamped (about 30 years), not wrapped into the past. */
+TEST(huge_delays_are_clamped)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e, .pay = 1};
+	inbox_consumer *c = open_consumer(e.st, &h);
+	inbox_outcome o;
+	ASSERT_OK(process_order(c, "o-15", &o));
+	inbox_outbox_item a, b;
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	ASSERT_OK(claim_and_vanish(e.st, INT64_MAX, &a));
+	ASSERT_TRUE(a.id != 0);
+	ASSERT_OK(claim_and_vanish(e.st, 1000, &b));
+	ASSERT_EQ(b.id, 0); /* the lease holds */
+	inbox_outbox_finish f = {.id = a.id,
+	                         .fence = a.fence,
+	                         .state = INBOX_OUTBOX_FAILED,
+	                         .retry_in_ms = INT64_MAX};
+	int64_t rows = -1;
+	ASSERT_OK(e.st->vt->begin(e.st));
+	ASSERT_OK(e.st->vt->outbox_finish(e.st, &f, &rows));
+	ASSERT_OK(e.st->vt->commit(e.st));
+	ASSERT_EQ(rows, 1);
+	ASSERT_STREQ(row_state(&e, "charge"), "failed");
+	ASSERT_OK(claim_and_vanish(e.st, 1000, &b));
+	ASSERT_EQ(b.id, 0); /* not due for years */
+	int64_t deleted = -1;
+	ASSERT_OK(inbox_outbox_purge(e.st, NULL, INT64_MAX, 0, &deleted));
+	ASSERT_EQ(deleted, 0);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
 /* A child process dispatching until nothing is left. */
 static int child_dispatch(const env *e, int go_fd)
 {
@@ -969,6 +1006,7 @@ static void run_all(void)
 	RUN(unknown_at_max_attempts_is_reconciled_not_dead);
 	RUN(expired_lease_is_an_unknown_outcome_reconciled);
 	RUN(fence_refuses_a_late_completion);
+	RUN(huge_delays_are_clamped);
 	RUN(two_dispatchers_never_perform_a_row_twice);
 	RUN(counters_and_purge);
 	RUN(version_1_store_migrates_up);

@@ -774,6 +774,13 @@ TEST(connect_error_hides_password)
 	ASSERT_TRUE(strstr(inbox_store_errmsg(st), "se%zzcret") == NULL);
 	ASSERT_TRUE(strstr(inbox_store_errmsg(st), "cret") == NULL);
 	inbox_store_close(st);
+	/* a '?' inside the password does not end the user info */
+	st = NULL;
+	rc = inbox_store_open(&st, "postgresql://bob:a?b%zzcret@127.0.0.1:1/db",
+	                      NULL);
+	ASSERT_EQ(rc, INBOX_ERR_CONNECT);
+	ASSERT_TRUE(strstr(inbox_store_errmsg(st), "zzcret") == NULL);
+	inbox_store_close(st);
 	st = NULL;
 	rc = inbox_store_open(&st,
 	                      "postgres://127.0.0.1:1/db?password=p%2x9&"

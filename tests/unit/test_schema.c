@@ -130,6 +130,29 @@ TEST(remote_and_dangling_refs_are_refused)
 	             "");
 }
 
+/* The fragment is percent-decoded before it is read as a JSON pointer:
+ * "%25" is '%', "%20" a space; a malformed escape or an escaped NUL is
+ * refused, not cut short. */
+TEST(ref_fragments_are_percent_decoded)
+{
+	ASSERT_CONTAINS(
+	    why("{\"definitions\": {\"a%b c\": {\"type\": "
+	        "\"string\"}}, \"$ref\": \"#/definitions/a%25b%20c\"}",
+	        "5"),
+	    "type: expected string, got integer 5");
+	ASSERT_STREQ(why("{\"definitions\": {\"a%b c\": {\"type\": "
+	                 "\"string\"}}, \"$ref\": \"#/definitions/a%25b%20c\"}",
+	                 "\"x\""),
+	             "VALID");
+	ASSERT_CONTAINS(refusal("{\"$ref\": \"#/definitions/a%zz\"}"),
+	                "the fragment is not a JSON pointer");
+	ASSERT_CONTAINS(refusal("{\"$ref\": \"#/definitions/a%2\"}"),
+	                "the fragment is not a JSON pointer");
+	ASSERT_CONTAINS(refusal("{\"definitions\": {\"a\": {}}, "
+	                        "\"$ref\": \"#/definitions/a%00b\"}"),
+	                "the fragment is not a JSON pointer");
+}
+
 TEST(keywords_beside_ref_are_refused)
 {
 	ASSERT_CONTAINS(
@@ -871,6 +894,7 @@ int main(void)
 	RUN(unsupported_keyword_is_refused_with_its_place);
 	RUN(unknown_format_is_refused);
 	RUN(remote_and_dangling_refs_are_refused);
+	RUN(ref_fragments_are_percent_decoded);
 	RUN(keywords_beside_ref_are_refused);
 	RUN(ref_cycles_without_descent_are_refused);
 	RUN(invalid_regex_is_refused);
