@@ -47,6 +47,8 @@ summary() {
 		"$exit_trap"
 		trap - EXIT
 	fi
+	# a run that checked nothing proves nothing
+	[ $((passed + failed)) -eq 0 ] && fail "no check ran"
 	echo "$passed passed, $failed failed"
 	if [ "$failed" -eq 0 ]; then
 		# KEEP=1 keeps the files of a passing run too
@@ -155,8 +157,8 @@ plant_secret() {
 }
 
 # run_redacted NAME RC INBOX-ARGS...: `$BIN INBOX-ARGS...` with debug logs,
-# stdout and stderr in $dir/NAME.out: it exits RC and $SECRET does not
-# appear in what it printed.
+# stdout and stderr in $dir/NAME.out: it exits RC, prints something and
+# $SECRET does not appear in what it printed.
 run_redacted() {
 	_name=$1
 	_want=$2
@@ -164,6 +166,14 @@ run_redacted() {
 	INBOX_LOG_LEVEL=debug "$BIN" "$@" >"$dir/$_name.out" 2>&1
 	_got=$?
 	expect_eq "$_name: exit $_want" "$_got" "$_want"
+	# with debug logs every command prints something: an empty output
+	# would make the next check vacuous
+	# (not through check: it would overwrite $_name)
+	if [ -s "$dir/$_name.out" ]; then
+		ok "$_name: prints something"
+	else
+		fail "$_name: prints something"
+	fi
 	if grep -q "$SECRET" "$dir/$_name.out"; then
 		fail "$_name: the password does not appear" "$(grep "$SECRET" "$dir/$_name.out" | head -3)"
 	else

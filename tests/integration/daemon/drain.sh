@@ -40,6 +40,8 @@ got=$(q "SELECT COUNT(*) FROM invoices")
 echo "# checkpoint at line $cp_line of $(wc -l <"$dir/orders.jsonl")"
 expect_eq "checkpoint agrees with the database (invoices = orders up to it)" \
 	"$got" "$want"
+# not vacuous: 0 = 0 when nothing was consumed and no checkpoint written
+check "SIGTERM: the daemon consumed before it ($got invoices)" [ "$got" -gt 0 ]
 
 "$BIN" run "$dir/once.yaml" --once 2>"$dir/once.log"
 expect_eq "restart: exit 0" "$?" 0

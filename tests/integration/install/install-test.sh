@@ -31,6 +31,8 @@ check sh -c "echo '$out' | grep -q 'create-invoice:o-1 *duplicate'"
 # again: the inbox is in the database, so everything is a duplicate now
 out2=$(cd "$tmp" && LD_LIBRARY_PATH="$libdir" ./qs_pc "sqlite:$tmp/a.db")
 check sh -c "! echo '$out2' | grep -q applied"
+# and not because it printed nothing: the same order, now a duplicate
+check sh -c "echo '$out2' | grep -q 'create-invoice:o-1 *duplicate'"
 
 # 2. the static library (its dependencies stay shared: Debian ships no
 # static libpq dependencies such as libpgcommon)

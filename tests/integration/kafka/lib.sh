@@ -165,11 +165,14 @@ CFG
 # wait_batches LOG N SECONDS: until LOG has N batch lines; 0 if it did.
 wait_batches() {
 	_end=$(($(date +%s) + $3))
-	while [ "$(grep -c '"event":"batch"' "$1" 2>/dev/null)" -lt "$2" ]; do
+	# (a LOG not created yet counts 0: `[ "" -lt N ]` is an error, false,
+	# and would end the wait as if the batches were there)
+	while :; do
+		_n=$(grep -c '"event":"batch"' "$1" 2>/dev/null)
+		[ "${_n:-0}" -ge "$2" ] && return 0
 		[ "$(date +%s)" -ge "$_end" ] && return 1
 		sleep 0.02
 	done
-	return 0
 }
 
 # wait_quiet SECONDS MS LOG...: until no LOG grew for MS milliseconds (the

@@ -36,9 +36,11 @@ check "migrate" ops_migrate "$dir/good.yaml"
 LOG_LEVEL=debug
 if ops_start_daemon "$dir/good.yaml" "$dir/daemon.log"; then
 	applied() { [ "$(q "SELECT count(*) FROM ${tag}invoices")" = 3 ]; }
-	wait_until 20 applied
+	check "run --metrics: the 3 good orders applied" wait_until 20 applied
 	get /metrics >"$dir/metrics.out"
+	expect_eq "run --metrics: /metrics answers 200" "$http_status" 200
 	get /healthz >"$dir/healthz.out"
+	expect_eq "run --metrics: /healthz answers 200" "$http_status" 200
 	ops_stop_daemon
 	for f in daemon.log metrics.out healthz.out; do
 		if grep -q "$SECRET" "$dir/$f"; then
