@@ -912,14 +912,16 @@ TEST(loss_during_settle_redelivers)
 	int rc = inbox_source_settle(s, d, r, n);
 	ASSERT_EQ(rc, INBOX_ERR_SOURCE);
 	ASSERT_CONTAINS(inbox_source_errmsg(s), "amqp: ");
-	/* All five come back (the first n redelivered), the source having
-	 * reconnected by itself. */
+	/* All five come back, the source having reconnected by itself: the n
+	 * polled ones flagged redelivered, and so may be any that the broker
+	 * had already pushed to the dead channel (prefetch) but poll had not
+	 * returned yet. */
 	seen got[5];
 	ASSERT_EQ(collect(s, got, 5, 15000, INBOX_APPLIED, 10), 5);
 	int redelivered = 0;
 	for (int i = 0; i < 5; i++)
 		redelivered += got[i].count == 2;
-	ASSERT_EQ(redelivered, (int)n);
+	ASSERT_TRUE(redelivered >= (int)n);
 	ASSERT_TRUE(quiet(s, 300));
 	inbox_source_close(s);
 	ASSERT_EQ(ready(q), 0);
