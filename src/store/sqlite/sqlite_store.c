@@ -102,7 +102,17 @@ static int configure(sq_store *s, const sq_url *u, int busy_ms)
 	snprintf(sql, sizeof(sql),
 	         "%sPRAGMA synchronous=%s; PRAGMA foreign_keys=ON;",
 	         memory ? "" : "PRAGMA journal_mode=WAL; ", u->sync);
-	int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+	/* Switching a new database to WAL needs an exclusive lock, and SQLite
+	 * answers BUSY at once, without the busy handler, when another
+	 * process is creating the same database (two daemons starting
+	 * together): retry for as long as the busy timeout allows. */
+	int rc, waited = 0;
+	while ((rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL)) != SQLITE_OK &&
+	       ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) &&
+	       waited < busy_ms) {
+		sqlite3_sleep(10);
+		waited += 10;
+	}
 	return rc == SQLITE_OK ? INBOX_OK : inbox__sq_fail(s, rc, "configure");
 }
 
