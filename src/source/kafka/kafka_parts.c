@@ -3,10 +3,12 @@
  * pauses) and the group rebalance callback that keeps it in step with the
  * assignment.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/log.h"
 #include "source/kafka/kafka.h"
 
 static void part_init(kafka_part *kp)
@@ -226,6 +228,27 @@ static void apply_carry(kafka_source *ks, rd_kafka_t *rk,
 	rd_kafka_topic_partition_list_destroy(q);
 }
 
+/* One info line per rebalance step, so an operator (or a test) sees which
+ * member owns what: {"event":"kafka_assigned","partitions":[0,2]}. */
+static void log_rebalance(const kafka_source *ks, const char *event,
+                          const rd_kafka_topic_partition_list_t *parts)
+{
+	if (!inbox__log_enabled(INBOX_LOG_INFO))
+		return;
+	char list[512];
+	size_t n = 0;
+	int i = 0;
+	for (; i < parts->cnt && n + 16 < sizeof(list); i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%d",
+		                      i ? "," : "",
+		                      (int)parts->elems[i].partition);
+	list[n] = '\0';
+	inbox__log(INBOX_LOG_INFO, ks->base.opts.consumer,
+	           "\"event\":\"%s\",\"topic\":\"%s\",\"partitions\":[%s]%s",
+	           event, inbox__log_escape(ks->topic), list,
+	           i < parts->cnt ? ",\"truncated\":true" : "");
+}
+
 static void on_assign(kafka_source *ks, rd_kafka_t *rk,
                       rd_kafka_topic_partition_list_t *parts, int coop)
 {
@@ -302,9 +325,11 @@ void inbox__kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
 	switch (err) {
 	case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+		log_rebalance(ks, "kafka_assigned", parts);
 		on_assign(ks, rk, parts, coop);
 		break;
 	case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+		log_rebalance(ks, "kafka_revoked", parts);
 		on_revoke(ks, rk, parts, coop);
 		break;
 	default:
