@@ -682,8 +682,15 @@ TEST(close_without_settle_requeues)
 	ASSERT_OK(open_src(&s, q, NULL, 10, 1000));
 	seen got[5];
 	ASSERT_EQ(collect(s, got, 5, 5000, INBOX_APPLIED, 10), 5);
-	for (size_t i = 0; i < 5; i++)
-		ASSERT_EQ(got[i].count, i < total ? 2 : 1);
+	/* The polled ones come back redelivered; so may any that the broker
+	 * had already pushed to the closed channel (prefetch 10) without
+	 * being polled yet. None is lost, none comes twice. */
+	for (size_t i = 0; i < 5; i++) {
+		if (i < total)
+			ASSERT_EQ(got[i].count, 2);
+		else
+			ASSERT_TRUE(got[i].count == 1 || got[i].count == 2);
+	}
 	inbox_source_close(s);
 	ASSERT_EQ(ready(q), 0);
 }
