@@ -8,6 +8,7 @@
  * mid-stream, restarts it until it finishes, and prints what the database
  * says. Every figure is computed from the input and the database.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -440,11 +441,14 @@ int cli_cmd_demo(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
 			dir = argv[++i];
 		} else if (!strcmp(argv[i], "--orders") && i + 1 < argc) {
-			d.orders = atoi(argv[++i]);
-			if (d.orders < 10 || d.orders > 100000) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+			if (!isdigit((unsigned char)argv[i][0]) || *end ||
+			    v < 10 || v > 100000) {
 				cli_error("--orders: between 10 and 100000");
 				return CLI_EXIT_USAGE;
 			}
+			d.orders = (int)v;
 		} else {
 			cli_error("demo: unexpected argument \"%s\"", argv[i]);
 			fputs(cli_demo_usage, stderr);

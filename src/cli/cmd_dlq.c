@@ -8,6 +8,8 @@
  * meanwhile answers duplicate (or conflict) and nothing is applied twice.
  * Dead letters are kept after a replay, with replayed_at set.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,8 +459,9 @@ static int cmd_replay(dlq *q)
 static int parse_id(const char *s, int64_t *id)
 {
 	char *end;
+	errno = 0;
 	long long v = strtoll(s, &end, 10);
-	if (!*s || *end || v <= 0)
+	if (!isdigit((unsigned char)*s) || *end || errno || v <= 0)
 		return -1;
 	*id = v;
 	return 0;
@@ -490,14 +493,18 @@ static int parse(dlq *q, int argc, char **argv, const char **path,
 		} else if (!strcmp(a, "--all")) {
 			q->all = 1;
 		} else if (!strcmp(a, "--limit") && i + 1 < argc) {
+			errno = 0;
 			q->limit = strtol(argv[++i], &end, 10);
-			if (*end || q->limit < 1)
+			if (!isdigit((unsigned char)argv[i][0]) || *end ||
+			    errno || q->limit < 1)
 				return usage_error("--limit: \"%s\" is not a "
 				                   "positive number",
 				                   argv[i]);
 		} else if (!strcmp(a, "--after") && i + 1 < argc) {
+			errno = 0;
 			q->after = strtoll(argv[++i], &end, 10);
-			if (*end || q->after < 0)
+			if (!isdigit((unsigned char)argv[i][0]) || *end ||
+			    errno || q->after < 0)
 				return usage_error("--after: \"%s\" is not an "
 				                   "id",
 				                   argv[i]);

@@ -10,6 +10,7 @@
  * the drain deadline, or at a second signal, the process exits at once
  * with code 5 — safe, because nothing uncommitted was ever acked.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -308,8 +309,10 @@ static int parse_drain(const char *s, double *secs)
 {
 	int64_t ms;
 	char *end;
+	/* Plain seconds: digits and a fraction (never inf, nan, hex). */
 	double v = strtod(s, &end);
-	if (end != s && !*end && v >= 0) { /* plain seconds */
+	if (isdigit((unsigned char)*s) && !strpbrk(s, "xXeE") && !*end &&
+	    v < 1e9) {
 		*secs = v;
 		return 0;
 	}
@@ -350,16 +353,14 @@ static int wait_workers(double drain_s)
 		if (g_running == 0)
 			break;
 		if (deadline > 0 && inbox__mono_seconds() > deadline) {
-			inbox__log(INBOX_LOG_ERROR, NULL,
-			           "\"event\":\"drain_deadline_exceeded\","
-			           "\"consumers_running\":%d",
-			           g_running);
-			fprintf(
-			    stderr,
-			    "inbox: drain deadline (%.1fs) exceeded: exiting "
-			    "without acking the batch in hand; it will be "
-			    "redelivered and deduplicated\n",
-			    drain_s);
+			inbox__log(
+			    INBOX_LOG_ERROR, NULL,
+			    "\"event\":\"drain_deadline_exceeded\","
+			    "\"consumers_running\":%d,\"deadline_s\":%.1f,"
+			    "\"hint\":\"exiting without acking the batch "
+			    "in hand; it will be redelivered and "
+			    "deduplicated\"",
+			    g_running, drain_s);
 			_exit(CLI_EXIT_DRAIN);
 		}
 		struct timespec ts;
@@ -532,11 +533,12 @@ int cli_cmd_run(int argc, char **argv)
 		if (once && !g_signals)
 			cli_dispatch_drain(dg);
 		if (rc == CLI_EXIT_RUNTIME)
-			fprintf(
-			    stderr,
-			    "inbox: a consumer stopped on an error (see the "
-			    "\"stopped\" log line); restart to resume where "
-			    "it left off\n");
+			inbox__log(
+			    INBOX_LOG_ERROR, NULL,
+			    "\"event\":\"exiting\",\"hint\":\"a "
+			    "consumer stopped on an error (see its "
+			    "'stopped' line); restart to resume where it "
+			    "left off\"");
 	}
 	if (rc != 0)
 		g_stop = 1; /* the dispatchers stop too */

@@ -81,6 +81,10 @@ int main(int argc, char **argv)
 					fputs(commands[i].usage, stdout);
 					return CLI_EXIT_OK;
 				}
+			fprintf(stderr, "inbox: unknown command \"%s\"\n\n",
+			        argv[2]);
+			usage(stderr);
+			return CLI_EXIT_USAGE;
 		}
 		usage(stdout);
 		return CLI_EXIT_OK;

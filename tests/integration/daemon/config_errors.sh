@@ -74,6 +74,17 @@ expect no-such-file 3 'no/such.yaml: cannot open' run "$dir/no/such.yaml"
 expect migrate-unknown-key 3 'unknown key "batchsize"' migrate "$dir/unknown-key.yaml"
 expect usage 2 'usage: inbox run' run
 expect unknown-consumer 2 'no consumer named "nope"' run "$dir/good.yaml" --consumer nope
+for v in inf nan 0x10 1e999 -1 10x; do
+	expect "drain-timeout-$v" 2 "--drain-timeout: \"$v\" is not a duration" \
+		run "$dir/good.yaml" --once --drain-timeout "$v"
+done
+expect help-unknown 2 'unknown command "nosuch"' help nosuch
+expect dlq-id-overflow 2 '"99999999999999999999" is not a dead letter id' \
+	dlq show "$dir/good.yaml" 99999999999999999999
+expect dlq-limit-junk 2 '--limit: "5x" is not a positive number' \
+	dlq list "$dir/good.yaml" --limit 5x
+expect demo-orders-junk 2 '--orders: between 10 and 100000' \
+	demo --orders 50x --dir "$dir/demo"
 if [ -n "${INBOX_TEST_PG_URL:-}" ]; then
 	variant pg-missing-table "s|^store: .*|store: $INBOX_TEST_PG_URL|; s|^table_prefix: .*|table_prefix: cfg$$_|; s|invoices|cfg$$_invoices|g; s|INSERT INTO cfg$$_invoices|INSERT INTO cfg$$_invoicez|"
 	expect pg-missing-table 3 "effect step 1: the database rejects the SQL: relation \"cfg$$_invoicez\" does not exist"

@@ -78,8 +78,11 @@ CFG
 	expect_eq "deadline: a batch longer than --drain-timeout exits 5" "$rc" 5
 	check "deadline: exits soon after the deadline ($((t1 - t0)) ms)" \
 		[ $((t1 - t0)) -lt 900 ]
-	check "deadline: the message names the deadline" \
-		grep -q "drain deadline" "$dir/slow1.log"
+	check "deadline: the log line names the deadline" \
+		grep -q '"event":"drain_deadline_exceeded".*"deadline_s":' \
+		"$dir/slow1.log"
+	check "deadline: every stderr line is JSON" \
+		sh -c "! grep -v '^{.*}\$' '$dir/slow1.log'"
 
 	"$BIN" run "$dir/slow.yaml" --once 2>"$dir/slow2.log" &
 	pid=$!
