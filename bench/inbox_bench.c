@@ -39,7 +39,7 @@
 #include "workload.h"
 
 #define CONSUMER "billing.order-created.v1"
-#define PREFIX "bench_"
+#define PREFIX   "bench_"
 
 static double now_s(void)
 {
@@ -72,7 +72,7 @@ static void put_array(FILE *f, const wl_msg *m, const char (*fp)[65], long n,
 {
 	fputs("ARRAY[", f);
 	for (long k = 0; k < n; k++) {
-		const char *v = which == 0 ? m[k].id
+		const char *v = which == 0   ? m[k].id
 		                : which == 1 ? m[k].order
 		                             : fp[k];
 		fprintf(f, "%s'%s'", k ? "," : "", v);
@@ -100,18 +100,21 @@ static int gen_pgbench(long start, long n, long batch, const char *path)
 			                  fp[k], NULL, 0);
 		}
 		fputs("BEGIN;\n", f);
-		fputs("WITH ins AS (INSERT INTO " PREFIX
-		      "inbox AS x (consumer, key, fingerprint, status, "
-		      "attempts, fence, message_id, processed_at)\n SELECT '" CONSUMER
-		      "', t.k, t.f, 'completed', 1, 1, t.k, now()\n FROM unnest(",
-		      f);
+		fputs(
+		    "WITH ins AS (INSERT INTO " PREFIX
+		    "inbox AS x (consumer, key, fingerprint, status, "
+		    "attempts, fence, message_id, processed_at)\n SELECT "
+		    "'" CONSUMER
+		    "', t.k, t.f, 'completed', 1, 1, t.k, now()\n FROM unnest(",
+		    f);
 		put_array(f, m, fp, b, 0);
 		fputs(", ", f);
 		put_array(f, m, fp, b, 2);
-		fputs(") AS t(k, f)\n ON CONFLICT DO NOTHING RETURNING x.key)\n"
-		      "SELECT coalesce(array_agg(key), '{}') AS new_ids FROM ins "
-		      "\\gset\n",
-		      f);
+		fputs(
+		    ") AS t(k, f)\n ON CONFLICT DO NOTHING RETURNING x.key)\n"
+		    "SELECT coalesce(array_agg(key), '{}') AS new_ids FROM ins "
+		    "\\gset\n",
+		    f);
 		fputs("INSERT INTO " PREFIX "invoices (order_id, total_cents)\n"
 		      " SELECT DISTINCT ON (t.k) t.o, t.c FROM unnest(",
 		      f);
@@ -186,7 +189,7 @@ static int reset_tables(inbox_store *st, int keep_inbox)
 static inbox_store_vtable timed_vt;
 static int (*real_claim)(inbox_store *, const char *, inbox_claim *, size_t,
                          inbox_status, int64_t);
-static double claim_max[2]; /* [0] before the purge, [1] during it */
+static double claim_max[2];    /* [0] before the purge, [1] during it */
 static atomic_int purge_phase; /* 0 before, 1 running, 2 done */
 
 static int timed_claim(inbox_store *st, const char *consumer, inbox_claim *c,
@@ -308,7 +311,8 @@ static int run(const run_opts *o)
 		if (tb > batch_max)
 			batch_max = tb;
 		if (rc != INBOX_OK) {
-			fprintf(stderr, "batch: %s\n", inbox_consumer_errmsg(c));
+			fprintf(stderr, "batch: %s\n",
+			        inbox_consumer_errmsg(c));
 			return 1;
 		}
 	}
@@ -344,10 +348,10 @@ static int run(const run_opts *o)
 	       "counts=%s seconds=%.3f rate=%.0f maxrss_kb=%ld "
 	       "max_batch_ms=%.1f max_claim_ms=%.1f",
 	       inbox_store_kind(st), o->batch, o->n, distinct,
-	       (unsigned long long)s.applied,
-	       (unsigned long long)s.duplicates, invoices, records,
-	       before_rows, ok ? "ok" : "WRONG", dt, (double)o->n / dt, ru.ru_maxrss,
-	       batch_max * 1e3, claim_max[0] * 1e3);
+	       (unsigned long long)s.applied, (unsigned long long)s.duplicates,
+	       invoices, records, before_rows, ok ? "ok" : "WRONG", dt,
+	       (double)o->n / dt, ru.ru_maxrss, batch_max * 1e3,
+	       claim_max[0] * 1e3);
 	if (o->purge) {
 		/* During = from the purge's start to its end, or to the end
 		 * of the stream if the purge outlasted it. */
@@ -390,8 +394,8 @@ int main(int argc, char **argv)
 		return gen_pgbench(atol(argv[2]), atol(argv[3]), atol(argv[4]),
 		                   argv[5]);
 	if (argc >= 5 && strcmp(argv[1], "run") == 0) {
-		run_opts o = {argv[2], atol(argv[3]), (size_t)atol(argv[4]), 0,
-		              0, 0};
+		run_opts o = {
+		    argv[2], atol(argv[3]), (size_t)atol(argv[4]), 0, 0, 0};
 		for (int i = 5; i < argc; i++) {
 			if (strcmp(argv[i], "--replay") == 0)
 				o.replay = 1;

@@ -59,8 +59,7 @@ static int parse(const char *json, size_t len, const EVP_MD *md, row *r)
 	json_t *root = json_loadb(json, len, 0, NULL);
 	json_t *data = json_object_get(root, "data");
 	const char *id = json_string_value(json_object_get(root, "id"));
-	const char *order =
-	    json_string_value(json_object_get(data, "orderId"));
+	const char *order = json_string_value(json_object_get(data, "orderId"));
 	json_t *total = json_object_get(data, "totalCents");
 	char *canon = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 	int ok = id && order && json_is_integer(total) && canon;
@@ -102,8 +101,9 @@ int main(int argc, char **argv)
 {
 	if (argc < 4 || argc > 5 ||
 	    (argc == 5 && strcmp(argv[4], "--pre-extracted") != 0)) {
-		fprintf(stderr,
-		        "usage: plain_sqlite DBFILE N BATCH [--pre-extracted]\n");
+		fprintf(
+		    stderr,
+		    "usage: plain_sqlite DBFILE N BATCH [--pre-extracted]\n");
 		return 2;
 	}
 	const char *path = argv[1];
@@ -154,15 +154,16 @@ int main(int argc, char **argv)
 	         "NOT NULL, total_cents BIGINT NOT NULL)");
 	exec(db, "DELETE FROM bench_invoices; DELETE FROM bench_inbox;");
 	sqlite3_stmt *ins, *inv, *begin, *commit;
-	check(db,
-	      sqlite3_prepare_v2(
-	          db,
-	          "INSERT INTO bench_inbox (consumer, key, fingerprint, status, "
-	          "attempts, fence, lease_until, message_id, created_at, "
-	          "processed_at, updated_at) VALUES (?1, ?2, ?3, 'completed', "
-	          "1, 1, NULL, ?2, ?4, ?4, ?4) ON CONFLICT DO NOTHING",
-	          -1, &ins, NULL),
-	      "prepare");
+	check(
+	    db,
+	    sqlite3_prepare_v2(
+	        db,
+	        "INSERT INTO bench_inbox (consumer, key, fingerprint, status, "
+	        "attempts, fence, lease_until, message_id, created_at, "
+	        "processed_at, updated_at) VALUES (?1, ?2, ?3, 'completed', "
+	        "1, 1, NULL, ?2, ?4, ?4, ?4) ON CONFLICT DO NOTHING",
+	        -1, &ins, NULL),
+	    "prepare");
 	check(db,
 	      sqlite3_prepare_v2(db,
 	                         "INSERT INTO bench_invoices (order_id, "

@@ -96,8 +96,10 @@ static inline uint64_t wl_salt(void)
 static inline void wl_uuid(long e, char out[37])
 {
 	uint64_t salt = wl_salt();
-	uint64_t a = wl_mix(WL_SEED + salt * 0x10000000000ULL + 2 * (uint64_t)e);
-	uint64_t b = wl_mix(WL_SEED + salt * 0x10000000000ULL + 2 * (uint64_t)e + 1);
+	uint64_t a =
+	    wl_mix(WL_SEED + salt * 0x10000000000ULL + 2 * (uint64_t)e);
+	uint64_t b =
+	    wl_mix(WL_SEED + salt * 0x10000000000ULL + 2 * (uint64_t)e + 1);
 	if (!wl_random_ids()) {
 		/* v7: 48-bit ms timestamp, version, 12 random bits */
 		uint64_t ms = WL_EPOCH_MS + salt * 1000000000ULL + (uint64_t)e;
@@ -105,7 +107,8 @@ static inline void wl_uuid(long e, char out[37])
 	}
 	snprintf(out, 37, "%08x-%04x-%c%03x-%04x-%012llx", (unsigned)(a >> 32),
 	         (unsigned)(a >> 16) & 0xffffu, wl_random_ids() ? '4' : '7',
-	         (unsigned)a & 0xfffu, 0x8000u | ((unsigned)(b >> 48) & 0x3fffu),
+	         (unsigned)a & 0xfffu,
+	         0x8000u | ((unsigned)(b >> 48) & 0x3fffu),
 	         (unsigned long long)(b & 0xffffffffffffULL));
 }
 

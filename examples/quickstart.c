@@ -31,7 +31,8 @@ static int create_invoice(inbox_txn *txn, const inbox_msg *msg, void *payload)
 	                   "INSERT INTO invoices (order_id, total_cents) "
 	                   "VALUES ($1, $2)",
 	                   2, params, NULL) != INBOX_OK)
-		return INBOX_HANDLER_RETRY; /* transient: roll back, redeliver */
+		return INBOX_HANDLER_RETRY; /* transient: roll back, redeliver
+		                             */
 	return INBOX_HANDLER_OK;
 }
 
@@ -72,12 +73,16 @@ int main(int argc, char **argv)
 	}
 
 	const char *events[] = {
-		"{\"id\":\"e-1\",\"data\":{\"orderId\":\"o-1\",\"totalCents\":1500}}",
-		"{\"id\":\"e-2\",\"data\":{\"orderId\":\"o-2\",\"totalCents\":990}}",
-		/* redelivery of e-1 after a crash before the ack */
-		"{\"id\":\"e-1\",\"data\":{\"orderId\":\"o-1\",\"totalCents\":1500}}",
-		/* the producer retried with a new id: same order, same effect */
-		"{\"id\":\"e-3\",\"data\":{\"orderId\":\"o-2\",\"totalCents\":990}}",
+	    "{\"id\":\"e-1\",\"data\":{\"orderId\":\"o-1\",\"totalCents\":1500}"
+	    "}",
+	    "{\"id\":\"e-2\",\"data\":{\"orderId\":\"o-2\",\"totalCents\":990}"
+	    "}",
+	    /* redelivery of e-1 after a crash before the ack */
+	    "{\"id\":\"e-1\",\"data\":{\"orderId\":\"o-1\",\"totalCents\":1500}"
+	    "}",
+	    /* the producer retried with a new id: same order, same effect */
+	    "{\"id\":\"e-3\",\"data\":{\"orderId\":\"o-2\",\"totalCents\":990}"
+	    "}",
 	};
 	size_t n = sizeof(events) / sizeof(*events);
 	inbox_delivery d[4];

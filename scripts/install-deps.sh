@@ -3,7 +3,7 @@
 # Run as root on Debian 12. Only missing packages are installed.
 set -eu
 
-PKGS="build-essential cmake pkg-config git
+PKGS="build-essential cmake pkg-config git clang-format
 libpq-dev postgresql
 libsqlite3-dev sqlite3
 libjansson-dev libssl-dev libyaml-dev

@@ -34,7 +34,7 @@ extern "C" {
 #define INBOX_VERSION_MAJOR 0
 #define INBOX_VERSION_MINOR 1
 #define INBOX_VERSION_PATCH 0
-#define INBOX_VERSION "0.1.0"
+#define INBOX_VERSION       "0.1.0"
 
 /* ------------------------------------------------------------------ */
 /* Errors (append-only; values never change)                           */
@@ -42,23 +42,24 @@ extern "C" {
 
 typedef enum inbox_err {
 	INBOX_OK = 0,
-	INBOX_ERR_NOMEM = -1,     /* allocation failed */
-	INBOX_ERR_INVALID = -2,   /* invalid argument or option */
-	INBOX_ERR_URL = -3,       /* malformed or unsupported URL scheme */
-	INBOX_ERR_CONNECT = -4,   /* cannot connect to the database/broker */
-	INBOX_ERR_STORE = -5,     /* database error; detail on the handle */
-	INBOX_ERR_SCHEMA = -6,    /* schema missing or newer than this library */
-	INBOX_ERR_TRANSIENT = -7, /* deadlock, serialization failure, busy,
-	                             lost connection: nothing committed, retry */
-	INBOX_ERR_BUSY = -8,      /* another process holds the lock (purge) */
-	INBOX_ERR_FENCED = -9,    /* lease lost: a newer holder owns the record */
-	INBOX_ERR_STATE = -10,    /* call not valid in the handle's state */
+	INBOX_ERR_NOMEM = -1,   /* allocation failed */
+	INBOX_ERR_INVALID = -2, /* invalid argument or option */
+	INBOX_ERR_URL = -3,     /* malformed or unsupported URL scheme */
+	INBOX_ERR_CONNECT = -4, /* cannot connect to the database/broker */
+	INBOX_ERR_STORE = -5,   /* database error; detail on the handle */
+	INBOX_ERR_SCHEMA = -6,  /* schema missing or newer than this library */
+	INBOX_ERR_TRANSIENT =
+	    -7,                /* deadlock, serialization failure, busy,
+	                          lost connection: nothing committed, retry */
+	INBOX_ERR_BUSY = -8,   /* another process holds the lock (purge) */
+	INBOX_ERR_FENCED = -9, /* lease lost: a newer holder owns the record */
+	INBOX_ERR_STATE = -10, /* call not valid in the handle's state */
 	INBOX_ERR_NOTFOUND = -11, /* no such record */
-	INBOX_ERR_SOURCE = -12,   /* broker/source error; detail on the handle */
-	INBOX_ERR_CONFIG = -13,   /* configuration file error */
-	INBOX_ERR_IO = -14,       /* file or socket I/O error */
-	INBOX_ERR_TIMEOUT = -15,  /* operation timed out */
-	INBOX_ERR_HANDLER = -16   /* a handler returned an invalid verdict */
+	INBOX_ERR_SOURCE = -12,  /* broker/source error; detail on the handle */
+	INBOX_ERR_CONFIG = -13,  /* configuration file error */
+	INBOX_ERR_IO = -14,      /* file or socket I/O error */
+	INBOX_ERR_TIMEOUT = -15, /* operation timed out */
+	INBOX_ERR_HANDLER = -16  /* a handler returned an invalid verdict */
 } inbox_err;
 
 /* Static English description of an error code; never NULL. */
@@ -140,7 +141,7 @@ typedef struct inbox_delivery {
  * consumer, valid until the next processing call on the same consumer. */
 typedef struct inbox_result {
 	inbox_outcome outcome;
-	int32_t attempts; /* attempts counted for this key so far */
+	int32_t attempts;   /* attempts counted for this key so far */
 	const char *key;    /* the resolved inbox key, NULL if none */
 	const char *reason; /* why: dead letter / retry / conflict; or NULL */
 	int64_t dead_letter_id; /* id of the dead letter written, or 0 */
@@ -170,7 +171,10 @@ typedef struct inbox_store_options {
 } inbox_store_options;
 
 #define INBOX_STORE_OPTIONS_VERSION 1
-#define INBOX_STORE_OPTIONS_INIT {INBOX_STORE_OPTIONS_VERSION, NULL, NULL, 1, 5000}
+#define INBOX_STORE_OPTIONS_INIT                                               \
+	{                                                                      \
+		INBOX_STORE_OPTIONS_VERSION, NULL, NULL, 1, 5000               \
+	}
 
 /* Open a store by URL:
  *   postgresql://user:pass@host:port/db?…   (also postgres://)
@@ -238,9 +242,9 @@ typedef struct inbox_msg inbox_msg;
 
 /* What a handler returns. */
 typedef enum inbox_verdict {
-	INBOX_HANDLER_OK = 0,     /* commit the effect */
-	INBOX_HANDLER_RETRY = 1,  /* transient: roll back, redeliver later */
-	INBOX_HANDLER_REJECT = 2  /* permanent: roll back, dead-letter */
+	INBOX_HANDLER_OK = 0,    /* commit the effect */
+	INBOX_HANDLER_RETRY = 1, /* transient: roll back, redeliver later */
+	INBOX_HANDLER_REJECT = 2 /* permanent: roll back, dead-letter */
 } inbox_verdict;
 
 /* A handler runs inside the inbox transaction, under its own savepoint,
@@ -257,7 +261,7 @@ typedef int (*inbox_handler_fn)(inbox_txn *txn, const inbox_msg *msg,
 typedef enum inbox_replay_policy {
 	INBOX_REPLAY_DEAD_LETTER = 0, /* dead letter "too old to deduplicate" */
 	INBOX_REPLAY_DROP = 1,        /* count it as a duplicate and drop it */
-	INBOX_REPLAY_APPLY = 2        /* apply it anyway (you accept the risk) */
+	INBOX_REPLAY_APPLY = 2 /* apply it anyway (you accept the risk) */
 } inbox_replay_policy;
 
 typedef struct inbox_consumer_options {
@@ -303,9 +307,11 @@ typedef struct inbox_consumer_options {
 
 #define INBOX_CONSUMER_OPTIONS_VERSION 2
 #define INBOX_CONSUMER_OPTIONS_INIT                                            \
-	{INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,               \
-	 7 * 24 * 3600, 5, 30000, 1024 * 1024, INBOX_REPLAY_DEAD_LETTER, NULL, \
-	 NULL, NULL}
+	{                                                                      \
+		INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,        \
+		    7 * 24 * 3600, 5, 30000, 1024 * 1024,                      \
+		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL                 \
+	}
 
 /* Create a consumer on `st` (borrowed: it must outlive the consumer; one
  * consumer per store handle at a time). Registers the consumer name and
@@ -480,10 +486,10 @@ typedef struct inbox_stats {
 	uint64_t retries;
 	uint64_t dead_letters;
 	uint64_t lease_takeovers;
-	uint64_t in_progress;   /* deliveries answered IN_PROGRESS */
-	uint64_t fenced;        /* late completions refused */
+	uint64_t in_progress; /* deliveries answered IN_PROGRESS */
+	uint64_t fenced;      /* late completions refused */
 	uint64_t batches;
-	uint64_t messages;      /* deliveries seen */
+	uint64_t messages; /* deliveries seen */
 	/* Batches run again after a transient database error (deadlock,
 	 * serialization failure, busy, lost connection). */
 	uint64_t transient_retries;

@@ -45,7 +45,9 @@ typedef struct inbox_source_options {
 
 #define INBOX_SOURCE_OPTIONS_VERSION 1
 #define INBOX_SOURCE_OPTIONS_INIT                                              \
-	{INBOX_SOURCE_OPTIONS_VERSION, NULL, 100, 1000, 1024 * 1024}
+	{                                                                      \
+		INBOX_SOURCE_OPTIONS_VERSION, NULL, 100, 1000, 1024 * 1024     \
+	}
 
 /* Open a source by URL. Like inbox_store_open, *out may be set on failure
  * so the error can be read; close it. Errors: URL, CONNECT, SOURCE, IO. */
@@ -77,9 +79,9 @@ const char *inbox_source_errmsg(const inbox_source *src);
 /* ------------------------------------------------------------------ */
 
 typedef struct inbox_runner_options {
-	unsigned version; /* INBOX_RUNNER_OPTIONS_VERSION */
-	size_t batch_size;      /* default 100 */
-	int poll_timeout_ms;    /* default 200 */
+	unsigned version;    /* INBOX_RUNNER_OPTIONS_VERSION */
+	size_t batch_size;   /* default 100 */
+	int poll_timeout_ms; /* default 200 */
 	/* Exit when a non-following source reaches its end (default 1). */
 	int exit_at_eof;
 	/* Backoff after a failed batch: starts here, doubles, capped. */
@@ -93,7 +95,10 @@ typedef struct inbox_runner_options {
 
 #define INBOX_RUNNER_OPTIONS_VERSION 1
 #define INBOX_RUNNER_OPTIONS_INIT                                              \
-	{INBOX_RUNNER_OPTIONS_VERSION, 100, 200, 1, 100, 5000, NULL, NULL}
+	{                                                                      \
+		INBOX_RUNNER_OPTIONS_VERSION, 100, 200, 1, 100, 5000, NULL,    \
+		    NULL                                                       \
+	}
 
 /* Run until *stop becomes non-zero (set it from a signal handler) or the
  * source ends. When stopping, the batch in hand is finished, committed and

@@ -199,10 +199,11 @@ static void stats_text(const cli_consumer *c, const char *store,
 			       "%s)\n",
 			       age, win);
 		else
-			printf("  oldest record ...... %s  (retention window %s, "
-			       "headroom %s%s)\n",
-			       age, win, cli_age_text(h, head, sizeof(head)),
-			       h < 0 ? ": past the window, purge due" : "");
+			printf(
+			    "  oldest record ...... %s  (retention window %s, "
+			    "headroom %s%s)\n",
+			    age, win, cli_age_text(h, head, sizeof(head)),
+			    h < 0 ? ": past the window, purge due" : "");
 		printf("  expired records .... %lld  (older than the window; "
 		       "inbox purge deletes them)\n",
 		       (long long)s->expired);
@@ -212,14 +213,15 @@ static void stats_text(const cli_consumer *c, const char *store,
 		       age);
 	}
 	if (s->outbox_pending < 0)
-		printf("  outbox pending ..... n/a (no outbox in this store)\n");
+		printf(
+		    "  outbox pending ..... n/a (no outbox in this store)\n");
 	else if (s->outbox_pending == 0)
 		printf("  outbox pending ..... 0\n");
 	else
-		printf("  outbox pending ..... %lld  (oldest %s ago)\n",
-		       (long long)s->outbox_pending,
-		       cli_age_text(s->outbox_oldest_age_ms, oage,
-		                    sizeof(oage)));
+		printf(
+		    "  outbox pending ..... %lld  (oldest %s ago)\n",
+		    (long long)s->outbox_pending,
+		    cli_age_text(s->outbox_oldest_age_ms, oage, sizeof(oage)));
 }
 
 static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)

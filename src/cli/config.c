@@ -919,11 +919,10 @@ static int schema_file(ctx *x, yaml_node_t *v, cli_consumer *c)
 }
 
 static const char *const consumer_keys[] = {
-    "name",         "source",      "store",       "key",
-    "id",           "fingerprint", "batch_size",  "retention",
-    "max_attempts", "lease",       "max_payload", "retry_delay",
-    "poll_timeout", "batch_pause", "replay",      "setup",
-    "effect",       "outbox",      "dispatch",    "schema",
+    "name",        "source",      "store",        "key",          "id",
+    "fingerprint", "batch_size",  "retention",    "max_attempts", "lease",
+    "max_payload", "retry_delay", "poll_timeout", "batch_pause",  "replay",
+    "setup",       "effect",      "outbox",       "dispatch",     "schema",
     NULL};
 
 static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
@@ -1081,8 +1080,9 @@ static int metrics_section(ctx *x, yaml_node_t *m, cli_config *cfg)
 		return -1;
 	yaml_node_t *v = get(x, m, "listen");
 	if (!v)
-		return fail(x, m, "metrics: listen is required (e.g. listen: "
-		                  "127.0.0.1:9464)");
+		return fail(x, m,
+		            "metrics: listen is required (e.g. listen: "
+		            "127.0.0.1:9464)");
 	if (str_value(x, v, "metrics listen", &cfg->metrics_listen))
 		return -1;
 	struct sockaddr_storage ss;
@@ -1096,10 +1096,9 @@ static int metrics_section(ctx *x, yaml_node_t *m, cli_config *cfg)
 
 static int top(ctx *x, yaml_node_t *root, cli_config *cfg)
 {
-	static const char *const keys[] = {"store",     "table_prefix",
-	                                   "schema",    "auto_migrate",
-	                                   "consumers", "metrics",
-	                                   NULL};
+	static const char *const keys[] = {
+	    "store",     "table_prefix", "schema", "auto_migrate",
+	    "consumers", "metrics",      NULL};
 	if (want(x, root, YAML_MAPPING_NODE, "the config file") ||
 	    check_keys(x, root, "the config file", keys))
 		return -1;

@@ -310,11 +310,12 @@ int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c, int64_t id,
 	/* The outbox's dead letters hold a request body, not a message:
 	 * feeding it to the consumer would be wrong. */
 	if (dl->position && strncmp(dl->position, "outbox:", 7) == 0) {
-		inbox__store_seterr(st, "",
-		                    "replay: dead letter %lld is a failed outbox "
-		                    "effect (%s), not a message; it cannot go "
-		                    "through the consumer again",
-		                    (long long)id, dl->position);
+		inbox__store_seterr(
+		    st, "",
+		    "replay: dead letter %lld is a failed outbox "
+		    "effect (%s), not a message; it cannot go "
+		    "through the consumer again",
+		    (long long)id, dl->position);
 		inbox_admin_dead_letter_free(dl);
 		return INBOX_ERR_INVALID;
 	}

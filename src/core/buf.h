@@ -11,7 +11,10 @@ typedef struct inbox__buf {
 	size_t cap;
 } inbox__buf;
 
-#define INBOX__BUF_INIT {NULL, 0, 0}
+#define INBOX__BUF_INIT                                                        \
+	{                                                                      \
+		NULL, 0, 0                                                     \
+	}
 
 /* All return 0 or -1 on allocation failure. */
 int inbox__buf_reserve(inbox__buf *b, size_t extra);
@@ -20,9 +23,9 @@ int inbox__buf_puts(inbox__buf *b, const char *s);
 int inbox__buf_putc(inbox__buf *b, char c);
 int inbox__buf_printf(inbox__buf *b, const char *fmt, ...)
 #if defined(__GNUC__)
-	__attribute__((format(printf, 2, 3)))
+    __attribute__((format(printf, 2, 3)))
 #endif
-	;
+    ;
 void inbox__buf_reset(inbox__buf *b); /* len = 0, keeps memory */
 void inbox__buf_free(inbox__buf *b);
 

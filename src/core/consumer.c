@@ -22,8 +22,8 @@
 #define BATCH_TRANSIENT_TRIES 4
 
 const double inbox_latency_bounds[INBOX_LATENCY_BUCKETS] = {
-	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-	0.05,   0.1,   0.25,   0.5,   1.0,  1e300};
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,   0.25,   0.5,   1.0,  1e300};
 
 static int valid_name(const char *s)
 {
@@ -70,7 +70,8 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	}
 	if (!inbox__pointer_valid(fpp)) {
 		snprintf(err, errlen,
-		         "fingerprint pointer \"%s\" is not a JSON pointer", fpp);
+		         "fingerprint pointer \"%s\" is not a JSON pointer",
+		         fpp);
 		return INBOX_ERR_INVALID;
 	}
 	if (o->retention_seconds <= 0 || o->max_attempts <= 0 ||
@@ -234,17 +235,17 @@ int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
 {
 	const inbox_delivery *d = m->d;
 	inbox_dead_letter dl = {
-		.consumer = c->name,
-		.key = m->key.len ? m->key.data : NULL,
-		.message_id = m->id,
-		.payload = d->payload ? d->payload : "",
-		.payload_len = d->payload ? d->payload_len : 0,
-		.headers = d->headers,
-		.position = d->position,
-		.attempts = attempts,
-		.reason = reason,
-		.fingerprint = m->fp[0] ? m->fp : NULL,
-		.stored_fingerprint = stored_fp,
+	    .consumer = c->name,
+	    .key = m->key.len ? m->key.data : NULL,
+	    .message_id = m->id,
+	    .payload = d->payload ? d->payload : "",
+	    .payload_len = d->payload ? d->payload_len : 0,
+	    .headers = d->headers,
+	    .position = d->position,
+	    .attempts = attempts,
+	    .reason = reason,
+	    .fingerprint = m->fp[0] ? m->fp : NULL,
+	    .stored_fingerprint = stored_fp,
 	};
 	return c->st->vt->dead_letter(c->st, &dl, id);
 }
@@ -287,8 +288,8 @@ int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
 		if (!t.reason[0])
 			snprintf(t.reason, sizeof(t.reason), "%s",
 			         v == INBOX_HANDLER_RETRY
-			                 ? "handler asked to retry"
-			                 : "handler rejected the message");
+			             ? "handler asked to retry"
+			             : "handler rejected the message");
 	}
 	rc = st->vt->release(st);
 	if (rc < 0)
@@ -373,9 +374,8 @@ static size_t prepare_batch(inbox_consumer *c, const inbox_delivery *d,
 			inbox__slot *prev = &c->slots[p];
 			if (strcmp(prev->msg.key.data, s->msg.key.data) == 0) {
 				s->kind = SLOT_REPEAT;
-				s->first = prev->kind == SLOT_REPEAT
-				                   ? prev->first
-				                   : p;
+				s->first =
+				    prev->kind == SLOT_REPEAT ? prev->first : p;
 				continue;
 			}
 		}
@@ -479,14 +479,14 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 	s->takeover = 0;
 	s->dl_id = 0;
 	if (cl->is_new) {
-		int32_t attempt = s->msg.d->delivery_count > 1
-		                          ? s->msg.d->delivery_count
-		                          : 1;
+		int32_t attempt =
+		    s->msg.d->delivery_count > 1 ? s->msg.d->delivery_count : 1;
 		if (s->too_old && c->replay == INBOX_REPLAY_DEAD_LETTER) {
-			snprintf(s->reason, sizeof(s->reason),
-			         "too old to deduplicate: message time is older "
-			         "than the %llds retention window",
-			         (long long)c->retention_s);
+			snprintf(
+			    s->reason, sizeof(s->reason),
+			    "too old to deduplicate: message time is older "
+			    "than the %llds retention window",
+			    (long long)c->retention_s);
 			return bury(c, s, attempt, INBOX_ST_NONE);
 		}
 		if (s->too_old && c->replay == INBOX_REPLAY_DROP) {
@@ -496,9 +496,10 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 			return INBOX_OK;
 		}
 		if (attempt > c->max_attempts) {
-			snprintf(s->reason, sizeof(s->reason),
-			         "max attempts (%d) reached: delivered %d times",
-			         c->max_attempts, attempt);
+			snprintf(
+			    s->reason, sizeof(s->reason),
+			    "max attempts (%d) reached: delivered %d times",
+			    c->max_attempts, attempt);
 			return bury(c, s, attempt, INBOX_ST_NONE);
 		}
 		return apply(c, s, attempt, 1);
@@ -509,10 +510,9 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 		         "fingerprint conflict: key \"%s\" was recorded with "
 		         "fingerprint %s, this message has %s",
 		         s->msg.key.data, cl->stored_fingerprint, s->msg.fp);
-		int rc = inbox__write_dead_letter(c, &s->msg, s->reason,
-		                                  cl->attempts,
-		                                  cl->stored_fingerprint,
-		                                  &s->dl_id);
+		int rc = inbox__write_dead_letter(
+		    c, &s->msg, s->reason, cl->attempts, cl->stored_fingerprint,
+		    &s->dl_id);
 		if (rc < 0)
 			return rc;
 		set_result(s, INBOX_CONFLICT, cl->attempts);

@@ -16,13 +16,13 @@ typedef struct inbox__str {
 
 struct inbox_msg {
 	const inbox_delivery *d;
-	json_t *root;      /* parsed payload, NULL if it did not parse */
-	char *id;          /* message id: idbuf.data or NULL */
-	inbox__buf idbuf;  /* storage of id, reused between messages */
-	inbox__buf key;    /* rendered key (empty if none) */
-	char fp[65];       /* fingerprint, "" if none */
-	int32_t attempt;   /* this attempt's number, 1 on the first */
-	inbox__str *strs;  /* inbox_msg_get() results */
+	json_t *root;     /* parsed payload, NULL if it did not parse */
+	char *id;         /* message id: idbuf.data or NULL */
+	inbox__buf idbuf; /* storage of id, reused between messages */
+	inbox__buf key;   /* rendered key (empty if none) */
+	char fp[65];      /* fingerprint, "" if none */
+	int32_t attempt;  /* this attempt's number, 1 on the first */
+	inbox__str *strs; /* inbox_msg_get() results */
 };
 
 struct inbox_txn {
@@ -36,20 +36,20 @@ struct inbox_txn {
 
 /* Per-delivery state of a batch. */
 typedef enum slot_kind {
-	SLOT_BAD = 0,   /* cannot be claimed: dead letter without a record */
-	SLOT_PRIMARY,   /* first delivery of its key in the batch */
-	SLOT_REPEAT     /* same key as an earlier delivery of the batch */
+	SLOT_BAD = 0, /* cannot be claimed: dead letter without a record */
+	SLOT_PRIMARY, /* first delivery of its key in the batch */
+	SLOT_REPEAT   /* same key as an earlier delivery of the batch */
 } slot_kind;
 
 typedef struct inbox__slot {
 	inbox_msg msg;
 	slot_kind kind;
 	int too_old;
-	size_t first;      /* SLOT_REPEAT: index of the primary */
-	size_t claim;      /* SLOT_PRIMARY: index into claims */
+	size_t first; /* SLOT_REPEAT: index of the primary */
+	size_t claim; /* SLOT_PRIMARY: index into claims */
 	char reason[512];
 	inbox_result res;
-	int takeover;      /* took over an expired lease */
+	int takeover; /* took over an expired lease */
 	int64_t dl_id;
 } inbox__slot;
 

@@ -91,8 +91,8 @@ static int acquire_in_txn(inbox_consumer *c, inbox_lease *l,
 {
 	inbox_store *st = c->st;
 	inbox_msg *m = &l->msg;
-	inbox_claim cl = {.key = m->key.data, .fingerprint = m->fp,
-	                  .message_id = m->id};
+	inbox_claim cl = {
+	    .key = m->key.data, .fingerprint = m->fp, .message_id = m->id};
 	int64_t rows;
 	int rc = st->vt->claim(st, c->name, &cl, 1, INBOX_ST_PROCESSING,
 	                       c->lease_ms);
@@ -141,9 +141,8 @@ static int acquire_in_txn(inbox_consumer *c, inbox_lease *l,
 				return INBOX_OK;
 			}
 			*outcome = INBOX_DEAD_LETTERED;
-			return inbox__write_dead_letter(c, m, reason,
-			                                cl.attempts, NULL,
-			                                &rows);
+			return inbox__write_dead_letter(
+			    c, m, reason, cl.attempts, NULL, &rows);
 		}
 		int taken = 0;
 		rc = st->vt->reclaim(st, c->name, m->key.data,
@@ -179,8 +178,8 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 		return INBOX_ERR_NOMEM;
 	inbox_store *st = c->st;
 	char reason[512] = "";
-	int bad = inbox__msg_prepare(c, &l->msg, &l->d, reason,
-	                             sizeof(reason)) != 0;
+	int bad =
+	    inbox__msg_prepare(c, &l->msg, &l->d, reason, sizeof(reason)) != 0;
 	double t0 = inbox__mono_seconds();
 	int rc, takeover = 0;
 	for (int tries = 0; tries < 3; tries++) {
@@ -190,9 +189,8 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 			break;
 		if (bad) {
 			int64_t id;
-			rc = inbox__write_dead_letter(c, &l->msg, reason,
-			                              d->delivery_count, NULL,
-			                              &id);
+			rc = inbox__write_dead_letter(
+			    c, &l->msg, reason, d->delivery_count, NULL, &id);
 			*outcome = INBOX_DEAD_LETTERED;
 		} else {
 			rc = acquire_in_txn(c, l, outcome, &takeover, reason,
@@ -210,11 +208,10 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 		inbox_lease_free(l);
 		return rc;
 	}
-	inbox__observe(c, *outcome == INBOX_ACQUIRED ? INBOX_OUTCOME_NONE
-	                                              : *outcome,
-	               *outcome == INBOX_ACQUIRED ? -1.0
-	                                          : inbox__mono_seconds() - t0,
-	               takeover);
+	inbox__observe(
+	    c, *outcome == INBOX_ACQUIRED ? INBOX_OUTCOME_NONE : *outcome,
+	    *outcome == INBOX_ACQUIRED ? -1.0 : inbox__mono_seconds() - t0,
+	    takeover);
 	if (*outcome == INBOX_ACQUIRED) {
 		l->msg.attempt = l->attempt;
 		*lease = l;
@@ -333,8 +330,9 @@ int inbox_lease_fail(inbox_lease *l, const char *why)
 	if (rc >= 0 && dead) {
 		char reason[600];
 		int64_t id;
-		snprintf(reason, sizeof(reason), "max attempts (%d) reached: %s",
-		         c->max_attempts, why ? why : "failed");
+		snprintf(reason, sizeof(reason),
+		         "max attempts (%d) reached: %s", c->max_attempts,
+		         why ? why : "failed");
 		rc = inbox__write_dead_letter(c, &l->msg, reason, l->attempt,
 		                              NULL, &id);
 	}

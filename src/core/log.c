@@ -49,8 +49,8 @@ void inbox__log(int level, const char *consumer, const char *fields, ...)
 	                 "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\","
 	                 "\"level\":\"%s\",\"consumer\":\"%s\"",
 	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-	                 tm.tm_hour, tm.tm_min, tm.tm_sec,
-	                 ts.tv_nsec / 1000000, level_name(level),
+	                 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+	                 level_name(level),
 	                 consumer ? inbox__log_escape(consumer) : "");
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;

@@ -18,9 +18,9 @@ int inbox__log_enabled(int level);
  * printf format producing the rest of the members (already JSON). */
 void inbox__log(int level, const char *consumer, const char *fields, ...)
 #if defined(__GNUC__)
-	__attribute__((format(printf, 3, 4)))
+    __attribute__((format(printf, 3, 4)))
 #endif
-	;
+    ;
 
 /* JSON-escape s into a rotating static buffer (4 slots) for use inside
  * "..." in a log line. Not thread-safe. */

@@ -54,8 +54,8 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 	const int initial =
 	    opts->backoff_initial_ms > 0 ? opts->backoff_initial_ms : 100;
 	int backoff = initial;
-	int max_backoff = opts->backoff_max_ms > 0 ? opts->backoff_max_ms
-	                                           : 5000;
+	int max_backoff =
+	    opts->backoff_max_ms > 0 ? opts->backoff_max_ms : 5000;
 	int rc = INBOX_OK;
 	while (!*stop) {
 		size_t n = 0;
@@ -79,9 +79,10 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 		/* Sources report what went wrong beside a successful poll (an
 		 * offset commit the broker refused, a reconnect): log it. */
 		if (inbox_source_errmsg(src)[0])
-			inbox__log(INBOX_LOG_WARN, name,
-			           "\"event\":\"source_warning\",\"error\":\"%s\"",
-			           inbox__log_escape(inbox_source_errmsg(src)));
+			inbox__log(
+			    INBOX_LOG_WARN, name,
+			    "\"event\":\"source_warning\",\"error\":\"%s\"",
+			    inbox__log_escape(inbox_source_errmsg(src)));
 		if (n == 0) {
 			if (eof && opts->exit_at_eof)
 				break;
@@ -93,16 +94,16 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 			rc = inbox_consumer_process_batch(c, d, n, res);
 			if (rc == INBOX_OK || fatal(rc))
 				break;
-			inbox__log(INBOX_LOG_WARN, name,
-			           "\"event\":\"batch_failed\",\"error\":\"%s\","
-			           "\"retry_in_ms\":%d",
-			           inbox__log_escape(inbox_consumer_errmsg(c)),
-			           delay);
+			inbox__log(
+			    INBOX_LOG_WARN, name,
+			    "\"event\":\"batch_failed\",\"error\":\"%s\","
+			    "\"retry_in_ms\":%d",
+			    inbox__log_escape(inbox_consumer_errmsg(c)), delay);
 			if (*stop)
 				break;
 			sleep_ms(delay, stop);
-			delay = delay * 2 > max_backoff ? max_backoff
-			                                : delay * 2;
+			delay =
+			    delay * 2 > max_backoff ? max_backoff : delay * 2;
 		}
 		if (rc != INBOX_OK) {
 			/* Nothing committed: let the source redeliver. */
@@ -113,8 +114,8 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 		}
 		int src_rc = inbox_source_settle(src, d, res, n);
 		if (src_rc < 0)
-			/* Committed but not acked: the broker redelivers and the
-			 * inbox drops the copies. Log and go on. */
+			/* Committed but not acked: the broker redelivers and
+			 * the inbox drops the copies. Log and go on. */
 			inbox__log(INBOX_LOG_WARN, name,
 			           "\"event\":\"ack_failed\",\"error\":\"%s\"",
 			           inbox__log_escape(inbox_source_errmsg(src)));

@@ -29,8 +29,8 @@ static void register_builtins(void)
 
 int inbox_source_register(const inbox_source_vtable *vt)
 {
-	if (!vt || vt->version < 1 || !vt->scheme || !vt->open ||
-	    !vt->close || !vt->poll || !vt->settle)
+	if (!vt || vt->version < 1 || !vt->scheme || !vt->open || !vt->close ||
+	    !vt->poll || !vt->settle)
 		return INBOX_ERR_INVALID;
 	for (int i = 0; i < nregistered; i++)
 		if (strcmp(registry[i]->scheme, vt->scheme) == 0)

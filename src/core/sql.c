@@ -18,8 +18,7 @@ int inbox__quote_ident(inbox__buf *out, const char *ident)
 	return inbox__buf_putc(out, '"');
 }
 
-int inbox__table_name(inbox__buf *out, const inbox_store *st,
-                      const char *name)
+int inbox__table_name(inbox__buf *out, const inbox_store *st, const char *name)
 {
 	if (st->schema[0]) {
 		if (inbox__quote_ident(out, st->schema) < 0 ||

@@ -30,8 +30,8 @@ static void register_builtins(void)
 int inbox_store_register(const inbox_store_vtable *vt)
 {
 	if (!vt || !vt->scheme || !vt->kind || !vt->open || !vt->close ||
-	    !vt->migrate || !vt->schema_version || !vt->begin ||
-	    !vt->commit || !vt->rollback || !vt->savepoint || !vt->release ||
+	    !vt->migrate || !vt->schema_version || !vt->begin || !vt->commit ||
+	    !vt->rollback || !vt->savepoint || !vt->release ||
 	    !vt->rollback_to || !vt->exec || !vt->query ||
 	    !vt->register_consumer || !vt->claim || !vt->reclaim ||
 	    !vt->finish || !vt->extend || !vt->dead_letter || !vt->purge ||
@@ -191,7 +191,8 @@ static const char *const status_names[] = {"none", "completed", "processing",
 
 const char *inbox__status_name(inbox_status s)
 {
-	if ((int)s < 0 || (size_t)s >= sizeof(status_names) / sizeof(*status_names))
+	if ((int)s < 0 ||
+	    (size_t)s >= sizeof(status_names) / sizeof(*status_names))
 		return "none";
 	return status_names[s];
 }
@@ -200,7 +201,8 @@ inbox_status inbox__status_parse(const char *s)
 {
 	if (!s)
 		return INBOX_ST_NONE;
-	for (size_t i = 1; i < sizeof(status_names) / sizeof(*status_names); i++)
+	for (size_t i = 1; i < sizeof(status_names) / sizeof(*status_names);
+	     i++)
 		if (strcmp(s, status_names[i]) == 0)
 			return (inbox_status)i;
 	return INBOX_ST_NONE;

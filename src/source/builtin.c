@@ -10,10 +10,6 @@ extern const inbox_source_vtable inbox__redis_source;
 extern const inbox_source_vtable inbox__amqp_source;
 
 const inbox_source_vtable *const inbox__builtin_sources[] = {
-	&inbox__jsonl_source,
-	&inbox__kafka_source,
-	&inbox__nats_source,
-	&inbox__redis_source,
-	&inbox__amqp_source,
-	NULL,
+    &inbox__jsonl_source, &inbox__kafka_source, &inbox__nats_source,
+    &inbox__redis_source, &inbox__amqp_source,  NULL,
 };

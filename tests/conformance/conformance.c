@@ -52,7 +52,7 @@ static inbox_store *open_store(const env *e)
 }
 
 static int sql(inbox_store *st, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 static int sql(inbox_store *st, const char *fmt, ...)
 {
 	char q[1024];
@@ -63,7 +63,8 @@ static int sql(inbox_store *st, const char *fmt, ...)
 	int64_t rows;
 	int rc = st->vt->exec(st, q, 0, NULL, &rows);
 	if (rc != 0)
-		fprintf(stderr, "sql failed: %s: %s\n", q, inbox_store_errmsg(st));
+		fprintf(stderr, "sql failed: %s: %s\n", q,
+		        inbox_store_errmsg(st));
 	return rc;
 }
 
@@ -76,7 +77,7 @@ static int first_col(int n, const char *const *v, void *p)
 
 /* First column of the first row as text, into a static buffer. */
 static const char *scalar(inbox_store *st, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 static const char *scalar(inbox_store *st, const char *fmt, ...)
 {
 	static char out[256];
@@ -108,8 +109,7 @@ static int env_setup(env *e)
 	         e->prefix);
 	snprintf(e->saga, sizeof(e->saga), "\"%ssaga\"", e->prefix);
 	snprintf(e->inbox_tbl, sizeof(e->inbox_tbl), "\"%sinbox\"", e->prefix);
-	snprintf(e->dl_tbl, sizeof(e->dl_tbl), "\"%sdead_letters\"",
-	         e->prefix);
+	snprintf(e->dl_tbl, sizeof(e->dl_tbl), "\"%sdead_letters\"", e->prefix);
 	e->st = open_store(e);
 	if (!e->st)
 		return -1;
@@ -164,7 +164,8 @@ static int invoice_handler(inbox_txn *t, const inbox_msg *m, void *p)
 		return INBOX_HANDLER_REJECT;
 	}
 	char q[256];
-	snprintf(q, sizeof(q), "INSERT INTO %s (order_id, total) VALUES ($1, $2)",
+	snprintf(q, sizeof(q),
+	         "INSERT INTO %s (order_id, total) VALUES ($1, $2)",
 	         h->e->invoices);
 	const char *params[] = {order, total};
 	if (inbox_txn_exec(t, q, 2, params, NULL) != 0)
@@ -193,9 +194,8 @@ static int projection_handler(inbox_txn *t, const inbox_msg *m, void *p)
 	char tbl[64];
 	snprintf(tbl, sizeof(tbl), "%sorders", h->e->prefix);
 	int applied = -1;
-	if (inbox_txn_upsert_versioned(t, tbl, "id", id, "version",
-	                               atoll(ver), 1, cols, vals,
-	                               &applied) != 0)
+	if (inbox_txn_upsert_versioned(t, tbl, "id", id, "version", atoll(ver),
+	                               1, cols, vals, &applied) != 0)
 		return INBOX_HANDLER_RETRY;
 	return INBOX_HANDLER_OK;
 }
@@ -264,7 +264,8 @@ static int process1(inbox_consumer *c, const char *json, inbox_result *r)
 	inbox_delivery d = delivery(json);
 	int rc = inbox_consumer_process(c, &d, r);
 	if (rc != 0)
-		fprintf(stderr, "process: %d %s\n", rc, inbox_consumer_errmsg(c));
+		fprintf(stderr, "process: %d %s\n", rc,
+		        inbox_consumer_errmsg(c));
 	return rc;
 }
 
@@ -274,7 +275,8 @@ TEST(same_message_twice)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	ASSERT_TRUE(c);
 	char js[256];
 	inbox_result r;
@@ -373,7 +375,7 @@ TEST(crash_after_commit_before_ack)
 		inbox_store *st = open_store(&e);
 		hctx h = {.e = &e};
 		inbox_consumer *c =
-			open_consumer(st, invoice_handler, &h, NULL, NULL);
+		    open_consumer(st, invoice_handler, &h, NULL, NULL);
 		inbox_result r;
 		inbox_delivery d = delivery(js);
 		if (!c || inbox_consumer_process(c, &d, &r) != 0 ||
@@ -395,7 +397,8 @@ TEST(crash_after_commit_before_ack)
 	close(ack[0]);
 	/* the broker redelivers */
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	inbox_result r;
 	ASSERT_OK(process1(c, js, &r));
 	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
@@ -411,7 +414,8 @@ TEST(transient_error_then_max_attempts)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e, .retries_left = 2};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char js[256];
 	inbox_result r;
 	order_json(js, sizeof(js), "e-flaky", "o-flaky", 100);
@@ -468,7 +472,8 @@ TEST(same_key_different_payload)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char a[256], b[256];
 	inbox_result r;
 	order_json(a, sizeof(a), "e-1", "o-1", 1500);
@@ -482,9 +487,8 @@ TEST(same_key_different_payload)
 	ASSERT_CONTAINS(r.reason, "fingerprint conflict");
 	char fp_b[65];
 	ASSERT_OK(inbox_fingerprint(b, strlen(b), "", fp_b, NULL, 0));
-	ASSERT_STREQ(scalar(e.st, "SELECT stored_fingerprint FROM %s",
-	                    e.dl_tbl),
-	             fp_a);
+	ASSERT_STREQ(
+	    scalar(e.st, "SELECT stored_fingerprint FROM %s", e.dl_tbl), fp_a);
 	ASSERT_STREQ(scalar(e.st, "SELECT fingerprint FROM %s", e.dl_tbl),
 	             fp_b);
 	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
@@ -509,7 +513,7 @@ TEST(out_of_order_versions)
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
 	inbox_consumer *c =
-		open_consumer(e.st, projection_handler, &h, NULL, NULL);
+	    open_consumer(e.st, projection_handler, &h, NULL, NULL);
 	inbox_result r;
 	ASSERT_OK(process1(c,
 	                   "{\"id\":\"v2\",\"data\":{\"orderId\":\"o-7\","
@@ -547,8 +551,7 @@ static void age_inbox(env *e, int seconds)
 		    "interval '%d seconds'",
 		    e->inbox_tbl, seconds);
 	else
-		sql(e->st,
-		    "UPDATE %s SET processed_at = processed_at - %lld",
+		sql(e->st, "UPDATE %s SET processed_at = processed_at - %lld",
 		    e->inbox_tbl, (long long)seconds * 1000);
 }
 
@@ -558,7 +561,8 @@ TEST(replay_after_retention)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char js[256];
 	order_json(js, sizeof(js), "e-old", "o-old", 500);
 	inbox_delivery d = delivery(js);
@@ -596,7 +600,8 @@ TEST(purge_in_bounded_batches)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	inbox_delivery d[25];
 	char js[25][160];
 	inbox_result r[25];
@@ -637,8 +642,10 @@ TEST(lease_expires_and_is_taken_over)
 	inbox_store *st2 = open_store(&e);
 	ASSERT_TRUE(st2);
 	hctx h1 = {.e = &e}, h2 = {.e = &e};
-	inbox_consumer *w1 = open_consumer(e.st, invoice_handler, &h1, NULL, NULL);
-	inbox_consumer *w2 = open_consumer(st2, invoice_handler, &h2, NULL, NULL);
+	inbox_consumer *w1 =
+	    open_consumer(e.st, invoice_handler, &h1, NULL, NULL);
+	inbox_consumer *w2 =
+	    open_consumer(st2, invoice_handler, &h2, NULL, NULL);
 	char js[256];
 	order_json(js, sizeof(js), "e-long", "o-long", 4200);
 	inbox_delivery d = delivery(js);
@@ -670,9 +677,9 @@ TEST(lease_expires_and_is_taken_over)
 	ASSERT_OK(inbox_lease_complete(l2, complete_handler, &h2, &o));
 	ASSERT_EQ(o, INBOX_APPLIED);
 	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
-	ASSERT_STREQ(scalar(e.st, "SELECT status || ':' || fence FROM %s",
-	                    e.inbox_tbl),
-	             "completed:2");
+	ASSERT_STREQ(
+	    scalar(e.st, "SELECT status || ':' || fence FROM %s", e.inbox_tbl),
+	    "completed:2");
 	inbox_lease_free(l1);
 	l1 = NULL;
 	ASSERT_OK(inbox_lease_acquire(w1, &d, &l1, &o));
@@ -695,7 +702,8 @@ TEST(lease_fail_then_retry)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char js[256];
 	order_json(js, sizeof(js), "e-lf", "o-lf", 1);
 	inbox_delivery d = delivery(js);
@@ -741,12 +749,12 @@ TEST(saga_step_advances_once)
 {
 	env e;
 	ASSERT_OK(env_setup(&e));
-	ASSERT_OK(sql(e.st, "INSERT INTO %s (id, step) VALUES ('s-1', 0)",
-	              e.saga));
+	ASSERT_OK(
+	    sql(e.st, "INSERT INTO %s (id, step) VALUES ('s-1', 0)", e.saga));
 	hctx h = {.e = &e};
 	inbox_consumer *c =
-		open_consumer(e.st, saga_handler, &h,
-		              "saga:{/data/sagaId}:step:{/data/step}", "/data");
+	    open_consumer(e.st, saga_handler, &h,
+	                  "saga:{/data/sagaId}:step:{/data/step}", "/data");
 	inbox_result r;
 	const char *reply = "{\"id\":\"r-1\",\"data\":{\"sagaId\":\"s-1\","
 	                    "\"step\":\"reserve-stock\",\"ok\":true}}";
@@ -771,8 +779,8 @@ TEST(business_key_merges_ids)
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
 	inbox_consumer *c =
-		open_consumer(e.st, invoice_handler, &h,
-		              "create-invoice:{/data/orderId}", "/data");
+	    open_consumer(e.st, invoice_handler, &h,
+	                  "create-invoice:{/data/orderId}", "/data");
 	char a[256], b[256];
 	inbox_result r;
 	order_json(a, sizeof(a), "e-100", "o-42", 1234);
@@ -793,7 +801,8 @@ TEST(batch_with_failures_commits_the_rest)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char js[6][256];
 	order_json(js[0], 256, "b-1", "o-1", 10);
 	order_json(js[1], 256, "b-2", "o-2", -5); /* rejected */
@@ -837,7 +846,7 @@ TEST(batch_with_failures_commits_the_rest)
 }
 
 /* ---- two processes, overlapping batches in opposite order ---- */
-#define POOL 120
+#define POOL  120
 #define BATCH 40
 static int overlap_child(const env *e, int reverse, int go_fd)
 {
@@ -923,24 +932,28 @@ TEST(bad_input_is_dead_lettered)
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
 	inbox_consumer *c =
-		open_consumer(e.st, invoice_handler, &h,
-		              "create-invoice:{/data/orderId}", "/data");
+	    open_consumer(e.st, invoice_handler, &h,
+	                  "create-invoice:{/data/orderId}", "/data");
 	char big[700];
 	memset(big, ' ', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	memcpy(big, "{\"id\":\"big\"}", 12);
-	const char bad_utf8[] = "{\"id\":\"u\",\"data\":{\"orderId\":\"\xc3\x28\"}}";
+	const char bad_utf8[] =
+	    "{\"id\":\"u\",\"data\":{\"orderId\":\"\xc3\x28\"}}";
 	const char *inputs[] = {
-		"{\"id\":\"m1\",\"data\":{\"orderId\":", /* malformed */
-		bad_utf8,
-		"{\"id\":\"m3\",\"data\":{\"totalCents\":5}}", /* no orderId */
-		big,
-		"{\"id\":\"m5\",\"data\":{\"orderId\":\"o-ok\",\"totalCents\":5}}",
-		"",
+	    "{\"id\":\"m1\",\"data\":{\"orderId\":", /* malformed */
+	    bad_utf8,
+	    "{\"id\":\"m3\",\"data\":{\"totalCents\":5}}", /* no orderId */
+	    big,
+	    "{\"id\":\"m5\",\"data\":{\"orderId\":\"o-ok\",\"totalCents\":5}}",
+	    "",
 	};
-	const char *want[] = {"malformed JSON", "invalid UTF-8",
+	const char *want[] = {"malformed JSON",
+	                      "invalid UTF-8",
 	                      "missing key field /data/orderId",
-	                      "exceeds max_payload", NULL, "empty payload"};
+	                      "exceeds max_payload",
+	                      NULL,
+	                      "empty payload"};
 	inbox_delivery d[6];
 	inbox_result r[6];
 	for (int i = 0; i < 6; i++)
@@ -960,14 +973,16 @@ TEST(bad_input_is_dead_lettered)
 	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
 	/* the raw bytes are kept exactly, invalid UTF-8 included */
 	ASSERT_STREQ(scalar(e.st,
-	                    is_pg ? "SELECT length(payload) FROM %s WHERE "
-	                            "reason LIKE 'invalid UTF-8%%'"
-	                          : "SELECT length(CAST(payload AS BLOB)) "
-	                            "FROM %s WHERE reason LIKE 'invalid UTF-8%%'",
+	                    is_pg
+	                        ? "SELECT length(payload) FROM %s WHERE "
+	                          "reason LIKE 'invalid UTF-8%%'"
+	                        : "SELECT length(CAST(payload AS BLOB)) "
+	                          "FROM %s WHERE reason LIKE 'invalid UTF-8%%'",
 	                    e.dl_tbl),
 	             "34");
-	ASSERT_STREQ(scalar(e.st, "SELECT position FROM %s WHERE reason LIKE "
-	                          "'malformed%%'",
+	ASSERT_STREQ(scalar(e.st,
+	                    "SELECT position FROM %s WHERE reason LIKE "
+	                    "'malformed%%'",
 	                    e.dl_tbl),
 	             "test:1");
 	/* and the consumer goes on */
@@ -987,7 +1002,8 @@ TEST(broker_delivery_count_feeds_attempts)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char js[256];
 	order_json(js, sizeof(js), "e-dc", "o-dc", 1);
 	inbox_delivery d = delivery(js);
@@ -1033,7 +1049,8 @@ TEST(handler_statement_failure_is_retry)
 	env e;
 	ASSERT_OK(env_setup(&e));
 	hctx h = {.e = &e};
-	inbox_consumer *c = open_consumer(e.st, careless_handler, &h, NULL, NULL);
+	inbox_consumer *c =
+	    open_consumer(e.st, careless_handler, &h, NULL, NULL);
 	ASSERT_TRUE(c);
 	inbox_result r;
 	ASSERT_OK(process1(c, "{\"id\":\"careless\"}", &r));
@@ -1113,8 +1130,8 @@ TEST(statement_failure_inside_a_batch)
 	ASSERT_OK(env_setup(&e));
 	uctx u = {.e = &e};
 	snprintf(u.table, sizeof(u.table), "\"%suniq\"", e.prefix);
-	ASSERT_OK(sql(e.st, "CREATE TABLE %s (order_id TEXT PRIMARY KEY)",
-	              u.table));
+	ASSERT_OK(
+	    sql(e.st, "CREATE TABLE %s (order_id TEXT PRIMARY KEY)", u.table));
 	ASSERT_OK(sql(e.st, "INSERT INTO %s VALUES ('u-3')", u.table));
 	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
 	o.name = "conformance.unique";
@@ -1182,8 +1199,8 @@ TEST(many_statements_in_a_batch)
 	ASSERT_OK(env_setup(&e));
 	uctx u = {.e = &e};
 	snprintf(u.table, sizeof(u.table), "\"%smany\"", e.prefix);
-	ASSERT_OK(sql(e.st, "CREATE TABLE %s (order_id TEXT PRIMARY KEY)",
-	              u.table));
+	ASSERT_OK(
+	    sql(e.st, "CREATE TABLE %s (order_id TEXT PRIMARY KEY)", u.table));
 	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
 	o.name = "conformance.many";
 	o.handler = many_handler;
@@ -1263,8 +1280,7 @@ TEST(invalid_options_are_refused)
 	          INBOX_ERR_INVALID);
 	/* inside a transaction of the caller's: refused, nothing done */
 	ASSERT_OK(e.st->vt->begin(e.st));
-	ASSERT_EQ(inbox_consumer_process_batch(c, &d, 1, &r),
-	          INBOX_ERR_STATE);
+	ASSERT_EQ(inbox_consumer_process_batch(c, &d, 1, &r), INBOX_ERR_STATE);
 	e.st->vt->rollback(e.st);
 	ASSERT_OK(inbox_consumer_process_batch(c, &d, 1, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED); /* nothing recorded before */

@@ -45,9 +45,9 @@ struct inbox_source_vtable {
 int inbox_source_register(const inbox_source_vtable *vt);
 void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
 #if defined(__GNUC__)
-	__attribute__((format(printf, 2, 3)))
+    __attribute__((format(printf, 2, 3)))
 #endif
-	;
+    ;
 
 #ifdef __cplusplus
 }

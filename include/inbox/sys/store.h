@@ -56,23 +56,23 @@ typedef struct inbox_claim {
 	const char *fingerprint; /* 64 hex */
 	const char *message_id;  /* may be NULL */
 	/* out */
-	int is_new;               /* the row was inserted by this claim */
-	inbox_status status;      /* existing row's status (NONE if invisible) */
+	int is_new;          /* the row was inserted by this claim */
+	inbox_status status; /* existing row's status (NONE if invisible) */
 	char stored_fingerprint[65];
-	int32_t attempts;         /* stored attempts (0 when new) */
-	int64_t fence;            /* stored fencing token (1 when new) */
-	int lease_expired;        /* PROCESSING and lease_until < now */
+	int32_t attempts;  /* stored attempts (0 when new) */
+	int64_t fence;     /* stored fencing token (1 when new) */
+	int lease_expired; /* PROCESSING and lease_until < now */
 } inbox_claim;
 
 /* A dead letter to write. */
 typedef struct inbox_dead_letter {
 	const char *consumer;
-	const char *key;          /* may be NULL (no key could be derived) */
-	const char *message_id;   /* may be NULL */
-	const char *payload;      /* raw bytes, may be invalid UTF-8 */
+	const char *key;        /* may be NULL (no key could be derived) */
+	const char *message_id; /* may be NULL */
+	const char *payload;    /* raw bytes, may be invalid UTF-8 */
 	size_t payload_len;
-	const char *headers;      /* JSON text or NULL */
-	const char *position;     /* or NULL */
+	const char *headers;  /* JSON text or NULL */
+	const char *position; /* or NULL */
 	int32_t attempts;
 	const char *reason;
 	const char *fingerprint;        /* or NULL */
@@ -84,8 +84,8 @@ typedef struct inbox_store_vtable inbox_store_vtable;
 /* The common part of every store; a backend's struct embeds it first. */
 struct inbox_store {
 	const inbox_store_vtable *vt;
-	char prefix[64];  /* validated table prefix ("" = none) */
-	char schema[64];  /* validated schema name ("" = none) */
+	char prefix[64]; /* validated table prefix ("" = none) */
+	char schema[64]; /* validated schema name ("" = none) */
 	char errmsg[512];
 	char errcode[32];
 	int in_txn;
@@ -104,12 +104,13 @@ typedef struct inbox_outbox_finish {
 	const char *last_error;   /* NULL clears it */
 	const char *response;     /* first response excerpt; NULL keeps */
 	size_t response_len;
-	int32_t reconciled;       /* added to reconciliations */
-	int32_t attempts_delta;   /* added to attempts (-1: released unused) */
+	int32_t reconciled;     /* added to reconciliations */
+	int32_t attempts_delta; /* added to attempts (-1: released unused) */
 } inbox_outbox_finish;
 
 struct inbox_store_vtable {
-	unsigned version; /* INBOX_STORE_VTABLE_VERSION the backend was built for */
+	unsigned
+	    version; /* INBOX_STORE_VTABLE_VERSION the backend was built for */
 	const char *scheme; /* URL scheme without ':' ("postgresql") */
 	const char *kind;   /* "postgresql", "sqlite" */
 
@@ -149,27 +150,28 @@ struct inbox_store_vtable {
 	/* In the open transaction: insert a record for every claim whose key is
 	 * not yet present, in the given (sorted) order, in one statement, with
 	 * `status` (COMPLETED or PROCESSING), attempts 1, fence 1, and, for
-	 * PROCESSING, lease_until = now + lease_ms. Fill the out fields of every
-	 * claim: is_new, or the existing row's status/fingerprint/attempts/
-	 * fence/lease_expired. A row inserted concurrently by another
-	 * transaction that committed while we waited must be reported with its
-	 * status (re-read it); never as new. */
+	 * PROCESSING, lease_until = now + lease_ms. Fill the out fields of
+	 * every claim: is_new, or the existing row's
+	 * status/fingerprint/attempts/ fence/lease_expired. A row inserted
+	 * concurrently by another transaction that committed while we waited
+	 * must be reported with its status (re-read it); never as new. */
 	int (*claim)(inbox_store *st, const char *consumer, inbox_claim *claims,
 	             size_t n, inbox_status status, int64_t lease_ms);
 
 	/* In the open transaction: take over an existing record that is FAILED,
 	 * or PROCESSING with an expired lease: set status (COMPLETED or
-	 * PROCESSING with a new lease), attempts += 1, fence += 1, row-locked so
-	 * two takers cannot both win (the loser sees 0 rows). *taken = 1 if this
-	 * call took it; then *attempts and *fence hold the new values. */
+	 * PROCESSING with a new lease), attempts += 1, fence += 1, row-locked
+	 * so two takers cannot both win (the loser sees 0 rows). *taken = 1 if
+	 * this call took it; then *attempts and *fence hold the new values. */
 	int (*reclaim)(inbox_store *st, const char *consumer, const char *key,
 	               inbox_status status, int64_t lease_ms, int *taken,
 	               int32_t *attempts, int64_t *fence);
 
 	/* In the open transaction: set the record's status (and attempts when
-	 * attempts > 0), only if its fence equals `fence` (fence <= 0: any) and,
-	 * when expect != NONE, its status is `expect`. *rows = rows changed.
-	 * COMPLETED and DEAD set processed_at = now; lease_until is cleared. */
+	 * attempts > 0), only if its fence equals `fence` (fence <= 0: any)
+	 * and, when expect != NONE, its status is `expect`. *rows = rows
+	 * changed. COMPLETED and DEAD set processed_at = now; lease_until is
+	 * cleared. */
 	int (*finish)(inbox_store *st, const char *consumer, const char *key,
 	              int64_t fence, inbox_status expect, inbox_status status,
 	              int32_t attempts, int64_t *rows);
@@ -243,9 +245,9 @@ int inbox_store_register(const inbox_store_vtable *vt);
 void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
                          ...)
 #if defined(__GNUC__)
-	__attribute__((format(printf, 3, 4)))
+    __attribute__((format(printf, 3, 4)))
 #endif
-	;
+    ;
 void inbox__store_clearerr(inbox_store *st);
 
 #ifdef __cplusplus

@@ -68,8 +68,8 @@ int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line, int *found,
 	text[n] = '\0';
 	const char *p = text;
 	uint64_t dev = 0, ino = 0;
-	int ok = parse_u64(&p, off) == 0 && *p++ == ' ' &&
-	         parse_u64(&p, line) == 0;
+	int ok =
+	    parse_u64(&p, off) == 0 && *p++ == ' ' && parse_u64(&p, line) == 0;
 	if (ok && *p == ' ') {
 		p++;
 		ok = parse_u64(&p, &dev) == 0 && *p++ == ' ' &&

@@ -123,8 +123,7 @@ static int has_stmt(const final_stmt *f)
 }
 
 static int send_hs(pg_store *s, int hs, int nparams, const char *const *vals,
-                   const int *lengths, const int *formats,
-                   unsigned char *parse)
+                   const int *lengths, const int *formats, unsigned char *parse)
 {
 	char name[32];
 	snprintf(name, sizeof(name), "inbox__h%u", s->hcache[hs].id);
@@ -145,7 +144,8 @@ static int send_hs(pg_store *s, int hs, int nparams, const char *const *vals,
 static const char **queued_params(pg_store *s, const pg_pending *e)
 {
 	if ((size_t)e->nparams > s->vals_cap) {
-		const char **v = realloc(s->vals, sizeof(*v) * (size_t)e->nparams);
+		const char **v =
+		    realloc(s->vals, sizeof(*v) * (size_t)e->nparams);
 		if (!v)
 			return NULL;
 		s->vals = v;
@@ -258,12 +258,12 @@ static PGresult *next_result(pg_store *s, int *copied)
 
 /* What came back from a pipeline. */
 typedef struct collected {
-	PGresult *last; /* the final statement's result, if it succeeded */
-	PGresult *err;  /* the first failure */
+	PGresult *last;   /* the final statement's result, if it succeeded */
+	PGresult *err;    /* the first failure */
 	int err_deferred; /* ... was a queued handler statement */
 	int err_hs;       /* ... its cache slot, or -1 */
 	int copied;
-	int lost;         /* the connection went away mid-read */
+	int lost; /* the connection went away mid-read */
 } collected;
 
 /* Read one command's result (after its Parse, if any). Returns the
@@ -418,8 +418,8 @@ static PGresult *run_pipelined(pg_store *s, final_stmt *f, const char *what,
 	return c.last;
 }
 
-static PGresult *run_direct(pg_store *s, const final_stmt *f,
-                            const char *what, int *rc)
+static PGresult *run_direct(pg_store *s, const final_stmt *f, const char *what,
+                            int *rc)
 {
 	PGresult *r;
 	char name[32];

@@ -136,9 +136,9 @@ static int try_lock(pg_store *s, const char *key)
  * ("" if it could not be read: then it is left alone). */
 static void async_commit(pg_store *s, char *old, size_t n)
 {
-	PGresult *r = PQexec(s->conn,
-	                     "SELECT current_setting('synchronous_commit'), "
-	                     "set_config('synchronous_commit', 'off', false)");
+	PGresult *r =
+	    PQexec(s->conn, "SELECT current_setting('synchronous_commit'), "
+	                    "set_config('synchronous_commit', 'off', false)");
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
 		snprintf(old, n, "%s", PQgetvalue(r, 0, 0));
 	PQclear(r);

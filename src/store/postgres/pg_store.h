@@ -70,20 +70,20 @@ enum pg_op {
 /* One queued command: a transaction-control op, or a handler statement
  * with its SQL (unless cached) and parameters copied into s->args. */
 typedef struct pg_pending {
-	unsigned char stmt; /* 0: op, 1: handler statement */
-	unsigned char op;   /* enum pg_op */
+	unsigned char stmt;  /* 0: op, 1: handler statement */
+	unsigned char op;    /* enum pg_op */
 	unsigned char parse; /* set while sending: a Parse precedes it */
-	int hs;             /* handler statement cache slot, -1: unnamed */
+	int hs;              /* handler statement cache slot, -1: unnamed */
 	int nparams;
-	size_t sql;         /* offset in s->args of the SQL when unnamed */
-	size_t params;      /* offset in s->args of the parameters (and of
-	                       the name, for PGOP_DEALLOCATE) */
+	size_t sql;    /* offset in s->args of the SQL when unnamed */
+	size_t params; /* offset in s->args of the parameters (and of
+	                  the name, for PGOP_DEALLOCATE) */
 } pg_pending;
 
 /* Queue limits: past them the queue is sent (in the transaction, without
  * committing) before more is added, so memory stays bounded. */
 #define PG_MAX_PENDING 1024
-#define PG_MAX_ARGS (1024 * 1024)
+#define PG_MAX_ARGS    (1024 * 1024)
 
 /* Cached handler statements, prepared as "inbox__h<id>"; ids are never
  * reused, so a statement whose DEALLOCATE was lost cannot collide. */
@@ -106,12 +106,12 @@ typedef struct pg_store {
 	int prepared_pid;
 	pg_pending *pending; /* the queue */
 	int npending, pending_cap;
-	inbox__buf args;     /* SQL and parameters of queued statements */
+	inbox__buf args; /* SQL and parameters of queued statements */
 	/* This transaction claimed keys: handler statements may be
 	 * deferred (defer_ok) unless the previous one lost its deferred
 	 * work (sync_next). */
 	int claimed, defer_ok, sync_next;
-	int defer_failed; /* a deferred statement failed: answer REDO */
+	int defer_failed;  /* a deferred statement failed: answer REDO */
 	int pending_stmts; /* handler statements in the queue */
 	pg_hstmt hcache[PG_HCACHE];
 	unsigned hnext;
