@@ -395,7 +395,7 @@ static int number_append(inbox__buf *out, double x)
 /* Canonical form                                                       */
 /* ------------------------------------------------------------------ */
 
-static int string_append(inbox__buf *out, const char *s, size_t len)
+int inbox__json_string_append(inbox__buf *out, const char *s, size_t len)
 {
 	if (inbox__buf_reserve(out, len + 2) < 0 ||
 	    inbox__buf_putc(out, '"') < 0)
@@ -544,7 +544,8 @@ static int object_append(inbox__buf *out, const json_t *obj)
 	for (i = 0; rc == 0 && i < n; i++) {
 		if (i && inbox__buf_putc(out, ',') < 0)
 			rc = -1;
-		else if (string_append(out, ms[i].key, ms[i].len) < 0 ||
+		else if (inbox__json_string_append(out, ms[i].key, ms[i].len) <
+		             0 ||
 		         inbox__buf_putc(out, ':') < 0 ||
 		         canon(out, ms[i].value) < 0)
 			rc = -1;
@@ -573,8 +574,8 @@ static int canon(inbox__buf *out, const json_t *v)
 		return inbox__buf_putc(out, ']');
 	}
 	case JSON_STRING:
-		return string_append(out, json_string_value(v),
-		                     json_string_length(v));
+		return inbox__json_string_append(out, json_string_value(v),
+		                                 json_string_length(v));
 	case JSON_INTEGER:
 		return number_append(out, (double)json_integer_value(v));
 	case JSON_REAL:

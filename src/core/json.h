@@ -27,6 +27,10 @@ int inbox__pointer_valid(const char *ptr);
 /* Resolve; returns the borrowed value or NULL if absent or ptr invalid. */
 json_t *inbox__pointer_get(json_t *root, const char *ptr);
 
+/* Append [s, s+len) (valid UTF-8) as a JSON string, escaped as RFC 8785
+ * does: ", \\ and the controls only. 0 or -1 on NOMEM. */
+int inbox__json_string_append(inbox__buf *out, const char *s, size_t len);
+
 /* Append the RFC 8785 canonical form of v to out. 0 or -1 (NOMEM, or a
  * non-finite number). */
 int inbox__canon_append(inbox__buf *out, const json_t *v);

@@ -68,53 +68,9 @@ static int put_hex(inbox__buf *out, const unsigned char *p, size_t n)
 	return inbox__buf_putc(out, '"');
 }
 
-/* The escape for byte c, or NULL when it is copied as it is. */
-static const char *escape(unsigned char c, char tmp[7])
-{
-	switch (c) {
-	case '"':
-		return "\\\"";
-	case '\\':
-		return "\\\\";
-	case '\b':
-		return "\\b";
-	case '\f':
-		return "\\f";
-	case '\n':
-		return "\\n";
-	case '\r':
-		return "\\r";
-	case '\t':
-		return "\\t";
-	default:
-		if (c >= 0x20)
-			return NULL;
-		memcpy(tmp, "\\u00", 4);
-		tmp[4] = hexdig[c >> 4];
-		tmp[5] = hexdig[c & 15];
-		tmp[6] = '\0';
-		return tmp;
-	}
-}
-
 int inbox__src_json_text(inbox__buf *out, const char *s, size_t n, int nul_ok)
 {
 	if (!inbox__utf8_valid(s, n) || (!nul_ok && n && memchr(s, '\0', n)))
 		return put_hex(out, (const unsigned char *)s, n);
-	if (inbox__buf_reserve(out, n + 2) < 0 || inbox__buf_putc(out, '"') < 0)
-		return -1;
-	size_t run = 0; /* start of the bytes copied as they are */
-	for (size_t i = 0; i < n; i++) {
-		char tmp[7];
-		const char *rep = escape((unsigned char)s[i], tmp);
-		if (!rep)
-			continue;
-		if (inbox__buf_append(out, s + run, i - run) < 0 ||
-		    inbox__buf_puts(out, rep) < 0)
-			return -1;
-		run = i + 1;
-	}
-	if (inbox__buf_append(out, s + run, n - run) < 0)
-		return -1;
-	return inbox__buf_putc(out, '"');
+	return inbox__json_string_append(out, s, n);
 }
