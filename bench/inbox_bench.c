@@ -102,8 +102,9 @@ static int gen_pgbench(long start, long n, long batch, const char *path)
 		fputs("BEGIN;\n", f);
 		fputs(
 		    "WITH ins AS (INSERT INTO " PREFIX
-		    "inbox AS x (consumer, key, fingerprint, status, "
+		    "inbox AS x (gen, consumer, key, fingerprint, status, "
 		    "attempts, fence, message_id, processed_at)\n SELECT "
+		    "(SELECT max(gen) FROM " PREFIX "inbox_generations), "
 		    "'" CONSUMER
 		    "', t.k, t.f, 'completed', 1, 1, t.k, now()\n FROM unnest(",
 		    f);
@@ -376,13 +377,36 @@ static int run(const run_opts *o)
 	return ok ? 0 : 1;
 }
 
+/* Seal the newest generation of the inbox (whatever it holds) and build
+ * its filter, as `inbox purge` does once it holds enough rows. */
+static int seal(const char *url)
+{
+	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
+	so.table_prefix = PREFIX;
+	inbox_store *st = NULL;
+	int rc = inbox_store_open(&st, url, &so);
+	double t0 = now_s();
+	int sealed = 0;
+	if (rc == INBOX_OK)
+		rc = inbox_store_seal(st, 0, &sealed);
+	if (rc != INBOX_OK) {
+		fprintf(stderr, "seal: %s\n", inbox_store_errmsg(st));
+		inbox_store_close(st);
+		return 1;
+	}
+	printf("RESULT sealed=%d seconds=%.2f\n", sealed, now_s() - t0);
+	inbox_store_close(st);
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr,
 	        "usage: inbox_bench gen-jsonl N FILE\n"
 	        "       inbox_bench gen-pgbench START COUNT BATCH FILE\n"
 	        "       inbox_bench run STORE_URL N BATCH [--replay | "
-	        "--keep-inbox] [--purge-during]\n");
+	        "--keep-inbox] [--purge-during]\n"
+	        "       inbox_bench seal STORE_URL\n");
 	return 2;
 }
 
@@ -393,6 +417,8 @@ int main(int argc, char **argv)
 	if (argc == 6 && strcmp(argv[1], "gen-pgbench") == 0)
 		return gen_pgbench(atol(argv[2]), atol(argv[3]), atol(argv[4]),
 		                   argv[5]);
+	if (argc == 3 && strcmp(argv[1], "seal") == 0)
+		return seal(argv[2]);
 	if (argc >= 5 && strcmp(argv[1], "run") == 0) {
 		run_opts o = {
 		    argv[2], atol(argv[3]), (size_t)atol(argv[4]), 0, 0, 0};

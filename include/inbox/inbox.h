@@ -232,6 +232,24 @@ int inbox_store_purge(inbox_store *st, const char *consumer,
                       int64_t retention_seconds, int batch_limit, int dry_run,
                       int64_t *deleted);
 
+/* PostgreSQL keeps the inbox in generations (partitions): new keys go to
+ * the newest, which stays small, so that the primary key being written
+ * fits in memory even when the whole inbox does not (random message ids
+ * on a large inbox, bench/README.md). Older generations are sealed —
+ * nothing can be inserted into them — and carry a Bloom filter of their
+ * keys, so a new key is looked up in them only when a filter may hold it;
+ * a key recorded in any generation is always found.
+ *
+ * Seal the newest generation and open the next when it holds at least
+ * `min_rows` records (<= 0: any, but never an empty one), then build the
+ * filters sealed generations lack and drop sealed generations that purges
+ * left empty (sealed over a minute ago). Outside any transaction; one sealer at
+ * a time (others wait); waits at most 2 s for the locks it needs (then
+ * INBOX_ERR_TRANSIENT: consumers are never held back longer). `*sealed`
+ * receives the generation sealed, or 0. `inbox purge` calls it. SQLite
+ * keeps one generation: INBOX_OK, *sealed = 0. */
+int inbox_store_seal(inbox_store *st, int64_t min_rows, int *sealed);
+
 /* ------------------------------------------------------------------ */
 /* Consumer                                                              */
 /* ------------------------------------------------------------------ */

@@ -6,6 +6,8 @@
  * the window used is the one the consumer registered (what the running
  * daemon promises), never a shorter one.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 
 const char cli_purge_usage[] =
     "usage: inbox purge CONFIG [--consumer NAME] [--dry-run] [--batch N]\n"
+    "                   [--seal-rows N]\n"
     "\n"
     "For each consumer (or only NAME): delete its completed and dead inbox "
     "records\nprocessed longer ago than the retention window it registered "
@@ -28,6 +31,10 @@ const char cli_purge_usage[] =
     "\n"
     "  --dry-run    count what would be deleted; delete nothing\n"
     "  --batch N    rows per statement (1..100000, default 1000)\n"
+    "  --seal-rows N  PostgreSQL: once the newest generation of the inbox "
+    "holds N\n               records (default 1000000; 0: never), seal it "
+    "and open a new one,\n               and drop sealed generations left "
+    "empty (docs/cli.md)\n"
     "\n"
     "On a terminal, a progress line shows the rows deleted so far.\n"
     "Exit codes: 0 ok, 1 purge failed (another purge is running, database "
@@ -45,7 +52,7 @@ static void on_progress(int64_t done, int64_t total, void *payload)
 }
 
 static int purge_one(const cli_config *cfg, const cli_consumer *c, int batch,
-                     int dry_run)
+                     int dry_run, long long seal_rows)
 {
 	inbox_store *st = NULL;
 	int rc = cli_open_store(cfg, c, 0, &st);
@@ -92,6 +99,24 @@ static int purge_one(const cli_config *cfg, const cli_consumer *c, int batch,
 	       dry_run ? "would delete" : "deleted", (long long)n,
 	       n == 1 ? "" : "s", age,
 	       dry_run ? " (dry run: nothing deleted)" : "");
+	/* Generations (PostgreSQL): a busy seal is left for the next purge. */
+	int sealed = 0;
+	if (!dry_run && seal_rows > 0) {
+		err = inbox_store_seal(st, seal_rows, &sealed);
+		if (err == INBOX_OK && sealed > 0)
+			printf("%s: sealed inbox generation %d\n", c->name,
+			       sealed);
+		else if (err < 0) {
+			char msg[1024];
+			snprintf(msg, sizeof(msg), "%s",
+			         inbox_store_errmsg(st));
+			cli_scrub(msg, cli_consumer_store(cfg, c));
+			fprintf(stderr,
+			        "inbox: warning: consumer \"%s\": sealing the "
+			        "inbox generation was put off: %s\n",
+			        c->name, msg);
+		}
+	}
 	inbox_store_close(st);
 	return 0;
 }
@@ -101,6 +126,7 @@ int cli_cmd_purge(int argc, char **argv)
 	const char *path = NULL, *only = NULL;
 	int dry_run = 0;
 	long batch = 1000;
+	long long seal_rows = 1000000;
 	for (int i = 1; i < argc; i++) {
 		char *end;
 		if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
@@ -112,6 +138,16 @@ int cli_cmd_purge(int argc, char **argv)
 			if (*end || batch < 1 || batch > 100000) {
 				cli_error("--batch: \"%s\" is not a number "
 				          "between 1 and 100000",
+				          argv[i]);
+				return CLI_EXIT_USAGE;
+			}
+		} else if (!strcmp(argv[i], "--seal-rows") && i + 1 < argc) {
+			errno = 0;
+			seal_rows = strtoll(argv[++i], &end, 10);
+			if (!isdigit((unsigned char)argv[i][0]) || *end ||
+			    errno) {
+				cli_error("--seal-rows: \"%s\" is not a "
+				          "number",
 				          argv[i]);
 				return CLI_EXIT_USAGE;
 			}
@@ -135,7 +171,7 @@ int cli_cmd_purge(int argc, char **argv)
 	for (int i = 0; i < cfg.nconsumers && rc == 0; i++)
 		if (!sel || sel == &cfg.consumers[i])
 			rc = purge_one(&cfg, &cfg.consumers[i], (int)batch,
-			               dry_run);
+			               dry_run, seal_rows);
 	cli_config_free(&cfg);
 	return rc;
 }

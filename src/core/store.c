@@ -150,6 +150,22 @@ const char *inbox_store_kind(const inbox_store *st)
 	return st ? st->vt->kind : "";
 }
 
+int inbox_store_seal(inbox_store *st, int64_t min_rows, int *sealed)
+{
+	int dummy;
+	if (!sealed)
+		sealed = &dummy;
+	*sealed = 0;
+	if (!st)
+		return INBOX_ERR_INVALID;
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
+	inbox__store_clearerr(st);
+	if (st->vt->version < 3 || !st->vt->seal)
+		return INBOX_OK;
+	return st->vt->seal(st, min_rows, sealed);
+}
+
 int inbox_store_purge(inbox_store *st, const char *consumer,
                       int64_t retention_seconds, int batch_limit, int dry_run,
                       int64_t *deleted)

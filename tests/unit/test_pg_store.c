@@ -143,11 +143,11 @@ TEST(migrate_idempotent)
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 2); /* 2: the outbox */
+	ASSERT_EQ(v, 3); /* 2: the outbox, 3: generations */
 	char sql[256];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
 	         pfx);
-	ASSERT_EQ(scalar(sql), 2); /* one row per version applied */
+	ASSERT_EQ(scalar(sql), 3); /* one row per version applied */
 	inbox_store_close(st);
 }
 
@@ -175,7 +175,7 @@ TEST(migrate_concurrent)
 	char sql[256];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
 	         pfx);
-	ASSERT_EQ(scalar(sql), 2); /* versions 1 and 2, once each */
+	ASSERT_EQ(scalar(sql), 3); /* versions 1 to 3, once each */
 }
 
 TEST(claim_new_then_duplicate)
@@ -938,7 +938,7 @@ TEST(schema_option)
 	ASSERT_TRUE(st != NULL);
 	int v = 0;
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 2);
+	ASSERT_EQ(v, 3);
 	inbox_claim cl;
 	ASSERT_OK(VT(st)->begin(st));
 	ASSERT_OK(claim1(st, "sc", &cl, "S1", FP_A, INBOX_ST_COMPLETED, 0));
@@ -986,15 +986,330 @@ TEST(big_batch)
 	inbox_store_close(st);
 }
 
+/* ---- generations ------------------------------------------------- */
+
+static char gprefix[48]; /* generations tests: their own tables */
+
+/* Claim n keys "<pfx>NNN" (fingerprint fp) in one transaction; count the
+ * ones that came back new. */
+static int gen_claim(inbox_store *st, const char *pfx, int n, const char *fp,
+                     int *fresh)
+{
+	static char keys[200][32];
+	inbox_claim cl[200];
+	memset(cl, 0, sizeof(cl));
+	for (int i = 0; i < n; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "%s%03d", pfx, i);
+		cl[i].key = keys[i];
+		cl[i].fingerprint = fp;
+	}
+	int rc = VT(st)->begin(st);
+	if (rc == 0)
+		rc = VT(st)->claim(st, "gen", cl, (size_t)n, INBOX_ST_COMPLETED,
+		                   0);
+	if (rc == 0)
+		rc = VT(st)->commit(st);
+	else if (st->in_txn)
+		VT(st)->rollback(st);
+	*fresh = 0;
+	for (int i = 0; i < n; i++)
+		*fresh += cl[i].is_new;
+	return rc;
+}
+
+static const char *gq(const char *fmt)
+{
+	static char buf[512];
+	char t[96];
+	snprintf(t, sizeof(t), "\"%sinbox\"", gprefix);
+	snprintf(buf, sizeof(buf), fmt, t);
+	return buf;
+}
+
+static long long gens_scalar(const char *fmt)
+{
+	char sql[512], t[96];
+	snprintf(t, sizeof(t), "\"%sinbox_generations\"", gprefix);
+	snprintf(sql, sizeof(sql), fmt, t);
+	return scalar(sql);
+}
+
+TEST(generations_seal_and_find)
+{
+	inbox_store *st = open_with(gprefix, NULL, 1);
+	ASSERT_TRUE(st != NULL);
+	int fresh = 0, sealed = -1;
+	ASSERT_OK(gen_claim(st, "k", 100, FP_A, &fresh));
+	ASSERT_EQ(fresh, 100);
+	/* A record left failed in the generation that gets sealed. */
+	int64_t rows = 0;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->finish(st, "gen", "k010", 0, INBOX_ST_NONE,
+	                         INBOX_ST_FAILED, 1, &rows));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(rows, 1);
+	/* A handle that read the generations before the seal keeps its
+	 * (empty) list for a while: it must still find the sealed keys. */
+	inbox_store *stale = open_with(gprefix, NULL, 1);
+	ASSERT_TRUE(stale != NULL);
+	ASSERT_OK(gen_claim(stale, "warm", 1, FP_A, &fresh));
+	ASSERT_EQ(fresh, 1);
+
+	ASSERT_OK(inbox_store_seal(st, 1000, &sealed));
+	ASSERT_EQ(sealed, 0); /* 101 rows: not yet */
+	ASSERT_OK(inbox_store_seal(st, 50, &sealed));
+	ASSERT_EQ(sealed, 1);
+	ASSERT_EQ(gens_scalar("SELECT count(*) FROM %s WHERE sealed_at IS NOT "
+	                      "NULL AND bloom IS NOT NULL AND nkeys = 101"),
+	          1);
+	ASSERT_EQ(gens_scalar("SELECT max(gen) FROM %s"), 2);
+
+	/* Every sealed key is found: through the filter, and by the stale
+	 * handle that has none (it looks them all up). */
+	ASSERT_OK(gen_claim(st, "k", 100, FP_A, &fresh));
+	ASSERT_EQ(fresh, 0);
+	/* The stale handle still takes generation 1 for the newest: its
+	 * insert is refused (the batch would re-run), then it re-reads. */
+	int rc = gen_claim(stale, "k", 100, FP_A, &fresh);
+	ASSERT_TRUE(rc == INBOX_OK || rc == INBOX_ERR_TRANSIENT);
+	if (rc == INBOX_ERR_TRANSIENT)
+		ASSERT_CONTAINS(inbox_store_errmsg(stale), "is sealed");
+	ASSERT_OK(gen_claim(stale, "k", 100, FP_A, &fresh));
+	ASSERT_EQ(fresh, 0);
+	/* Same key, other fingerprint: reported with the stored one. */
+	inbox_claim cl;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "gen", &cl, "k050", FP_B, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_TRUE(!cl.is_new);
+	ASSERT_EQ(cl.status, INBOX_ST_COMPLETED);
+	ASSERT_STREQ(cl.stored_fingerprint, FP_A);
+	/* The failed record is still there to retry, in its generation. */
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "gen", &cl, "k010", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.status, INBOX_ST_FAILED);
+	int taken = 0;
+	int32_t att = 0;
+	int64_t fence = 0;
+	ASSERT_OK(VT(st)->reclaim(st, "gen", "k010", INBOX_ST_COMPLETED, 0,
+	                          &taken, &att, &fence));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(taken, 1);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM %s WHERE key = 'k010' AND "
+	                    "status = 'completed' AND gen = 1")),
+	          1);
+
+	/* New keys land in the new generation, and only there. */
+	ASSERT_OK(gen_claim(stale, "n", 100, FP_A, &fresh));
+	ASSERT_EQ(fresh, 100);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM %s WHERE gen = 2")), 100);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM %s WHERE consumer = 'gen'")),
+	          201);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM (SELECT key FROM %s GROUP BY "
+	                    "consumer, key HAVING count(*) > 1) x")),
+	          0);
+
+	/* Nothing can be inserted into a sealed generation: the server
+	 * refuses it as a serialization failure (a claim's batch re-runs). */
+	PGresult *r = PQexec(admin, gq("INSERT INTO %s (gen, consumer, key, "
+	                               "fingerprint, status) VALUES (1, 'gen', "
+	                               "'late', 'f', 'completed')"));
+	ASSERT_EQ(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ASSERT_STREQ(PQresultErrorField(r, PG_DIAG_SQLSTATE), "40001");
+	PQclear(r);
+
+	/* A second seal: three generations, every key still found once. */
+	ASSERT_OK(inbox_store_seal(st, 0, &sealed));
+	ASSERT_EQ(sealed, 2);
+	ASSERT_OK(gen_claim(st, "n", 100, FP_A, &fresh));
+	ASSERT_EQ(fresh, 0);
+	ASSERT_OK(gen_claim(st, "k", 100, FP_A, &fresh));
+	ASSERT_EQ(fresh, 0);
+	ASSERT_OK(gen_claim(st, "x", 10, FP_A, &fresh));
+	ASSERT_EQ(fresh, 10);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM %s WHERE gen = 3")), 10);
+
+	/* Purge reaches every generation, and deletes only what it should
+	 * (ctid is not unique across partitions: it deletes by key). */
+	ASSERT_OK(VT(st)->register_consumer(st, "gen", 3600));
+	ASSERT_OK(admin_exec(gq("UPDATE %s SET processed_at = now() - interval "
+	                        "'2 hours' WHERE key LIKE 'k%%' OR key LIKE "
+	                        "'x%%'")));
+	int64_t n = 0;
+	ASSERT_OK(inbox_store_purge(st, "gen", 0, 7, 0, &n));
+	ASSERT_EQ(n, 110);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM %s WHERE consumer = 'gen'")),
+	          101); /* n000..n099 and warm000 */
+	inbox_store_close(stale);
+	inbox_store_close(st);
+}
+
+/* The seal waits for a transaction that is writing into the generation
+ * it seals, so that transaction's keys are in the filter. */
+TEST(generations_seal_waits_for_writers)
+{
+	inbox_store *st = open_with(gprefix, NULL, 1);
+	ASSERT_TRUE(st != NULL);
+	int fresh = 0;
+	ASSERT_OK(gen_claim(st, "v", 5, FP_A, &fresh)); /* not empty */
+	ASSERT_EQ(fresh, 5);
+	pid_t pid = fork();
+	ASSERT_TRUE(pid >= 0);
+	if (pid == 0) {
+		inbox_store *c = open_with(gprefix, NULL, 1);
+		inbox_claim cl;
+		int ok = c && VT(c)->begin(c) == 0 &&
+		         claim1(c, "gen", &cl, "w1", FP_A, INBOX_ST_COMPLETED,
+		                0) == 0 &&
+		         cl.is_new;
+		sleep_ms(600);
+		ok = ok && VT(c)->commit(c) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	sleep_ms(250);
+	double t0 = now_s();
+	int sealed = 0;
+	ASSERT_OK(inbox_store_seal(st, 0, &sealed));
+	double waited = now_s() - t0;
+	int status = 0;
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ASSERT_TRUE(sealed >= 1);
+	ASSERT_TRUE(waited > 0.15);
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+	         "SELECT gen FROM \"%sinbox\" WHERE key = 'w1'", gprefix);
+	ASSERT_EQ(scalar(sql), sealed);
+	inbox_store *fresh_st = open_with(gprefix, NULL, 1);
+	ASSERT_TRUE(fresh_st != NULL);
+	inbox_claim cl;
+	ASSERT_OK(VT(fresh_st)->begin(fresh_st));
+	ASSERT_OK(
+	    claim1(fresh_st, "gen", &cl, "w1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(fresh_st)->commit(fresh_st));
+	ASSERT_TRUE(!cl.is_new);
+	inbox_store_close(fresh_st);
+	inbox_store_close(st);
+}
+
+/* Several processes claim overlapping keys while generations are sealed
+ * under them again and again: every key is new exactly once across all
+ * of them, and recorded once. A claim refused by a seal (its newest
+ * generation was sealed) re-runs, as the consumer does. */
+TEST(generations_seal_under_concurrent_claims)
+{
+	enum { WORKERS = 3, POOL = 3000, ROUNDS = 150, BATCH = 40 };
+	char dir[] = "/tmp/inbox-gens-XXXXXX";
+	ASSERT_TRUE(mkdtemp(dir) != NULL);
+	inbox_store *st = open_with(gprefix, NULL, 1);
+	ASSERT_TRUE(st != NULL);
+	pid_t pids[WORKERS];
+	for (int w = 0; w < WORKERS; w++) {
+		pids[w] = fork();
+		ASSERT_TRUE(pids[w] >= 0);
+		if (pids[w] > 0)
+			continue;
+		char path[96];
+		snprintf(path, sizeof(path), "%s/w%d", dir, w);
+		FILE *out = fopen(path, "w");
+		inbox_store *c = open_with(gprefix, NULL, 1);
+		if (!out || !c)
+			_exit(2);
+		unsigned seed = 7919u * (unsigned)(w + 1);
+		static char keys[BATCH][16];
+		inbox_claim cl[BATCH];
+		for (int r = 0; r < ROUNDS; r++) {
+			/* BATCH distinct keys, sorted (as the core sends). */
+			int base = (int)(rand_r(&seed) % (POOL - 3 * BATCH));
+			for (int i = 0; i < BATCH; i++)
+				snprintf(keys[i], sizeof(keys[i]), "c%05d",
+				         base + 3 * i);
+			int rc, tries = 0;
+			do {
+				memset(cl, 0, sizeof(cl));
+				for (int i = 0; i < BATCH; i++) {
+					cl[i].key = keys[i];
+					cl[i].fingerprint = FP_A;
+				}
+				rc = VT(c)->begin(c);
+				if (rc == 0)
+					rc =
+					    VT(c)->claim(c, "gen", cl, BATCH,
+					                 INBOX_ST_COMPLETED, 0);
+				if (rc == 0)
+					rc = VT(c)->commit(c);
+				if (rc != 0 && c->in_txn)
+					VT(c)->rollback(c);
+			} while (rc == INBOX_ERR_TRANSIENT && ++tries < 50);
+			if (rc != 0)
+				_exit(3);
+			for (int i = 0; i < BATCH; i++)
+				if (cl[i].is_new)
+					fprintf(out, "%s\n", keys[i]);
+		}
+		fclose(out);
+		inbox_store_close(c);
+		_exit(0);
+	}
+	/* Seal whenever the newest generation holds 60 records. */
+	int seals = 0, alive = WORKERS, failed = 0;
+	while (alive > 0) {
+		int sealed = 0;
+		int rc = inbox_store_seal(st, 60, &sealed);
+		if (rc == INBOX_OK && sealed)
+			seals++;
+		else if (rc != INBOX_OK && rc != INBOX_ERR_TRANSIENT)
+			failed++;
+		sleep_ms(5);
+		int status;
+		pid_t p;
+		while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+			alive--;
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+				failed++;
+		}
+	}
+	ASSERT_EQ(failed, 0);
+	printf("  # %d seals under %d workers\n", seals, WORKERS);
+	ASSERT_TRUE(seals >= 3);
+	/* Every key new exactly once: no key in two workers' lists. */
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd),
+	         "cat %s/w* | sort | uniq -d | wc -l; cat %s/w* | wc -l; "
+	         "rm -rf %s",
+	         dir, dir, dir);
+	FILE *p = popen(cmd, "r");
+	ASSERT_TRUE(p != NULL);
+	long dup = -1, total = -1;
+	ASSERT_EQ(fscanf(p, "%ld %ld", &dup, &total), 2);
+	pclose(p);
+	ASSERT_EQ(dup, 0);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM %s WHERE key LIKE 'c%%'")),
+	          total);
+	ASSERT_EQ(scalar(gq("SELECT count(*) FROM (SELECT key FROM %s GROUP BY "
+	                    "consumer, key HAVING count(*) > 1) x")),
+	          0);
+	inbox_store_close(st);
+}
+
 static void drop_all(void)
 {
 	char sql[512];
 	snprintf(sql, sizeof(sql),
 	         "DO $$DECLARE t text; BEGIN FOR t IN SELECT tablename FROM "
 	         "pg_tables WHERE schemaname = current_schema() AND "
-	         "tablename LIKE '%s%%' LOOP EXECUTE format('DROP TABLE %%I "
+	         "tablename LIKE '%s%%' LOOP EXECUTE format('DROP TABLE IF "
+	         "EXISTS %%I "
 	         "CASCADE', t); END LOOP; END$$",
 	         prefix);
+	admin_exec(sql);
+	snprintf(sql, sizeof(sql),
+	         "DO $$DECLARE t text; BEGIN FOR t IN SELECT tablename FROM "
+	         "pg_tables WHERE schemaname = current_schema() AND "
+	         "tablename LIKE '%s%%' LOOP EXECUTE format('DROP TABLE IF "
+	         "EXISTS %%I "
+	         "CASCADE', t); END LOOP; END$$",
+	         gprefix);
 	admin_exec(sql);
 	snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS \"%s\" CASCADE",
 	         schema);
@@ -1012,6 +1327,7 @@ int main(void)
 	}
 	snprintf(prefix, sizeof(prefix), "pgt%d_", (int)getpid());
 	snprintf(schema, sizeof(schema), "pgt%d_schema", (int)getpid());
+	snprintf(gprefix, sizeof(gprefix), "pgg%d_", (int)getpid());
 	admin = PQconnectdb(url);
 	if (PQstatus(admin) != CONNECTION_OK) {
 		fprintf(stderr, "test_pg_store: cannot connect: %s",
@@ -1039,6 +1355,9 @@ int main(void)
 	RUN(prepared_across_rollbacks);
 	RUN(schema_option);
 	RUN(big_batch);
+	RUN(generations_seal_and_find);
+	RUN(generations_seal_waits_for_writers);
+	RUN(generations_seal_under_concurrent_claims);
 	drop_all();
 	PQfinish(admin);
 	return test_summary();

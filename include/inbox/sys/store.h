@@ -91,8 +91,8 @@ struct inbox_store {
 	int in_txn;
 };
 
-/* 1: the inbox; 2: + the outbox slots. */
-#define INBOX_STORE_VTABLE_VERSION 2
+/* 1: the inbox; 2: + the outbox slots; 3: + seal. */
+#define INBOX_STORE_VTABLE_VERSION 3
 
 /* The outcome of a claimed outbox row, written by outbox_finish. */
 typedef struct inbox_outbox_finish {
@@ -234,6 +234,12 @@ struct inbox_store_vtable {
 	int (*outbox_purge)(inbox_store *st, const char *consumer,
 	                    int64_t older_than_seconds, int batch_limit,
 	                    int64_t *deleted);
+
+	/* ---- version 3 ------------------------------------------------- */
+
+	/* Outside a transaction: see inbox_store_seal(). NULL: the backend
+	 * keeps one generation (nothing to seal). */
+	int (*seal)(inbox_store *st, int64_t min_rows, int *sealed);
 };
 
 /* Register a backend (the built-in ones are registered automatically).

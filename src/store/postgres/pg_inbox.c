@@ -192,19 +192,35 @@ int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
 		inbox__store_seterr(st, "", "claim: out of memory");
 		return INBOX_ERR_NOMEM;
 	}
-	char lease[24];
+	char lease[24], upto[16], cur[16];
 	fmt_i64(lease, sizeof(lease), clamp_lease(lease_ms));
-	const char *params[6] = {consumer,
+	int lookup = 1;
+	int rc =
+	    inbox__pg_gens_maybe(s, consumer, claims, n, upto, cur, &lookup);
+	if (rc != INBOX_OK)
+		return rc;
+	const char *params[9] = {consumer,
 	                         s->arr[0].data,
 	                         s->arr[1].data,
 	                         s->arr[2].data,
 	                         inbox__status_name(status),
-	                         lease};
-	int rc;
-	PGresult *r = inbox__pg_run(s, PGQ_CLAIM, NULL, 6, params, NULL, NULL,
-	                            "claim", &rc);
-	if (!r)
+	                         lease,
+	                         s->maybe.data,
+	                         upto,
+	                         cur};
+	/* Nothing to look up in sealed generations: the plain claim. */
+	const char *newest[7] = {params[0], params[1], params[2], params[3],
+	                         params[4], params[5], cur};
+	PGresult *r = lookup ? inbox__pg_run(s, PGQ_CLAIM, NULL, 9, params,
+	                                     NULL, NULL, "claim", &rc)
+	                     : inbox__pg_run(s, PGQ_CLAIM_NEWEST, NULL, 7,
+	                                     newest, NULL, NULL, "claim", &rc);
+	if (!r) {
+		/* Maybe our newest generation was sealed: read them again
+		 * before the batch re-runs. */
+		s->gens_checked = 0;
 		return rc;
+	}
 	/* Rows come back only for the keys that were not inserted. */
 	for (size_t i = 0; i < n; i++)
 		fill_new(&claims[i]);

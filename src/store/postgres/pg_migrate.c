@@ -106,6 +106,10 @@ static int migrate_locked(pg_store *s)
 	if (rc == INBOX_OK && version < 2 &&
 	    (rc = inbox__pg_outbox_migrate(s)) == INBOX_OK)
 		rc = record_version(s, 2);
+	/* v3: the inbox in generations (pg_gens.c). */
+	if (rc == INBOX_OK && version < 3 &&
+	    (rc = inbox__pg_gens_migrate(s)) == INBOX_OK)
+		rc = record_version(s, 3);
 	return rc;
 }
 

@@ -13,10 +13,11 @@
 #define OID_INT4       23
 #define OID_TEXT       25
 #define OID_TEXT_ARRAY 1009
+#define OID_BOOL_ARRAY 1000
 
 /* In templates: {T} inbox, {D} dead_letters, {C} consumers,
- * {V} schema_version, {O} outbox (qualified, quoted), {P} the bare
- * prefix (for index names, inside quotes). */
+ * {V} schema_version, {O} outbox, {G} inbox_generations (qualified,
+ * quoted), {P} the bare prefix (for index names, inside quotes). */
 /* clang-format off */
 static const char *const templates[PGQ_COUNT] = {
 	/* Insert every key (in the given order: sorted by the core, so
@@ -27,11 +28,64 @@ static const char *const templates[PGQ_COUNT] = {
 	 * consumer's rows would grow with the table. A row the probe cannot
 	 * see (committed by another transaction while we waited) comes back
 	 * with a NULL status and is re-read. */
+	/* The inbox is partitioned into generations ({G}, pg_gens.c): new
+	 * keys go to the newest one, $9 as the client last read it; older
+	 * ones are sealed (no insert can reach them: if $9 was sealed
+	 * since, the insert fails and the batch re-runs after a refresh)
+	 * and carry a Bloom filter of their keys. $7 says, per key, whether
+	 * a filter the client holds (those of generations up to $8) may
+	 * contain it. A key is looked up in the sealed generations it may
+	 * be in, and in every one between $8 and $9 (no filter loaded
+	 * yet); the lookups are pruned to those partitions (OFFSET 0 keeps
+	 * each a probe per key, never a hashed scan of a partition), so a
+	 * key no filter knows touches nothing but the newest generation.
+	 * Keys found there are not inserted. Then as
+	 * before: insert in the given order (sorted by the core, so two
+	 * batches lock keys in one order), and answer only for the keys
+	 * that were not inserted, from their newest record. LATERAL ...
+	 * LIMIT 1 keeps it one index probe per generation and key. A row
+	 * the lookup cannot see (committed by another transaction while we
+	 * waited) comes back with a NULL status and is re-read. */
 	[PGQ_CLAIM] =
+	"WITH t AS MATERIALIZED ("
+	" SELECT t.k, t.f, t.m, t.p, t.ord FROM unnest($2::text[], $3::text[],"
+	"  $4::text[], $7::bool[]) WITH ORDINALITY AS t(k, f, m, p, ord)),"
+	" prior AS MATERIALIZED ("
+	" SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM {T} y"
+	"  WHERE y.consumer = $1 AND y.key = t.k AND y.gen > $8"
+	"  AND y.gen < $9 OFFSET 0)"
+	" OR (t.p AND EXISTS (SELECT 1 FROM {T} y"
+	"  WHERE y.consumer = $1 AND y.key = t.k AND y.gen <= $8"
+	"  OFFSET 0))),"
+	" ins AS ("
+	" INSERT INTO {T} AS x (gen, consumer, key, fingerprint, status,"
+	"  attempts, fence, lease_until, message_id, processed_at)"
+	" SELECT $9, $1, t.k, t.f, $5, 1, 1,"
+	"  CASE WHEN $5 = 'processing'"
+	"   THEN now() + $6 * interval '1 millisecond' END,"
+	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
+	" FROM t WHERE NOT EXISTS (SELECT 1 FROM prior WHERE prior.k = t.k)"
+	" ORDER BY t.ord"
+	" ON CONFLICT DO NOTHING"
+	" RETURNING x.key),"
+	" old AS MATERIALIZED ("
+	" SELECT t.k, t.ord FROM t"
+	" WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.key = t.k))"
+	" SELECT old.ord, i.status, i.fingerprint, i.attempts, i.fence,"
+	"  coalesce(i.lease_until < now(), false)"
+	" FROM old LEFT JOIN LATERAL (SELECT y.status, y.fingerprint,"
+	"  y.attempts, y.fence, y.lease_until FROM {T} y"
+	"  WHERE y.consumer = $1 AND y.key = old.k"
+	"  ORDER BY y.gen DESC LIMIT 1) i ON true",
+
+	/* PGQ_CLAIM when the client knows no sealed generation needs a
+	 * look: $7 is the newest generation (a stale one is refused by its
+	 * trigger, as above), and a key not inserted conflicted there. */
+	[PGQ_CLAIM_NEWEST] =
 	"WITH ins AS ("
-	" INSERT INTO {T} AS x (consumer, key, fingerprint, status, attempts,"
-	"  fence, lease_until, message_id, processed_at)"
-	" SELECT $1, t.k, t.f, $5, 1, 1,"
+	" INSERT INTO {T} AS x (gen, consumer, key, fingerprint, status,"
+	"  attempts, fence, lease_until, message_id, processed_at)"
+	" SELECT $7, $1, t.k, t.f, $5, 1, 1,"
 	"  CASE WHEN $5 = 'processing'"
 	"   THEN now() + $6 * interval '1 millisecond' END,"
 	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
@@ -45,7 +99,8 @@ static const char *const templates[PGQ_COUNT] = {
 	"  coalesce(i.lease_until < now(), false)"
 	" FROM old LEFT JOIN LATERAL (SELECT y.status, y.fingerprint,"
 	"  y.attempts, y.fence, y.lease_until FROM {T} y"
-	"  WHERE y.consumer = $1 AND y.key = old.k LIMIT 1) i ON true",
+	"  WHERE y.consumer = $1 AND y.key = old.k AND y.gen = $7"
+	"  LIMIT 1) i ON true",
 
 	[PGQ_CLAIM_REREAD] =
 	"SELECT key, status, fingerprint, attempts, fence,"
@@ -96,18 +151,19 @@ static const char *const templates[PGQ_COUNT] = {
 	[PGQ_CONSUMERS] =
 	"SELECT name, retention_seconds FROM {C} ORDER BY name",
 
-	/* By ctid, so the statement deletes at most $3 rows, oldest first
-	 * (the ORDER BY also makes the plan a range scan of the
-	 * (consumer, processed_at) index); the predicate is repeated so a row
-	 * changed meanwhile is re-checked, not deleted. */
+	/* At most $3 rows, oldest first (the ORDER BY makes the plan a
+	 * range scan of the (consumer, processed_at) index), each deleted
+	 * by its primary key (ctid is not unique across the generations);
+	 * the predicate is repeated so a row changed meanwhile is
+	 * re-checked, not deleted. */
 	[PGQ_PURGE_DELETE] =
-	"DELETE FROM {T} WHERE ctid = ANY(ARRAY("
-	" SELECT ctid FROM {T} WHERE consumer = $1"
-	" AND status IN ('completed', 'dead')"
+	"DELETE FROM {T} d USING (SELECT consumer, key, gen FROM {T}"
+	" WHERE consumer = $1 AND status IN ('completed', 'dead')"
 	" AND processed_at < now() - $2 * interval '1 second'"
-	" ORDER BY processed_at LIMIT $3))"
-	" AND consumer = $1 AND status IN ('completed', 'dead')"
-	" AND processed_at < now() - $2 * interval '1 second'",
+	" ORDER BY processed_at LIMIT $3) o"
+	" WHERE d.consumer = o.consumer AND d.key = o.key AND d.gen = o.gen"
+	" AND d.consumer = $1 AND d.status IN ('completed', 'dead')"
+	" AND d.processed_at < now() - $2 * interval '1 second'",
 
 	[PGQ_PURGE_COUNT] =
 	"SELECT count(*) FROM {T} WHERE consumer = $1"
@@ -123,7 +179,11 @@ static const char *const templates[PGQ_COUNT] = {
 /* clang-format on */
 
 static const Oid t_claim[] = {OID_TEXT,       OID_TEXT_ARRAY, OID_TEXT_ARRAY,
-                              OID_TEXT_ARRAY, OID_TEXT,       OID_INT8};
+                              OID_TEXT_ARRAY, OID_TEXT,       OID_INT8,
+                              OID_BOOL_ARRAY, OID_INT4,       OID_INT4};
+static const Oid t_claim_newest[] = {
+    OID_TEXT, OID_TEXT_ARRAY, OID_TEXT_ARRAY, OID_TEXT_ARRAY,
+    OID_TEXT, OID_INT8,       OID_INT4};
 static const Oid t_reread[] = {OID_TEXT, OID_TEXT_ARRAY};
 static const Oid t_reclaim[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_INT8};
 static const Oid t_finish[] = {OID_TEXT, OID_TEXT, OID_TEXT,
@@ -138,13 +198,21 @@ static const Oid t_count[] = {OID_TEXT, OID_INT8};
 
 /* No types: the outbox's SQL casts every parameter itself. */
 const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
-    [PGQ_CLAIM] = {6, t_claim},       [PGQ_CLAIM_REREAD] = {2, t_reread},
-    [PGQ_RECLAIM] = {4, t_reclaim},   [PGQ_FINISH] = {6, t_finish},
-    [PGQ_EXTEND] = {4, t_extend},     [PGQ_DEAD_LETTER] = {10, t_dl},
-    [PGQ_REGISTER] = {2, t_register}, [PGQ_RETENTION] = {1, t_text},
-    [PGQ_CONSUMERS] = {0, NULL},      [PGQ_PURGE_DELETE] = {3, t_purge},
-    [PGQ_PURGE_COUNT] = {2, t_count}, [PGQ_VERSION] = {0, NULL},
-    [PGQ_OUTBOX_ADD] = {13, NULL},    [PGQ_OUTBOX_CLAIM] = {3, NULL},
+    [PGQ_CLAIM] = {9, t_claim},
+    [PGQ_CLAIM_NEWEST] = {7, t_claim_newest},
+    [PGQ_CLAIM_REREAD] = {2, t_reread},
+    [PGQ_RECLAIM] = {4, t_reclaim},
+    [PGQ_FINISH] = {6, t_finish},
+    [PGQ_EXTEND] = {4, t_extend},
+    [PGQ_DEAD_LETTER] = {10, t_dl},
+    [PGQ_REGISTER] = {2, t_register},
+    [PGQ_RETENTION] = {1, t_text},
+    [PGQ_CONSUMERS] = {0, NULL},
+    [PGQ_PURGE_DELETE] = {3, t_purge},
+    [PGQ_PURGE_COUNT] = {2, t_count},
+    [PGQ_VERSION] = {0, NULL},
+    [PGQ_OUTBOX_ADD] = {13, NULL},
+    [PGQ_OUTBOX_CLAIM] = {3, NULL},
     [PGQ_OUTBOX_FINISH] = {9, NULL},
 };
 
@@ -209,6 +277,9 @@ int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out)
 			case 'O':
 				name = &s->t_outbox;
 				break;
+			case 'G':
+				name = &s->t_gens;
+				break;
 			case 'P':
 				if (inbox__buf_puts(out, s->base.prefix) < 0)
 					return -1;
@@ -234,11 +305,10 @@ static int build_names(pg_store *s)
 	struct {
 		inbox__buf *b;
 		const char *name;
-	} t[] = {{&s->t_inbox, "inbox"},
-	         {&s->t_dl, "dead_letters"},
-	         {&s->t_consumers, "consumers"},
-	         {&s->t_version, "schema_version"},
-	         {&s->t_outbox, "outbox"}};
+	} t[] = {
+	    {&s->t_inbox, "inbox"},         {&s->t_dl, "dead_letters"},
+	    {&s->t_consumers, "consumers"}, {&s->t_version, "schema_version"},
+	    {&s->t_outbox, "outbox"},       {&s->t_gens, "inbox_generations"}};
 	for (size_t i = 0; i < sizeof(t) / sizeof(*t); i++) {
 		inbox__buf_reset(t[i].b);
 		if (inbox__table_name(t[i].b, &s->base, t[i].name) < 0)
@@ -274,6 +344,7 @@ void inbox__pg_free_sql(pg_store *s)
 	inbox__buf_free(&s->t_consumers);
 	inbox__buf_free(&s->t_version);
 	inbox__buf_free(&s->t_outbox);
+	inbox__buf_free(&s->t_gens);
 }
 
 char *inbox__pg_schema_v1(const pg_store *s)

@@ -133,6 +133,7 @@ static void pg_close(inbox_store *st)
 	PQfinish(s->conn);
 	inbox__pg_free_sql(s);
 	inbox__pg_hcache_free(s);
+	inbox__pg_gens_free(s);
 	for (size_t i = 0; i < sizeof(s->arr) / sizeof(*s->arr); i++)
 		inbox__buf_free(&s->arr[i]);
 	free(s);
@@ -176,4 +177,5 @@ const inbox_store_vtable inbox__pg_vtable = {
     .outbox_finish = inbox__pg_outbox_finish,
     .outbox_counts = inbox__pg_outbox_counts,
     .outbox_purge = inbox__pg_outbox_purge,
+    .seal = inbox__pg_seal,
 };

@@ -41,6 +41,7 @@
  * depend on the handle's prefix and schema). All are prepared lazily. */
 enum pg_query {
 	PGQ_CLAIM,
+	PGQ_CLAIM_NEWEST, /* the claim when no sealed generation is looked up */
 	PGQ_CLAIM_REREAD,
 	PGQ_RECLAIM,
 	PGQ_FINISH,
@@ -123,7 +124,15 @@ typedef struct pg_store {
 	/* Scratch for claim's array literals; reused, so memory stays flat. */
 	inbox__buf arr[3];
 	/* Qualified table names, for migrate. */
-	inbox__buf t_inbox, t_dl, t_consumers, t_version, t_outbox;
+	inbox__buf t_inbox, t_dl, t_consumers, t_version, t_outbox, t_gens;
+	/* Bloom filters of the sealed generations (pg_gens.c), loaded
+	 * lazily; every sealed generation up to bloom_upto has one here. */
+	struct pg_bloom *blooms;
+	int nblooms;
+	int bloom_upto;
+	int gen_cur;         /* the newest generation, as last read */
+	double gens_checked; /* monotonic seconds of the last refresh; 0 */
+	inbox__buf maybe;    /* scratch: the claim's bool[] literal */
 } pg_store;
 
 /* pg_sql.c: build the table names and s->sql[]. 0 or -1 (NOMEM). */
@@ -202,6 +211,21 @@ int inbox__pg_exec(inbox_store *st, const char *sql, int nparams,
                    const char *const *params, int64_t *rows);
 int inbox__pg_query(inbox_store *st, const char *sql, int nparams,
                     const char *const *params, inbox_row_fn fn, void *payload);
+
+/* pg_gens.c: generations of the inbox (see there). */
+/* Schema v3: make the inbox a LIST-partitioned table of generations
+ * (an existing inbox becomes generation 1). In migrate's transaction. */
+int inbox__pg_gens_migrate(pg_store *s);
+/* For a claim: fill s->maybe with the bool[] literal of "a loaded filter
+ * may hold claims[i].key" (refreshing the filters every few seconds),
+ * upto with the generation up to which filters are loaded and cur with
+ * the newest generation; *lookup = 0 when no sealed generation needs a
+ * look (no filter says maybe, every sealed one has a filter). */
+int inbox__pg_gens_maybe(pg_store *s, const char *consumer,
+                         const inbox_claim *claims, size_t n, char upto[16],
+                         char cur[16], int *lookup);
+void inbox__pg_gens_free(pg_store *s);
+int inbox__pg_seal(inbox_store *st, int64_t min_rows, int *sealed);
 
 /* pg_migrate.c */
 int inbox__pg_migrate(inbox_store *st);

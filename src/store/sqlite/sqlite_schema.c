@@ -67,6 +67,8 @@ static const char *const migrations[SQ_SCHEMA_VERSION + 1] = {
           ");",
     /* The outbox (sqlite_outbox.c): a v1 database upgrades in place. */
     [2] = inbox__sq_outbox_schema,
+    /* 3: PostgreSQL's inbox generations; nothing for SQLite. */
+    [3] = "",
 };
 
 static int exec_tmpl(sq_store *s, const char *tmpl, const char *what)
