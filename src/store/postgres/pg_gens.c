@@ -500,84 +500,59 @@ out:
 	return rc;
 }
 
-/* Filters of sealed generations that have none yet (a seal interrupted
- * between its commit and its filter, or another process's). */
-static int build_missing(pg_store *s)
+/* Call fn for each generation of {G} matching `where`, in order, until
+ * one fails. */
+static int each_gen(pg_store *s, const char *where, int (*fn)(pg_store *, int))
 {
 	inbox__buf q = INBOX__BUF_INIT;
-	if (inbox__buf_printf(&q,
-	                      "SELECT gen FROM %s WHERE sealed_at IS NOT NULL"
-	                      " AND bloom IS NULL ORDER BY gen",
-	                      s->t_gens.data) < 0)
+	if (inbox__buf_printf(&q, "SELECT gen FROM %s WHERE %s ORDER BY gen",
+	                      s->t_gens.data, where) < 0)
 		return INBOX_ERR_NOMEM;
 	PGresult *r = PQexec(s->conn, q.data);
 	inbox__buf_free(&q);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		int rc = inbox__pg_fail(s, r, "seal");
-		PQclear(r);
-		return rc;
-	}
-	int rc = INBOX_OK;
-	for (int i = 0; i < PQntuples(r) && rc == INBOX_OK; i++)
-		rc = build_filter(s, (int)inbox__pg_int(r, i, 0));
+	int rc = PQresultStatus(r) == PGRES_TUPLES_OK
+	             ? INBOX_OK
+	             : inbox__pg_fail(s, r, "seal");
+	for (int i = 0; rc == INBOX_OK && i < PQntuples(r); i++)
+		rc = fn(s, (int)inbox__pg_int(r, i, 0));
 	PQclear(r);
 	return rc;
 }
 
-/* Sealed generations whose rows were all purged: detach (concurrently:
- * claims are not held back) and drop them, so their filters stop
- * answering "maybe". No row can come back into a sealed generation. Only
- * those sealed over a minute ago: a handle may take a generation for the
- * newest for two seconds after its seal (and then be refused by the
- * trigger, and re-read); it must not find it gone. A failure leaves the
- * generation for the next seal. */
-static int drop_empty(pg_store *s)
+/* Sealed generation g, if the purge left it empty: detach it
+ * (concurrently: claims are not held back) and drop it, so its filter
+ * stops answering "maybe". No row can come back into it. */
+static int drop_if_empty(pg_store *s, int g)
 {
-	inbox__buf q = INBOX__BUF_INIT;
+	inbox__buf part = INBOX__BUF_INIT, q = INBOX__BUF_INIT;
+	int64_t any = 1;
+	int rc = INBOX_ERR_NOMEM;
+	if (part_name(s, &part, g) < 0 ||
+	    inbox__buf_printf(&q,
+	                      "SELECT count(*) FROM (SELECT 1 FROM ONLY %s"
+	                      " LIMIT 1) x",
+	                      part.data) < 0)
+		goto out;
+	rc = scalar(s, q.data, &any);
+	if (rc != INBOX_OK || any != 0)
+		goto out;
+	inbox__buf_reset(&q);
+	rc = INBOX_ERR_NOMEM;
 	if (inbox__buf_printf(&q,
-	                      "SELECT gen FROM %s WHERE sealed_at < now() -"
-	                      " interval '1 minute' ORDER BY gen",
-	                      s->t_gens.data) < 0)
-		return INBOX_ERR_NOMEM;
-	PGresult *r = PQexec(s->conn, q.data);
-	int rc = PQresultStatus(r) == PGRES_TUPLES_OK
-	             ? INBOX_OK
-	             : inbox__pg_fail(s, r, "seal");
-	for (int i = 0; rc == INBOX_OK && i < PQntuples(r); i++) {
-		int g = (int)inbox__pg_int(r, i, 0);
-		inbox__buf part = INBOX__BUF_INIT;
-		int64_t any = 1;
-		inbox__buf_reset(&q);
-		if (part_name(s, &part, g) < 0 ||
-		    inbox__buf_printf(
-		        &q,
-		        "SELECT count(*) FROM (SELECT 1 FROM ONLY %s"
-		        " LIMIT 1) x",
-		        part.data) < 0) {
-			inbox__buf_free(&part);
-			rc = INBOX_ERR_NOMEM;
-			break;
-		}
-		rc = scalar(s, q.data, &any);
-		inbox__buf_reset(&q);
-		if (rc == INBOX_OK && any == 0 &&
-		    inbox__buf_printf(&q,
-		                      "ALTER TABLE %s DETACH PARTITION %s"
-		                      " CONCURRENTLY",
-		                      s->t_inbox.data, part.data) == 0) {
+	                      "ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY",
+	                      s->t_inbox.data, part.data) < 0)
+		goto out;
+	rc = cmd(s, q.data, "seal");
+	inbox__buf_reset(&q);
+	if (rc == INBOX_OK) {
+		rc = INBOX_ERR_NOMEM;
+		if (inbox__buf_printf(
+		        &q, "DROP TABLE %s; DELETE FROM %s WHERE gen = %d",
+		        part.data, s->t_gens.data, g) == 0)
 			rc = cmd(s, q.data, "seal");
-			inbox__buf_reset(&q);
-			if (rc == INBOX_OK &&
-			    inbox__buf_printf(
-			        &q,
-			        "DROP TABLE %s; DELETE FROM %s WHERE"
-			        " gen = %d",
-			        part.data, s->t_gens.data, g) == 0)
-				rc = cmd(s, q.data, "seal");
-		}
-		inbox__buf_free(&part);
 	}
-	PQclear(r);
+out:
+	inbox__buf_free(&part);
 	inbox__buf_free(&q);
 	return rc;
 }
@@ -671,6 +646,16 @@ int inbox__pg_seal(inbox_store *st, int64_t min_rows, int *sealed)
 	if (due)
 		*sealed = (int)g;
 	s->gens_checked = 0;
-	rc = build_missing(s);
-	return rc == INBOX_OK ? drop_empty(s) : rc;
+	/* Filters the sealed generations lack (a seal interrupted between
+	 * its commit and its filter, or another process's); then the sealed
+	 * generations purges emptied — only those sealed over a minute ago:
+	 * a handle may take a generation for the newest for two seconds after
+	 * its seal (then be refused by the trigger, and re-read); it must not
+	 * find it gone. A failure leaves the rest for the next seal. */
+	rc = each_gen(s, "sealed_at IS NOT NULL AND bloom IS NULL",
+	              build_filter);
+	if (rc == INBOX_OK)
+		rc = each_gen(s, "sealed_at < now() - interval '1 minute'",
+		              drop_if_empty);
+	return rc;
 }
