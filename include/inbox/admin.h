@@ -68,6 +68,26 @@ typedef struct inbox_admin_stats {
 int inbox_admin_stats_read(inbox_store *st, const char *consumer,
                            inbox_admin_stats *out);
 
+/* The inbox's generations (PostgreSQL: see inbox_store_seal()); they are
+ * the store's, shared by its consumers. */
+typedef struct inbox_admin_generations {
+	/* Generations, the newest included; 0: the store keeps one table
+	 * and no generations (SQLite); -1: not readable (not migrated). */
+	int64_t count;
+	int64_t sealed;       /* of which sealed */
+	int64_t unfiltered;   /* sealed without a filter yet: every new key is
+	                         looked up in them (the next seal builds it) */
+	int64_t sealed_keys;  /* keys the sealed generations' filters hold */
+	int64_t filter_bytes; /* what every consumer process keeps in memory */
+	int64_t newest;       /* the newest generation's number */
+	int64_t newest_records; /* its records, all consumers */
+	int64_t newest_age_ms;  /* since it was opened */
+} inbox_admin_generations;
+
+/* Read the generations of the store. INBOX_OK (count -1 when they
+ * cannot be read), or STATE (a transaction is open), INVALID. */
+int inbox_admin_generations_read(inbox_store *st, inbox_admin_generations *out);
+
 /* Retention headroom in milliseconds: the window minus the age of the
  * oldest processed record. Negative when records older than the window
  * are still kept (a purge is due); INT64_MAX when there is nothing to

@@ -139,7 +139,25 @@ static const char *num_or_null(int64_t v, char *buf, size_t len)
 	return buf;
 }
 
-static void stats_json(const cli_consumer *c, const inbox_admin_stats *s)
+/* The generations as a JSON value (null when the store keeps none). */
+static void gens_json(const inbox_admin_generations *g)
+{
+	if (g->count <= 0) {
+		printf("null");
+		return;
+	}
+	printf("{\"count\":%lld,\"sealed\":%lld,\"unfiltered\":%lld,"
+	       "\"sealed_keys\":%lld,\"filter_bytes\":%lld,\"newest\":%lld,"
+	       "\"newest_records\":%lld,\"newest_age_s\":%lld}",
+	       (long long)g->count, (long long)g->sealed,
+	       (long long)g->unfiltered, (long long)g->sealed_keys,
+	       (long long)g->filter_bytes, (long long)g->newest,
+	       (long long)g->newest_records,
+	       (long long)(g->newest_age_ms / 1000));
+}
+
+static void stats_json(const cli_consumer *c, const inbox_admin_stats *s,
+                       const inbox_admin_generations *g)
 {
 	char h[24], ob[24], oa[24], oc[24], oo[24];
 	int64_t head = inbox_admin_headroom_ms(s);
@@ -155,7 +173,7 @@ static void stats_json(const cli_consumer *c, const inbox_admin_stats *s)
 	       "\"replayed\":%lld,\"oldest_age_s\":%s,"
 	       "\"oldest_created_age_s\":%s,\"retention_s\":%lld,"
 	       "\"headroom_s\":%s,\"outbox_pending\":%s,"
-	       "\"outbox_oldest_age_s\":%s}\n",
+	       "\"outbox_oldest_age_s\":%s,\"generations\":",
 	       (long long)s->records, (long long)s->completed,
 	       (long long)s->dead, (long long)s->failed,
 	       (long long)s->processing, (long long)s->expired,
@@ -173,10 +191,13 @@ static void stats_json(const cli_consumer *c, const inbox_admin_stats *s)
 	                       ? -1
 	                       : s->outbox_oldest_age_ms / 1000,
 	                   oo, sizeof(oo)));
+	gens_json(g);
+	printf("}\n");
 }
 
 static void stats_text(const cli_consumer *c, const char *store,
-                       const inbox_admin_stats *s)
+                       const inbox_admin_stats *s,
+                       const inbox_admin_generations *g)
 {
 	char age[32], win[24], head[24], oage[32];
 	int64_t h = inbox_admin_headroom_ms(s);
@@ -222,6 +243,20 @@ static void stats_text(const cli_consumer *c, const char *store,
 		    "  outbox pending ..... %lld  (oldest %s ago)\n",
 		    (long long)s->outbox_pending,
 		    cli_age_text(s->outbox_oldest_age_ms, oage, sizeof(oage)));
+	if (g->count > 0) {
+		char gage[32];
+		printf("  generations ........ %lld  (sealed %lld: %lld keys, "
+		       "filters %.1f MiB in each consumer%s; newest %lld: "
+		       "%lld records, opened %s ago)\n",
+		       (long long)g->count, (long long)g->sealed,
+		       (long long)g->sealed_keys,
+		       (double)g->filter_bytes / (1024.0 * 1024.0),
+		       g->unfiltered > 0 ? "; some without a filter yet: "
+		                           "the next purge builds them"
+		                         : "",
+		       (long long)g->newest, (long long)g->newest_records,
+		       cli_age_text(g->newest_age_ms, gage, sizeof(gage)));
+	}
 }
 
 static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
@@ -243,10 +278,13 @@ static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
 		inbox_store_close(st);
 		return CLI_EXIT_CONNECT;
 	}
+	inbox_admin_generations g;
+	if (inbox_admin_generations_read(st, &g) != INBOX_OK)
+		g.count = -1;
 	if (json)
-		stats_json(c, &s);
+		stats_json(c, &s, &g);
 	else
-		stats_text(c, red, &s);
+		stats_text(c, red, &s, &g);
 	inbox_store_close(st);
 	return 0;
 }

@@ -77,6 +77,11 @@ if [ "$KIND" = pg ]; then
 	"$BIN" purge "$dir/inbox.yaml" --seal-rows 10 >"$dir/seal.out" 2>&1
 	expect_eq "purge --seal-rows 10: exit 0" "$?" 0
 	check "it seals generation 1" grep -q "billing.ops: sealed inbox generation 1" "$dir/seal.out"
+	"$BIN" stats "$dir/inbox.yaml" --json >"$dir/stats-gen.json"
+	check "stats --json: 2 generations, 1 sealed holding 20 keys" \
+		jqok '.generations.count == 2 and .generations.sealed == 1 and .generations.sealed_keys == 20 and .generations.unfiltered == 0 and .generations.newest == 2 and .generations.filter_bytes > 0' "$dir/stats-gen.json"
+	"$BIN" stats "$dir/inbox.yaml" >"$dir/stats-gen.txt"
+	check "stats: a generations line" grep -q "generations \.* 2  (sealed 1: 20 keys" "$dir/stats-gen.txt"
 	expect_eq "generations: 1 sealed with its filter, 2 the newest" \
 		"$(q "SELECT string_agg(gen || ':' || (sealed_at IS NOT NULL) || ':' || coalesce(nkeys, -1), ',' ORDER BY gen) FROM ${tag}inbox_generations")" \
 		"1:true:20,2:false:-1"
