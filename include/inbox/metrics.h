@@ -61,6 +61,9 @@ typedef struct inbox_metrics_consumer {
 	 * (one dispatcher per consumer: inbox_dispatcher_options.consumer);
 	 * NULL: the outbox_*_total families are left out. */
 	const inbox_outbox_stats *outbox;
+	/* The store's inbox generations (PostgreSQL); NULL, or count <= 0:
+	 * the inbox_generation* families are left out. */
+	const inbox_admin_generations *generations;
 } inbox_metrics_consumer;
 
 /* Render the exposition of n consumers into *out (malloc'ed,

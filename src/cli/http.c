@@ -56,6 +56,7 @@ typedef struct mon {
 	int read_full; /* the last reading was the full stats */
 	int store_ok;
 	inbox_admin_stats db;
+	inbox_admin_generations gens; /* count <= 0: none to show */
 	char err[512];
 } mon;
 
@@ -241,6 +242,10 @@ static void refresh(cli_http *h, mon *m, int full)
 		rc = read_outbox(m);
 	else
 		rc = inbox_admin_stats_read(m->st, m->cc->name, &m->db);
+	m->gens.count = 0;
+	if (rc == INBOX_OK && full && h->role != CLI_HTTP_DISPATCH &&
+	    inbox_admin_generations_read(m->st, &m->gens) != INBOX_OK)
+		m->gens.count = 0;
 	if (rc != INBOX_OK) {
 		store_failed(h, m, full ? "reading the store" : "store ping",
 		             rc);
@@ -267,6 +272,7 @@ static char *metrics_page(cli_http *h, size_t *len)
 		mon *m = &h->m[i];
 		cs[i].name = m->cc->name;
 		cs[i].store = m->store_ok && m->read_full ? &m->db : NULL;
+		cs[i].generations = cs[i].store ? &m->gens : NULL;
 		if (h->role == CLI_HTTP_RUN) {
 			snaps[i] = m->snap;
 			/* Zero counters until the first batch: the series

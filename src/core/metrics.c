@@ -23,6 +23,7 @@ typedef enum kind {
 	K_AGE,        /* int64_t milliseconds, shown in seconds; absent < 0 */
 	K_RETENTION,  /* retention_seconds, absent when 0 */
 	K_HEADROOM,   /* inbox_admin_headroom_ms, absent when unknown */
+	K_GEN,        /* int64_t in inbox_admin_generations */
 	K_STORE_UP,   /* 1 when the store numbers are there */
 	K_CONSUMER_UP /* the caller's running flag */
 } kind;
@@ -38,6 +39,7 @@ typedef struct family {
 #define CNT(f)    K_COUNTER, offsetof(inbox_stats, f)
 #define OBX(f)    K_OUTBOX, offsetof(inbox_outbox_stats, f)
 #define ADM(k, f) k, offsetof(inbox_admin_stats, f)
+#define GEN(f)    K_GEN, offsetof(inbox_admin_generations, f)
 
 static const family families[] = {
     {"inbox_messages_total", "counter", "Deliveries seen by the consumer.",
@@ -137,6 +139,23 @@ static const family families[] = {
     {"inbox_outbox_oldest_age_seconds", "gauge",
      "Age of the oldest pending outbox intent.",
      ADM(K_AGE, outbox_oldest_age_ms)},
+    {"inbox_generations", "gauge",
+     "Generations of the store's inbox, the newest included (shared by "
+     "the store's consumers).",
+     GEN(count)},
+    {"inbox_generations_sealed", "gauge",
+     "Sealed generations of the store's inbox.", GEN(sealed)},
+    {"inbox_generations_unfiltered", "gauge",
+     "Sealed generations without a filter yet (every new key is looked "
+     "up in them).",
+     GEN(unfiltered)},
+    {"inbox_generations_sealed_keys", "gauge",
+     "Keys held by the sealed generations' filters.", GEN(sealed_keys)},
+    {"inbox_generations_filter_bytes", "gauge",
+     "Memory the filters take in every consumer process.", GEN(filter_bytes)},
+    {"inbox_generations_newest_records", "gauge",
+     "Records in the newest generation (sealed past --seal-rows).",
+     GEN(newest_records)},
     {"inbox_store_up", "gauge",
      "1 if the last read of the consumer's store succeeded.", K_STORE_UP, 0},
     {"inbox_consumer_up", "gauge", "1 while the consumer is running.",
@@ -224,6 +243,13 @@ static int value(const family *f, const inbox_metrics_consumer *c, char *buf,
 		snprintf(
 		    buf, len, "%llu",
 		    (unsigned long long)*(const uint64_t *)(base + f->off));
+		return 1;
+	case K_GEN:
+		if (!c->generations || c->generations->count <= 0)
+			return 0;
+		base = (const char *)c->generations;
+		snprintf(buf, len, "%lld",
+		         (long long)*(const int64_t *)(base + f->off));
 		return 1;
 	case K_STORE_UP:
 		snprintf(buf, len, "%d", c->store ? 1 : 0);

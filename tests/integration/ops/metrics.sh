@@ -65,6 +65,12 @@ check "retention headroom is positive" awk '/^inbox_retention_headroom_seconds\{
 expect_eq "store_up" "$(m inbox_store_up)" 1
 expect_eq "outbox_pending (no outbox steps)" "$(m inbox_outbox_pending)" 0
 expect_eq "consumer_up" "$(m inbox_consumer_up)" 1
+if [ "$KIND" = pg ]; then
+	expect_eq "generations: one, the newest, holding the 21 records" \
+		"$(m inbox_generations)/$(m inbox_generations_sealed)/$(m inbox_generations_newest_records)" "1/0/21"
+else
+	check "no generations on SQLite" sh -c "! grep -q '^inbox_generations' '$dir/metrics.txt'"
+fi
 
 labels=$(grep -v '^#' "$dir/metrics.txt" | grep -o '{[^}]*}' | sed 's/,le="[^"]*"//' | sort -u | tr '\n' ' ')
 expect_eq "labels: only the consumer name (and le, version)" "$labels" '{consumer="billing.ops"} {version="0.1.0"} '
