@@ -27,6 +27,11 @@ int inbox__quote_ident(struct inbox__buf *out, const char *ident);
 int inbox__table_name(struct inbox__buf *out, const inbox_store *st,
                       const char *name);
 
+/* FNV-1a 64 of n bytes at p, continuing from h (INBOX__FNV_INIT to
+ * start): statement-cache keys, advisory-lock keys, filter hashes. */
+#define INBOX__FNV_INIT 14695981039346656037ull
+uint64_t inbox__fnv1a(uint64_t h, const void *p, size_t n);
+
 /* Monotonic and wall clocks. */
 int64_t inbox__now_ms(void);
 double inbox__mono_seconds(void);

@@ -96,16 +96,6 @@ int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
 
 /* ---- the handler statement cache ------------------------------------- */
 
-static uint64_t fnv1a(const char *p)
-{
-	uint64_t h = 14695981039346656037ull;
-	for (; *p; p++) {
-		h ^= (unsigned char)*p;
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
 static int queued(const pg_store *s, int hs)
 {
 	for (int i = 0; i < s->npending; i++)
@@ -141,7 +131,7 @@ static int evict(pg_store *s, int hs)
 
 int inbox__pg_hstmt(pg_store *s, const char *sql)
 {
-	uint64_t hash = fnv1a(sql);
+	uint64_t hash = inbox__fnv1a(INBOX__FNV_INIT, sql, strlen(sql));
 	int victim = -1;
 	s->htick++;
 	for (int i = 0; i < PG_HCACHE; i++) {

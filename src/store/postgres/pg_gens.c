@@ -63,24 +63,29 @@ static uint64_t mix64(uint64_t x)
 	return x;
 }
 
-/* Two independent 64-bit hashes of consumer NUL key (FNV-1a, mixed). */
+/* The two hashes of double hashing (bit i = h0 + i * h1), both mixed
+ * from one FNV-1a 64 of consumer NUL key; h1 odd. The filter is stored,
+ * so this function is part of the format. */
 static void key_hash(const char *consumer, const char *key, uint64_t h[2])
 {
-	uint64_t a = 14695981039346656037ull;
-	for (const unsigned char *p = (const unsigned char *)consumer; *p; p++)
-		a = (a ^ *p) * 1099511628211ull;
-	a *= 1099511628211ull; /* the NUL */
-	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-		a = (a ^ *p) * 1099511628211ull;
+	uint64_t a =
+	    inbox__fnv1a(INBOX__FNV_INIT, consumer, strlen(consumer) + 1);
+	a = inbox__fnv1a(a, key, strlen(key));
 	h[0] = mix64(a);
 	h[1] = mix64(a ^ 0x9e3779b97f4a7c15ull) | 1;
+}
+
+/* Bit i of a key's k bits in a filter of nbits. */
+static uint64_t bit_of(const uint64_t h[2], int i, uint64_t nbits)
+{
+	return (h[0] + (uint64_t)i * h[1]) % nbits;
 }
 
 static void bloom_add(unsigned char *bits, uint64_t nbits, int k,
                       const uint64_t h[2])
 {
 	for (int i = 0; i < k; i++) {
-		uint64_t b = (h[0] + (uint64_t)i * h[1]) % nbits;
+		uint64_t b = bit_of(h, i, nbits);
 		bits[b >> 3] |= (unsigned char)(1u << (b & 7));
 	}
 }
@@ -88,7 +93,7 @@ static void bloom_add(unsigned char *bits, uint64_t nbits, int k,
 static int bloom_has(const pg_bloom *f, const uint64_t h[2])
 {
 	for (int i = 0; i < f->k; i++) {
-		uint64_t b = (h[0] + (uint64_t)i * h[1]) % f->nbits;
+		uint64_t b = bit_of(h, i, f->nbits);
 		if (!(f->bits[b >> 3] & (1u << (b & 7))))
 			return 0;
 	}
@@ -121,108 +126,85 @@ static int cmd(pg_store *s, const char *sql, const char *what)
 
 int inbox__pg_gens_migrate(pg_store *s)
 {
-	inbox__buf g1 = INBOX__BUF_INIT, idx = INBOX__BUF_INIT,
-	           idx1 = INBOX__BUF_INIT, fn = INBOX__BUF_INIT,
-	           con = INBOX__BUF_INIT;
-	int rc = INBOX_ERR_NOMEM;
-	PGresult *r = NULL;
 	const char *T = s->t_inbox.data, *P = s->base.prefix;
-	if (part_name(s, &g1, 1) < 0 ||
-	    inbox__table_name(&idx, &s->base, "inbox_processed_idx") < 0 ||
-	    inbox__table_name(&fn, &s->base, "inbox_sealed") < 0)
-		goto out;
-	/* The v1 primary key (consumer, key) gives way to (consumer, key,
-	 * gen): its name, whatever the server made of it. */
-	inbox__buf q = INBOX__BUF_INIT;
+	inbox__buf q = INBOX__BUF_INIT, g1 = INBOX__BUF_INIT,
+	           b1 = INBOX__BUF_INIT, idx = INBOX__BUF_INIT,
+	           idx1 = INBOX__BUF_INIT, fn = INBOX__BUF_INIT,
+	           drop = INBOX__BUF_INIT;
+	char bare[96], bare_idx[112];
+	PGresult *r = NULL;
+	int rc = INBOX_ERR_NOMEM;
+	/* Already in generations (a version row lost)? And the name the
+	 * server gave the v1 primary key (consumer, key), which gives way
+	 * to (consumer, key, gen). T is quoted; identifiers we build never
+	 * hold a single quote (validated prefix and schema). */
 	if (inbox__buf_printf(&q,
-	                      "SELECT conname FROM pg_constraint WHERE "
-	                      "conrelid = '%s'::regclass AND contype = 'p'",
-	                      T) < 0) {
-		inbox__buf_free(&q);
-		goto out;
-	}
-	/* T is quoted: as a literal, its single quotes would need doubling,
-	 * but identifiers we build never contain one (validated prefix). */
-	r = PQexec(s->conn, q.data);
-	inbox__buf_free(&q);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = inbox__pg_fail(s, r, "migrate");
-		goto out;
-	}
-	if (PQntuples(r) == 1 &&
-	    inbox__quote_ident(&con, PQgetvalue(r, 0, 0)) < 0)
-		goto out;
-	PQclear(r);
-	/* Already in generations (a version row lost): nothing to do. */
-	inbox__buf_reset(&g1);
-	if (inbox__buf_printf(&g1,
-	                      "SELECT 1 FROM pg_class WHERE oid = "
-	                      "'%s'::regclass AND relkind = 'p'",
+	                      "SELECT c.relkind = 'p', (SELECT conname FROM"
+	                      " pg_constraint WHERE conrelid = c.oid AND"
+	                      " contype = 'p') FROM pg_class c"
+	                      " WHERE c.oid = '%s'::regclass",
 	                      T) < 0)
 		goto out;
-	r = PQexec(s->conn, g1.data);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+	r = PQexec(s->conn, q.data);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
 		rc = inbox__pg_fail(s, r, "migrate");
 		goto out;
 	}
-	if (PQntuples(r) == 1) {
+	if (PQgetvalue(r, 0, 0)[0] == 't') {
 		rc = INBOX_OK;
 		goto out;
 	}
-	inbox__buf_reset(&g1);
-	if (part_name(s, &g1, 1) < 0)
+	snprintf(bare, sizeof(bare), "%sinbox_g1", P);
+	snprintf(bare_idx, sizeof(bare_idx), "%sinbox_g1_processed_idx", P);
+	if (part_name(s, &g1, 1) < 0 || inbox__quote_ident(&b1, bare) < 0 ||
+	    inbox__quote_ident(&idx1, bare_idx) < 0 ||
+	    inbox__table_name(&idx, &s->base, "inbox_processed_idx") < 0 ||
+	    inbox__table_name(&fn, &s->base, "inbox_sealed") < 0)
 		goto out;
-	char bare1[96];
-	snprintf(bare1, sizeof(bare1), "%sinbox_g1", P);
-	inbox__buf b1 = INBOX__BUF_INIT;
-	if (inbox__quote_ident(&b1, bare1) < 0) {
-		inbox__buf_free(&b1);
+	if (!PQgetisnull(r, 0, 1) &&
+	    (inbox__buf_printf(&drop, "ALTER TABLE %s DROP CONSTRAINT ",
+	                       g1.data) < 0 ||
+	     inbox__quote_ident(&drop, PQgetvalue(r, 0, 1)) < 0 ||
+	     inbox__buf_puts(&drop, ";\n") < 0))
 		goto out;
-	}
-	char bare_idx1[112];
-	snprintf(bare_idx1, sizeof(bare_idx1), "%sinbox_g1_processed_idx", P);
-	if (inbox__quote_ident(&idx1, bare_idx1) < 0) {
-		inbox__buf_free(&b1);
+	/* The old table becomes generation 1 of the new, partitioned one. */
+	inbox__buf_reset(&q);
+	if (inbox__buf_printf(
+	        &q,
+	        "ALTER TABLE %s RENAME TO %s;\n"
+	        "%s"
+	        "ALTER INDEX %s RENAME TO %s;\n"
+	        "ALTER TABLE %s ADD COLUMN gen int NOT NULL DEFAULT 1;\n"
+	        "ALTER TABLE %s ALTER COLUMN gen DROP DEFAULT;\n"
+	        "ALTER TABLE %s ADD CHECK (gen = 1);\n"
+	        "CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS,"
+	        " PRIMARY KEY (consumer, key, gen)) PARTITION BY LIST (gen);\n"
+	        "CREATE INDEX \"%sinbox_processed_idx\""
+	        " ON %s (consumer, processed_at);\n"
+	        "ALTER TABLE %s ATTACH PARTITION %s FOR VALUES IN (1);\n"
+	        "CREATE TABLE IF NOT EXISTS %s (gen int PRIMARY KEY,"
+	        " created_at timestamptz NOT NULL DEFAULT now(),"
+	        " sealed_at timestamptz, nkeys bigint, bloom bytea,"
+	        " bloom_hashes int);\n"
+	        "INSERT INTO %s (gen) VALUES (1) ON CONFLICT DO NOTHING;\n"
+	        "CREATE OR REPLACE FUNCTION %s() RETURNS trigger"
+	        " LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION"
+	        " 'inbox generation %% is sealed: retry', NEW.gen"
+	        " USING ERRCODE = 'serialization_failure'; END $f$;\n",
+	        T, b1.data, drop.len ? drop.data : "", idx.data, idx1.data,
+	        g1.data, g1.data, g1.data, T, g1.data, P, T, T, g1.data,
+	        s->t_gens.data, s->t_gens.data, fn.data) < 0)
 		goto out;
-	}
-	inbox__buf ddl = INBOX__BUF_INIT;
-	int n = inbox__buf_printf(
-	    &ddl,
-	    "ALTER TABLE %s RENAME TO %s;\n"
-	    "%s%s%s%s%s"
-	    "ALTER INDEX %s RENAME TO %s;\n"
-	    "ALTER TABLE %s ADD COLUMN gen int NOT NULL DEFAULT 1;\n"
-	    "ALTER TABLE %s ALTER COLUMN gen DROP DEFAULT;\n"
-	    "ALTER TABLE %s ADD CHECK (gen = 1);\n"
-	    "CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS,"
-	    " PRIMARY KEY (consumer, key, gen)) PARTITION BY LIST (gen);\n"
-	    "CREATE INDEX \"%sinbox_processed_idx\""
-	    " ON %s (consumer, processed_at);\n"
-	    "ALTER TABLE %s ATTACH PARTITION %s FOR VALUES IN (1);\n"
-	    "CREATE TABLE IF NOT EXISTS %s (gen int PRIMARY KEY,"
-	    " created_at timestamptz NOT NULL DEFAULT now(),"
-	    " sealed_at timestamptz, nkeys bigint, bloom bytea,"
-	    " bloom_hashes int);\n"
-	    "INSERT INTO %s (gen) VALUES (1) ON CONFLICT DO NOTHING;\n"
-	    "CREATE OR REPLACE FUNCTION %s() RETURNS trigger"
-	    " LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION"
-	    " 'inbox generation %% is sealed: retry', NEW.gen"
-	    " USING ERRCODE = 'serialization_failure'; END $f$;\n",
-	    T, b1.data, con.len ? "ALTER TABLE " : "", con.len ? g1.data : "",
-	    con.len ? " DROP CONSTRAINT " : "", con.len ? con.data : "",
-	    con.len ? ";\n" : "", idx.data, idx1.data, g1.data, g1.data,
-	    g1.data, T, g1.data, P, T, T, g1.data, s->t_gens.data,
-	    s->t_gens.data, fn.data);
-	rc = n < 0 ? INBOX_ERR_NOMEM : cmd(s, ddl.data, "migrate");
-	inbox__buf_free(&ddl);
-	inbox__buf_free(&b1);
+	rc = cmd(s, q.data, "migrate");
 out:
 	PQclear(r);
+	inbox__buf_free(&q);
 	inbox__buf_free(&g1);
+	inbox__buf_free(&b1);
 	inbox__buf_free(&idx);
 	inbox__buf_free(&idx1);
 	inbox__buf_free(&fn);
-	inbox__buf_free(&con);
+	inbox__buf_free(&drop);
 	if (rc == INBOX_ERR_NOMEM)
 		inbox__store_seterr(&s->base, "", "migrate: out of memory");
 	return rc;
@@ -375,8 +357,13 @@ int inbox__pg_gens_maybe(pg_store *s, const char *consumer,
 			return rc;
 		s->gens_checked = now > 0 ? now : 1e-9;
 	}
+	snprintf(upto, 16, "%d", s->bloom_upto);
+	snprintf(cur, 16, "%d", s->gen_cur);
+	/* Sealed generations without a filter: every key is looked up. */
+	*lookup = s->bloom_upto + 1 < s->gen_cur;
+	if (s->gen_cur <= 1)
+		return INBOX_OK; /* nothing sealed: the plain claim */
 	inbox__buf *b = &s->maybe;
-	int maybe = 0;
 	inbox__buf_reset(b);
 	if (inbox__buf_reserve(b, 2 * n + 2) < 0)
 		return INBOX_ERR_NOMEM;
@@ -393,13 +380,10 @@ int inbox__pg_gens_maybe(pg_store *s, const char *consumer,
 		if (i)
 			b->data[b->len++] = ',';
 		b->data[b->len++] = p ? 't' : 'f';
-		maybe |= p;
+		*lookup |= p;
 	}
 	b->data[b->len++] = '}';
 	b->data[b->len] = '\0';
-	snprintf(upto, 16, "%d", s->bloom_upto);
-	snprintf(cur, 16, "%d", s->gen_cur);
-	*lookup = maybe || s->bloom_upto + 1 < s->gen_cur;
 	return INBOX_OK;
 }
 

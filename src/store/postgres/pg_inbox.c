@@ -209,12 +209,8 @@ int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
 	                         upto,
 	                         cur};
 	/* Nothing to look up in sealed generations: the plain claim. */
-	const char *newest[7] = {params[0], params[1], params[2], params[3],
-	                         params[4], params[5], cur};
-	PGresult *r = lookup ? inbox__pg_run(s, PGQ_CLAIM, NULL, 9, params,
-	                                     NULL, NULL, "claim", &rc)
-	                     : inbox__pg_run(s, PGQ_CLAIM_NEWEST, NULL, 7,
-	                                     newest, NULL, NULL, "claim", &rc);
+	PGresult *r = inbox__pg_run(s, lookup ? PGQ_CLAIM : PGQ_CLAIM_NEWEST,
+	                            NULL, 9, params, NULL, NULL, "claim", &rc);
 	if (!r) {
 		/* Maybe our newest generation was sealed: read them again
 		 * before the batch re-runs. */

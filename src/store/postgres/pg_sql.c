@@ -19,6 +19,23 @@
  * {V} schema_version, {O} outbox, {G} inbox_generations (qualified,
  * quoted), {P} the bare prefix (for index names, inside quotes). */
 /* clang-format off */
+/* The claim's insert of the keys of t into generation $9 ($5 status,
+ * $6 lease ms), and its answer for the keys in `old` (not inserted):
+ * their record, MORE restricting or ordering the look-up. */
+#define CLAIM_INSERT \
+	" INSERT INTO {T} AS x (gen, consumer, key, fingerprint, status," \
+	"  attempts, fence, lease_until, message_id, processed_at)" \
+	" SELECT $9, $1, t.k, t.f, $5, 1, 1," \
+	"  CASE WHEN $5 = 'processing'" \
+	"   THEN now() + $6 * interval '1 millisecond' END," \
+	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
+#define CLAIM_ANSWER(MORE) \
+	" SELECT old.ord, i.status, i.fingerprint, i.attempts, i.fence," \
+	"  coalesce(i.lease_until < now(), false)" \
+	" FROM old LEFT JOIN LATERAL (SELECT y.status, y.fingerprint," \
+	"  y.attempts, y.fence, y.lease_until FROM {T} y" \
+	"  WHERE y.consumer = $1 AND y.key = old.k" MORE \
+	"  LIMIT 1) i ON true"
 static const char *const templates[PGQ_COUNT] = {
 	/* Insert every key (in the given order: sorted by the core, so
 	 * two batches lock keys in one order), then answer only for the
@@ -57,50 +74,27 @@ static const char *const templates[PGQ_COUNT] = {
 	" OR (t.p AND EXISTS (SELECT 1 FROM {T} y"
 	"  WHERE y.consumer = $1 AND y.key = t.k AND y.gen <= $8"
 	"  OFFSET 0))),"
-	" ins AS ("
-	" INSERT INTO {T} AS x (gen, consumer, key, fingerprint, status,"
-	"  attempts, fence, lease_until, message_id, processed_at)"
-	" SELECT $9, $1, t.k, t.f, $5, 1, 1,"
-	"  CASE WHEN $5 = 'processing'"
-	"   THEN now() + $6 * interval '1 millisecond' END,"
-	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
+	" ins AS (" CLAIM_INSERT
 	" FROM t WHERE NOT EXISTS (SELECT 1 FROM prior WHERE prior.k = t.k)"
 	" ORDER BY t.ord"
-	" ON CONFLICT DO NOTHING"
-	" RETURNING x.key),"
+	" ON CONFLICT DO NOTHING RETURNING x.key),"
 	" old AS MATERIALIZED ("
 	" SELECT t.k, t.ord FROM t"
 	" WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.key = t.k))"
-	" SELECT old.ord, i.status, i.fingerprint, i.attempts, i.fence,"
-	"  coalesce(i.lease_until < now(), false)"
-	" FROM old LEFT JOIN LATERAL (SELECT y.status, y.fingerprint,"
-	"  y.attempts, y.fence, y.lease_until FROM {T} y"
-	"  WHERE y.consumer = $1 AND y.key = old.k"
-	"  ORDER BY y.gen DESC LIMIT 1) i ON true",
+	CLAIM_ANSWER(" ORDER BY y.gen DESC"),
 
 	/* PGQ_CLAIM when the client knows no sealed generation needs a
-	 * look: $7 is the newest generation (a stale one is refused by its
-	 * trigger, as above), and a key not inserted conflicted there. */
+	 * look (same parameters; $7 and $8 unused): a key not inserted
+	 * conflicted in the newest generation, $9 (a stale one is refused
+	 * by its trigger, as above). */
 	[PGQ_CLAIM_NEWEST] =
-	"WITH ins AS ("
-	" INSERT INTO {T} AS x (gen, consumer, key, fingerprint, status,"
-	"  attempts, fence, lease_until, message_id, processed_at)"
-	" SELECT $7, $1, t.k, t.f, $5, 1, 1,"
-	"  CASE WHEN $5 = 'processing'"
-	"   THEN now() + $6 * interval '1 millisecond' END,"
-	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
+	"WITH ins AS (" CLAIM_INSERT
 	" FROM unnest($2::text[], $3::text[], $4::text[]) AS t(k, f, m)"
-	" ON CONFLICT DO NOTHING"
-	" RETURNING x.key),"
+	" ON CONFLICT DO NOTHING RETURNING x.key),"
 	" old AS MATERIALIZED ("
 	" SELECT t.k, t.ord FROM unnest($2::text[]) WITH ORDINALITY AS t(k, ord)"
 	" WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.key = t.k))"
-	" SELECT old.ord, i.status, i.fingerprint, i.attempts, i.fence,"
-	"  coalesce(i.lease_until < now(), false)"
-	" FROM old LEFT JOIN LATERAL (SELECT y.status, y.fingerprint,"
-	"  y.attempts, y.fence, y.lease_until FROM {T} y"
-	"  WHERE y.consumer = $1 AND y.key = old.k AND y.gen = $7"
-	"  LIMIT 1) i ON true",
+	CLAIM_ANSWER(" AND y.gen = $9"),
 
 	[PGQ_CLAIM_REREAD] =
 	"SELECT key, status, fingerprint, attempts, fence,"
@@ -181,9 +175,6 @@ static const char *const templates[PGQ_COUNT] = {
 static const Oid t_claim[] = {OID_TEXT,       OID_TEXT_ARRAY, OID_TEXT_ARRAY,
                               OID_TEXT_ARRAY, OID_TEXT,       OID_INT8,
                               OID_BOOL_ARRAY, OID_INT4,       OID_INT4};
-static const Oid t_claim_newest[] = {
-    OID_TEXT, OID_TEXT_ARRAY, OID_TEXT_ARRAY, OID_TEXT_ARRAY,
-    OID_TEXT, OID_INT8,       OID_INT4};
 static const Oid t_reread[] = {OID_TEXT, OID_TEXT_ARRAY};
 static const Oid t_reclaim[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_INT8};
 static const Oid t_finish[] = {OID_TEXT, OID_TEXT, OID_TEXT,
@@ -198,22 +189,14 @@ static const Oid t_count[] = {OID_TEXT, OID_INT8};
 
 /* No types: the outbox's SQL casts every parameter itself. */
 const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
-    [PGQ_CLAIM] = {9, t_claim},
-    [PGQ_CLAIM_NEWEST] = {7, t_claim_newest},
-    [PGQ_CLAIM_REREAD] = {2, t_reread},
-    [PGQ_RECLAIM] = {4, t_reclaim},
-    [PGQ_FINISH] = {6, t_finish},
-    [PGQ_EXTEND] = {4, t_extend},
-    [PGQ_DEAD_LETTER] = {10, t_dl},
-    [PGQ_REGISTER] = {2, t_register},
-    [PGQ_RETENTION] = {1, t_text},
-    [PGQ_CONSUMERS] = {0, NULL},
-    [PGQ_PURGE_DELETE] = {3, t_purge},
-    [PGQ_PURGE_COUNT] = {2, t_count},
-    [PGQ_VERSION] = {0, NULL},
-    [PGQ_OUTBOX_ADD] = {13, NULL},
-    [PGQ_OUTBOX_CLAIM] = {3, NULL},
-    [PGQ_OUTBOX_FINISH] = {9, NULL},
+    [PGQ_CLAIM] = {9, t_claim},         [PGQ_CLAIM_NEWEST] = {9, t_claim},
+    [PGQ_CLAIM_REREAD] = {2, t_reread}, [PGQ_RECLAIM] = {4, t_reclaim},
+    [PGQ_FINISH] = {6, t_finish},       [PGQ_EXTEND] = {4, t_extend},
+    [PGQ_DEAD_LETTER] = {10, t_dl},     [PGQ_REGISTER] = {2, t_register},
+    [PGQ_RETENTION] = {1, t_text},      [PGQ_CONSUMERS] = {0, NULL},
+    [PGQ_PURGE_DELETE] = {3, t_purge},  [PGQ_PURGE_COUNT] = {2, t_count},
+    [PGQ_VERSION] = {0, NULL},          [PGQ_OUTBOX_ADD] = {13, NULL},
+    [PGQ_OUTBOX_CLAIM] = {3, NULL},     [PGQ_OUTBOX_FINISH] = {9, NULL},
 };
 
 /* clang-format off */
@@ -359,16 +342,12 @@ char *inbox__pg_schema_v1(const pg_store *s)
 
 int64_t inbox__pg_lock_key(const inbox_store *st, const char *purpose)
 {
-	uint64_t h = 14695981039346656037ull;
+	uint64_t h = INBOX__FNV_INIT;
 	const char *parts[] = {
 	    "libinbox:", purpose,
 	    ":",         st->schema,
 	    ".",         strcmp(purpose, "migrate") == 0 ? "" : st->prefix};
 	for (size_t i = 0; i < sizeof(parts) / sizeof(*parts); i++)
-		for (const unsigned char *p = (const unsigned char *)parts[i];
-		     *p; p++) {
-			h ^= *p;
-			h *= 1099511628211ull;
-		}
+		h = inbox__fnv1a(h, parts[i], strlen(parts[i]));
 	return (int64_t)h;
 }
