@@ -275,23 +275,6 @@ static int prepare(inbox_store *st, const char *sql, char *err, size_t len)
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
-/* "a.b" -> "a"."b" */
-static int quote_dotted(inbox__buf *b, const char *name)
-{
-	const char *dot = strchr(name, '.');
-	if (!dot)
-		return inbox__quote_ident(b, name);
-	char first[128];
-	size_t n = (size_t)(dot - name);
-	if (n == 0 || n >= sizeof(first))
-		return -1;
-	memcpy(first, name, n);
-	first[n] = '\0';
-	if (inbox__quote_ident(b, first) < 0 || inbox__buf_putc(b, '.') < 0)
-		return -1;
-	return inbox__quote_ident(b, dot + 1);
-}
-
 /* The upsert's table and columns must exist. */
 static char *upsert_probe(const cli_step *s)
 {
@@ -305,7 +288,7 @@ static char *upsert_probe(const cli_step *s)
 		bad |= inbox__quote_ident(&b, s->set_columns[i]);
 	}
 	bad |= inbox__buf_puts(&b, " FROM ");
-	bad |= quote_dotted(&b, s->table);
+	bad |= inbox__quote_dotted(&b, s->table);
 	bad |= inbox__buf_puts(&b, " LIMIT 0");
 	if (bad) {
 		inbox__buf_free(&b);

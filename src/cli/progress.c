@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "core/internal.h"
+#include "core/json.h"
 
 void cli_progress_init(cli_progress *p)
 {
@@ -41,38 +42,6 @@ void cli_progress_end(cli_progress *p)
 	p->open = 0;
 }
 
-/* Length of the valid UTF-8 sequence at s, 0 if invalid. */
-static size_t seq_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-	unsigned cp;
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2;
-		cp = s[0] & 0x1fu;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		len = 3;
-		cp = s[0] & 0x0fu;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4;
-		cp = s[0] & 0x07u;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3fu);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 void cli_print_safe(FILE *f, const char *s, size_t len, size_t max)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -86,7 +55,7 @@ void cli_print_safe(FILE *f, const char *s, size_t len, size_t max)
 			fputs("...", f);
 			return;
 		}
-		size_t l = seq_len(p, len);
+		size_t l = inbox__utf8_seq_len(p, len);
 		if (l == 0 || *p == 0x7f) {
 			fprintf(f, "\\x%02x", *p);
 			l = 1;
@@ -115,7 +84,7 @@ void cli_json_string(FILE *f, const char *s, size_t len)
 	}
 	fputc('"', f);
 	while (len > 0) {
-		size_t l = seq_len(p, len);
+		size_t l = inbox__utf8_seq_len(p, len);
 		if (l == 0) {
 			fputs("\\ufffd", f);
 			l = 1;

@@ -23,9 +23,20 @@ extern const struct inbox_source_vtable *const inbox__builtin_sources[];
 /* Quote an SQL identifier ("a""b") into out; 0 or -1. */
 struct inbox__buf;
 int inbox__quote_ident(struct inbox__buf *out, const char *ident);
+/* Quote "a.b" as "a"."b" (a schema-qualified name; one dot at most is
+ * taken as the separator) or "a" as "a". -1 on NOMEM or an empty part. */
+int inbox__quote_dotted(struct inbox__buf *out, const char *name);
 /* Append the quoted, prefixed table name ("schema"."prefix_name"). */
 int inbox__table_name(struct inbox__buf *out, const inbox_store *st,
                       const char *name);
+
+/* Format an error message into err (errlen bytes; NULL/0: nothing), never
+ * ending it inside a UTF-8 character cut by the buffer. */
+void inbox__seterr(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* FNV-1a 64 of n bytes at p, continuing from h (INBOX__FNV_INIT to
  * start): statement-cache keys, advisory-lock keys, filter hashes. */

@@ -26,7 +26,7 @@
 /* Length of the well-formed sequence at s (at most n bytes), 0 if none.
  * Follows the Unicode table of well-formed byte sequences (no overlongs,
  * no surrogates, nothing above U+10FFFF). */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
+size_t inbox__utf8_seq_len(const unsigned char *s, size_t n)
 {
 	unsigned char c = s[0];
 	if (c < 0x80)
@@ -76,7 +76,7 @@ static size_t utf8_invalid_at(const char *s, size_t len)
 			i++;
 			continue;
 		}
-		size_t k = utf8_seq_len(p + i, len - i);
+		size_t k = inbox__utf8_seq_len(p + i, len - i);
 		if (k == 0)
 			return i;
 		i += k;
@@ -100,7 +100,8 @@ static void clean_text(char *s)
 			i++;
 			continue;
 		}
-		size_t k = utf8_seq_len((const unsigned char *)s + i, n - i);
+		size_t k =
+		    inbox__utf8_seq_len((const unsigned char *)s + i, n - i);
 		if (k == 0) {
 			s[i] = '\0';
 			return;

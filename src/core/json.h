@@ -15,6 +15,10 @@
  * code points above U+10FFFF), else 0. */
 int inbox__utf8_valid(const char *s, size_t len);
 
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes left,
+ * n >= 1), or 0 if there is none there. */
+size_t inbox__utf8_seq_len(const unsigned char *s, size_t n);
+
 /* Parse a JSON document. Rejects invalid UTF-8 ("invalid UTF-8 at byte N"),
  * malformed JSON ("malformed JSON: <jansson text> at line L column C"),
  * and duplicate object names (I-JSON). Integers too large for int64 are

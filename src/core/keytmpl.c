@@ -3,11 +3,11 @@
  * the message id, {/json/pointer} for a value of the payload, "{{" and "}}"
  * for literal braces. Compiled once per consumer, rendered per message.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "core/json.h"
 
 #define KEY_MAX 512
@@ -25,28 +25,6 @@ struct inbox__keytmpl {
 	size_t n;
 	int uses_id;
 };
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	/* Messages quote the template, which is UTF-8: never end them inside
-	 * a character cut by a short buffer. */
-	size_t n = strlen(err), i = n;
-	while (i > 0 && ((unsigned char)err[i - 1] & 0xC0) == 0x80)
-		i--;
-	if (i > 0 && (unsigned char)err[i - 1] >= 0xC0 &&
-	    !inbox__utf8_valid(err + i - 1, n - (i - 1)))
-		err[i - 1] = '\0';
-}
 
 static int add_part(inbox__keytmpl *t, part_kind kind, const char *text,
                     size_t len)
@@ -93,33 +71,37 @@ static int compile_placeholder(inbox__keytmpl *t, const char *tmpl, size_t at,
 	size_t len = strcspn(body, "{}");
 	if (body[len] != '}') {
 		if (body[len] == '{')
-			seterr(err, errlen,
-			       "key template: '{' inside the placeholder "
-			       "opened at byte %zu",
-			       at);
+			inbox__seterr(
+			    err, errlen,
+			    "key template: '{' inside the placeholder "
+			    "opened at byte %zu",
+			    at);
 		else
-			seterr(err, errlen,
-			       "key template: unclosed '{' at byte %zu", at);
+			inbox__seterr(err, errlen,
+			              "key template: unclosed '{' at byte %zu",
+			              at);
 		return -1;
 	}
 	*end = at + 1 + len + 1;
 	if (len == 0) {
-		seterr(err, errlen,
-		       "key template: empty placeholder {} at byte %zu", at);
+		inbox__seterr(err, errlen,
+		              "key template: empty placeholder {} at byte %zu",
+		              at);
 		return -1;
 	}
 	if (len == 2 && memcmp(body, "id", 2) == 0)
 		return add_part(t, PART_ID, NULL, 0);
 	if (body[0] != '/') {
-		seterr(err, errlen,
-		       "key template: invalid placeholder {%.*s} at byte %zu: "
-		       "expected {id} or a JSON pointer such as {/data/id}",
-		       (int)len, body, at);
+		inbox__seterr(
+		    err, errlen,
+		    "key template: invalid placeholder {%.*s} at byte %zu: "
+		    "expected {id} or a JSON pointer such as {/data/id}",
+		    (int)len, body, at);
 		return -1;
 	}
 	char *ptr = malloc(len + 1);
 	if (!ptr) {
-		seterr(err, errlen, "out of memory");
+		inbox__seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	memcpy(ptr, body, len);
@@ -127,10 +109,11 @@ static int compile_placeholder(inbox__keytmpl *t, const char *tmpl, size_t at,
 	int ok = inbox__pointer_valid(ptr);
 	free(ptr);
 	if (!ok) {
-		seterr(err, errlen,
-		       "key template: invalid JSON pointer {%.*s} at byte %zu "
-		       "('~' must be followed by 0 or 1)",
-		       (int)len, body, at);
+		inbox__seterr(
+		    err, errlen,
+		    "key template: invalid JSON pointer {%.*s} at byte %zu "
+		    "('~' must be followed by 0 or 1)",
+		    (int)len, body, at);
 		return -1;
 	}
 	return add_part(t, PART_PTR, body, len);
@@ -141,7 +124,7 @@ static int compile(inbox__keytmpl *t, const char *tmpl, char *err,
 {
 	size_t n = strlen(tmpl);
 	if (!inbox__utf8_valid(tmpl, n)) {
-		seterr(err, errlen, "key template is not valid UTF-8");
+		inbox__seterr(err, errlen, "key template is not valid UTF-8");
 		return -1;
 	}
 	size_t i = 0;
@@ -157,10 +140,11 @@ static int compile(inbox__keytmpl *t, const char *tmpl, char *err,
 				goto nomem;
 			i += 2;
 		} else if (tmpl[i] == '}') {
-			seterr(err, errlen,
-			       "key template: unmatched '}' at byte %zu (write "
-			       "\"}}\" for a literal brace)",
-			       i);
+			inbox__seterr(
+			    err, errlen,
+			    "key template: unmatched '}' at byte %zu (write "
+			    "\"}}\" for a literal brace)",
+			    i);
 			return -1;
 		} else {
 			size_t end;
@@ -172,7 +156,7 @@ static int compile(inbox__keytmpl *t, const char *tmpl, char *err,
 	}
 	return 0;
 nomem:
-	seterr(err, errlen, "out of memory");
+	inbox__seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -186,7 +170,7 @@ int inbox__keytmpl_compile(inbox__keytmpl **out, const char *tmpl, char *err,
 		tmpl = "{id}";
 	inbox__keytmpl *t = calloc(1, sizeof(*t));
 	if (!t) {
-		seterr(err, errlen, "out of memory");
+		inbox__seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	if (compile(t, tmpl, err, errlen) < 0) {
@@ -195,7 +179,7 @@ int inbox__keytmpl_compile(inbox__keytmpl **out, const char *tmpl, char *err,
 	}
 	if (t->n == 0) { /* unreachable: "" became "{id}" */
 		inbox__keytmpl_free(t);
-		seterr(err, errlen, "key template: empty");
+		inbox__seterr(err, errlen, "key template: empty");
 		return -1;
 	}
 	*out = t;
@@ -208,24 +192,25 @@ static int render_ptr(const part *p, json_t *root, inbox__buf *out, char *err,
 {
 	json_t *v = root ? inbox__pointer_get(root, p->text) : NULL;
 	if (!v || json_is_null(v)) {
-		seterr(err, errlen, "missing key field %s", p->text);
+		inbox__seterr(err, errlen, "missing key field %s", p->text);
 		return -1;
 	}
 	if (!json_is_string(v) && !json_is_number(v)) {
-		seterr(err, errlen, "key field %s is not a string or number",
-		       p->text);
+		inbox__seterr(err, errlen,
+		              "key field %s is not a string or number",
+		              p->text);
 		return -1;
 	}
 	size_t mark = out->len;
 	if (inbox__value_text(out, v) < 0) {
-		seterr(err, errlen, "out of memory");
+		inbox__seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	/* A NUL would truncate the key where it is used as a C string and
 	 * make different values collide. */
 	if (memchr(out->data + mark, '\0', out->len - mark)) {
-		seterr(err, errlen, "key field %s contains a NUL character",
-		       p->text);
+		inbox__seterr(err, errlen,
+		              "key field %s contains a NUL character", p->text);
 		return -1;
 	}
 	return 0;
@@ -247,7 +232,8 @@ int inbox__keytmpl_render(const inbox__keytmpl *t, json_t *root,
 			break;
 		case PART_ID:
 			if (!msg_id) {
-				seterr(err, errlen, "missing message id");
+				inbox__seterr(err, errlen,
+				              "missing message id");
 				return -1;
 			}
 			rc = inbox__buf_puts(out, msg_id);
@@ -258,23 +244,23 @@ int inbox__keytmpl_render(const inbox__keytmpl *t, json_t *root,
 			break;
 		}
 		if (rc < 0) {
-			seterr(err, errlen, "out of memory");
+			inbox__seterr(err, errlen, "out of memory");
 			return -1;
 		}
 		if (out->len > KEY_MAX) {
-			seterr(err, errlen, "key longer than %d bytes",
-			       KEY_MAX);
+			inbox__seterr(err, errlen, "key longer than %d bytes",
+			              KEY_MAX);
 			return -1;
 		}
 	}
 	if (out->len == 0) {
-		seterr(err, errlen, "empty key");
+		inbox__seterr(err, errlen, "empty key");
 		return -1;
 	}
 	/* Template and JSON strings are valid UTF-8; a message id from the
 	 * broker may not be, and databases reject such text. */
 	if (!inbox__utf8_valid(out->data, out->len)) {
-		seterr(err, errlen, "key is not valid UTF-8");
+		inbox__seterr(err, errlen, "key is not valid UTF-8");
 		return -1;
 	}
 	return 0;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/json.h"
 
 typedef enum kind {
 	K_COUNTER,    /* uint64_t in inbox_stats */
@@ -164,45 +165,13 @@ static const family families[] = {
 
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	if (s[0] < 0x80)
-		return 1;
-	size_t len;
-	uint32_t cp;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2;
-		cp = s[0] & 0x1f;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		len = 3;
-		cp = s[0] & 0x0f;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 static int label_value(inbox__buf *b, const char *v)
 {
 	const unsigned char *p = (const unsigned char *)v;
 	size_t n = strlen(v);
 	int bad = 0;
 	while (n > 0 && !bad) {
-		size_t l = utf8_len(p, n);
+		size_t l = inbox__utf8_seq_len(p, n);
 		if (l == 0) {
 			bad |= inbox__buf_puts(b, "\xef\xbf\xbd");
 			l = 1;

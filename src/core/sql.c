@@ -18,6 +18,24 @@ int inbox__quote_ident(inbox__buf *out, const char *ident)
 	return inbox__buf_putc(out, '"');
 }
 
+int inbox__quote_dotted(inbox__buf *out, const char *name)
+{
+	const char *dot = strchr(name, '.');
+	if (!dot)
+		return inbox__quote_ident(out, name);
+	if (dot == name || !dot[1])
+		return -1;
+	if (inbox__buf_putc(out, '"') < 0)
+		return -1;
+	for (const char *p = name; p < dot; p++)
+		if ((*p == '"' && inbox__buf_putc(out, '"') < 0) ||
+		    inbox__buf_putc(out, *p) < 0)
+			return -1;
+	if (inbox__buf_puts(out, "\".") < 0)
+		return -1;
+	return inbox__quote_ident(out, dot + 1);
+}
+
 int inbox__table_name(inbox__buf *out, const inbox_store *st, const char *name)
 {
 	if (st->schema[0]) {

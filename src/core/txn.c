@@ -68,23 +68,6 @@ void inbox_txn_set_reason(inbox_txn *t, const char *reason)
 		snprintf(t->reason, sizeof(t->reason), "%s", reason);
 }
 
-/* Quote "a.b" as "a"."b". */
-static int quote_dotted(inbox__buf *b, const char *name)
-{
-	const char *dot = strchr(name, '.');
-	if (!dot)
-		return inbox__quote_ident(b, name);
-	char first[128];
-	size_t n = (size_t)(dot - name);
-	if (n == 0 || n >= sizeof(first) || !dot[1])
-		return -1;
-	memcpy(first, name, n);
-	first[n] = '\0';
-	if (inbox__quote_ident(b, first) < 0 || inbox__buf_putc(b, '.') < 0)
-		return -1;
-	return inbox__quote_ident(b, dot + 1);
-}
-
 #define MAX_UPSERT_COLS 62
 
 int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
@@ -100,7 +83,7 @@ int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
 	inbox__buf b = INBOX__BUF_INIT;
 	int bad = 0;
 	bad |= inbox__buf_puts(&b, "INSERT INTO ");
-	bad |= quote_dotted(&b, table);
+	bad |= inbox__quote_dotted(&b, table);
 	bad |= inbox__buf_puts(&b, " AS cur (");
 	bad |= inbox__quote_ident(&b, key_column);
 	bad |= inbox__buf_puts(&b, ", ");

@@ -11,6 +11,7 @@
 
 #include <inbox/inbox.h>
 
+#include "core/internal.h"
 #include "core/json.h"
 #include "core/url.h"
 
@@ -113,11 +114,9 @@ int inbox_outcome_ackable(inbox_outcome o)
 /* Canonical JSON and fingerprints                                      */
 /* ------------------------------------------------------------------ */
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
+/* Messages quote user text, which is UTF-8: never end them inside a
+ * character cut by a short buffer. */
+void inbox__seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	if (!err || errlen == 0)
 		return;
@@ -125,6 +124,12 @@ seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	size_t n = strlen(err), i = n;
+	while (i > 0 && ((unsigned char)err[i - 1] & 0xC0) == 0x80)
+		i--;
+	if (i > 0 && (unsigned char)err[i - 1] >= 0xC0 &&
+	    !inbox__utf8_valid(err + i - 1, n - (i - 1)))
+		err[i - 1] = '\0';
 }
 
 int inbox_json_canonicalize(const char *json, size_t len, char **out,
@@ -137,7 +142,7 @@ int inbox_json_canonicalize(const char *json, size_t len, char **out,
 	if (outlen)
 		*outlen = 0;
 	if (!out) {
-		seterr(err, errlen, "out is NULL");
+		inbox__seterr(err, errlen, "out is NULL");
 		return INBOX_ERR_INVALID;
 	}
 	json_t *root;
@@ -148,7 +153,7 @@ int inbox_json_canonicalize(const char *json, size_t len, char **out,
 	json_decref(root);
 	if (rc < 0) {
 		inbox__buf_free(&b);
-		seterr(err, errlen, "out of memory");
+		inbox__seterr(err, errlen, "out of memory");
 		return INBOX_ERR_NOMEM;
 	}
 	*out = b.data;
@@ -163,14 +168,15 @@ int inbox_fingerprint(const char *json, size_t len, const char *pointer,
 	if (err && errlen)
 		err[0] = '\0';
 	if (!hex) {
-		seterr(err, errlen, "hex is NULL");
+		inbox__seterr(err, errlen, "hex is NULL");
 		return INBOX_ERR_INVALID;
 	}
 	hex[0] = '\0';
 	if (!pointer)
 		pointer = "";
 	if (!inbox__pointer_valid(pointer)) {
-		seterr(err, errlen, "invalid JSON pointer \"%s\"", pointer);
+		inbox__seterr(err, errlen, "invalid JSON pointer \"%s\"",
+		              pointer);
 		return INBOX_ERR_INVALID;
 	}
 	json_t *root;
@@ -179,7 +185,8 @@ int inbox_fingerprint(const char *json, size_t len, const char *pointer,
 	json_t *part = inbox__pointer_get(root, pointer);
 	if (!part) {
 		json_decref(root);
-		seterr(err, errlen, "fingerprint field %s not found", pointer);
+		inbox__seterr(err, errlen, "fingerprint field %s not found",
+		              pointer);
 		return INBOX_ERR_NOTFOUND;
 	}
 	inbox__buf b = INBOX__BUF_INIT;
@@ -190,7 +197,7 @@ int inbox_fingerprint(const char *json, size_t len, const char *pointer,
 	inbox__buf_free(&b);
 	if (rc < 0 || hex[0] == '\0') {
 		hex[0] = '\0';
-		seterr(err, errlen, "out of memory");
+		inbox__seterr(err, errlen, "out of memory");
 		return INBOX_ERR_NOMEM;
 	}
 	return INBOX_OK;

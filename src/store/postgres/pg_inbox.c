@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "store/postgres/pg_store.h"
 
 /* Longest lease accepted (ms): beyond it, now() + lease overflows. */
@@ -306,47 +307,18 @@ int inbox__pg_register_consumer(inbox_store *st, const char *consumer,
 	                         "register_consumer", NULL);
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	unsigned c = s[0];
-	size_t n;
-	unsigned min;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		n = 2, min = 0x80;
-	else if (c >= 0xE0 && c <= 0xEF)
-		n = 3, min = 0x800;
-	else if (c >= 0xF0 && c <= 0xF4)
-		n = 4, min = 0x10000;
-	else
-		return 0;
-	unsigned cp = c & (0x7F >> n);
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-		return 0;
-	return n;
-}
-
 /* A text column refuses invalid UTF-8, but a dead letter must be kept:
  * return v itself, or a copy in tmp with each bad byte as U+FFFD. */
 static const char *utf8_text(const char *v, inbox__buf *tmp, int *nomem)
 {
-	const unsigned char *p = (const unsigned char *)v;
-	size_t k;
 	if (!v)
 		return NULL;
-	while (*p && (k = utf8_seq(p)) > 0)
-		p += k;
-	if (!*p)
+	size_t n = strlen(v), k;
+	if (inbox__utf8_valid(v, n))
 		return v;
-	for (p = (const unsigned char *)v; *p; p += k ? k : 1) {
-		k = utf8_seq(p);
+	const unsigned char *p = (const unsigned char *)v, *end = p + n;
+	for (; p < end; p += k ? k : 1) {
+		k = inbox__utf8_seq_len(p, (size_t)(end - p));
 		if ((k ? inbox__buf_append(tmp, p, k)
 		       : inbox__buf_puts(tmp, "\xEF\xBF\xBD")) < 0) {
 			*nomem = 1;
