@@ -534,3 +534,22 @@ int64_t inbox__pg_int(const PGresult *r, int row, int col)
 		return 0;
 	return strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
+
+int inbox__pg_simple(pg_store *s, const char *sql, const char *param,
+                     PGresult **out, const char *what)
+{
+	PGresult *r =
+	    param ? PQexecParams(s->conn, sql, 1, NULL, &param, NULL, NULL, 0)
+	          : PQexec(s->conn, sql);
+	ExecStatusType t = PQresultStatus(r);
+	if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
+		int rc = inbox__pg_fail(s, r, what);
+		PQclear(r);
+		return rc;
+	}
+	if (out)
+		*out = r;
+	else
+		PQclear(r);
+	return INBOX_OK;
+}

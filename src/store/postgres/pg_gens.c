@@ -110,16 +110,9 @@ static int part_name(pg_store *s, inbox__buf *b, int g)
 	return inbox__table_name(b, &s->base, name);
 }
 
-/* Run sql (no parameters) for its effect; INBOX_OK or the error. */
 static int cmd(pg_store *s, const char *sql, const char *what)
 {
-	PGresult *r = PQexec(s->conn, sql);
-	ExecStatusType t = PQresultStatus(r);
-	int rc = INBOX_OK;
-	if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK)
-		rc = inbox__pg_fail(s, r, what);
-	PQclear(r);
-	return rc;
+	return inbox__pg_simple(s, sql, NULL, NULL, what);
 }
 
 /* ---- schema v3 ------------------------------------------------------ */

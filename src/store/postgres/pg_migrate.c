@@ -9,20 +9,7 @@
 
 static int step(pg_store *s, const char *sql, const char *param, PGresult **out)
 {
-	PGresult *r =
-	    param ? PQexecParams(s->conn, sql, 1, NULL, &param, NULL, NULL, 0)
-	          : PQexec(s->conn, sql);
-	ExecStatusType t = PQresultStatus(r);
-	if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
-		int rc = inbox__pg_fail(s, r, "migrate");
-		PQclear(r);
-		return rc;
-	}
-	if (out)
-		*out = r;
-	else
-		PQclear(r);
-	return INBOX_OK;
+	return inbox__pg_simple(s, sql, param, out, "migrate");
 }
 
 static int current_version(pg_store *s, int *version)

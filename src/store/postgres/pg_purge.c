@@ -22,13 +22,6 @@
 /* Longest window accepted (s): beyond it, now() - window overflows. */
 #define MAX_RETENTION_S 10000000000LL
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Yield as long as the last batch took (at most a second). */
 static void pause_s(double secs)
 {
@@ -59,12 +52,12 @@ static int purge_one(pg_store *s, const char *consumer, int64_t retention,
 	int64_t rows;
 	do {
 		rows = 0;
-		double t0 = now_s();
+		double t0 = inbox__mono_seconds();
 		rc = inbox__pg_run_cmd(s, PGQ_PURGE_DELETE, NULL, 3, params,
 		                       "purge", &rows);
 		*total += rows;
 		if (rc == INBOX_OK && rows >= limit)
-			pause_s(now_s() - t0);
+			pause_s(inbox__mono_seconds() - t0);
 	} while (rc == INBOX_OK && rows >= limit);
 	return rc;
 }

@@ -177,6 +177,12 @@ PGresult *inbox__pg_run(pg_store *s, int q, const char *sql, int nparams,
 int inbox__pg_run_cmd(pg_store *s, int q, const char *sql, int nparams,
                       const char *const *values, const char *what,
                       int64_t *rows);
+/* Run sql now, outside the queue (migrate, seal: no transaction of the
+ * store is open), with at most one text parameter. INBOX_OK, *out (if
+ * given) set to the result for the caller to PQclear; or the error,
+ * recorded with `what`. */
+int inbox__pg_simple(pg_store *s, const char *sql, const char *param,
+                     PGresult **out, const char *what);
 /* Send the deferred commands now (before the caller uses the PGconn
  * directly). */
 int inbox__pg_flush(pg_store *s);
