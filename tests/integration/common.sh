@@ -32,6 +32,11 @@ check() {
 	if "$@"; then ok "$_name"; else fail "$_name"; fi
 }
 
+# jqok FILTER FILE: jq -e FILTER FILE is true.
+jqok() {
+	jq -e "$1" "$2" >/dev/null 2>&1
+}
+
 # expect_eq NAME GOT WANT
 expect_eq() {
 	if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "got '$2', want '$3'"; fi

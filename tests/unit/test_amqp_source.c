@@ -686,11 +686,15 @@ TEST(close_without_settle_requeues)
 	 * had already pushed to the closed channel (prefetch 10) without
 	 * being polled yet. None is lost, none comes twice. */
 	for (size_t i = 0; i < 5; i++) {
+		char want[16];
+		snprintf(want, sizeof(want), "m-%zu", i); /* queue order kept */
+		ASSERT_STREQ(got[i].id, want);
 		if (i < total)
 			ASSERT_EQ(got[i].count, 2);
 		else
 			ASSERT_TRUE(got[i].count == 1 || got[i].count == 2);
 	}
+	ASSERT_TRUE(quiet(s, 300)); /* and nothing a second time */
 	inbox_source_close(s);
 	ASSERT_EQ(ready(q), 0);
 }

@@ -97,9 +97,6 @@ ops_stop_daemon() {
 }
 
 # jqok FILTER FILE: the filter holds (quietly).
-jqok() {
-	jq -e "$1" "$2" >/dev/null 2>&1
-}
 
 # Every line of FILE is one JSON object.
 all_json_lines() {

@@ -73,7 +73,10 @@ if [ "$KIND" = pg ]; then
 	# new orders go to generation 2; a generation the purge empties is
 	# dropped. A fingerprint conflict is still caught across the seal.
 	"$BIN" purge "$dir/inbox.yaml" --seal-rows 30 >"$dir/seal0.out" 2>&1
+	expect_eq "purge --seal-rows 30: exit 0" "$?" 0
+	check "  it ran (deleted 0 records)" grep -q "deleted 0 records" "$dir/seal0.out"
 	check "20 records: --seal-rows 30 does not seal" sh -c "! grep -q sealed '$dir/seal0.out'"
+	expect_eq "  still one generation" "$(q "SELECT count(*) FROM ${tag}inbox_generations")" 1
 	"$BIN" purge "$dir/inbox.yaml" --seal-rows 10 >"$dir/seal.out" 2>&1
 	expect_eq "purge --seal-rows 10: exit 0" "$?" 0
 	check "it seals generation 1" grep -q "billing.ops: sealed inbox generation 1" "$dir/seal.out"

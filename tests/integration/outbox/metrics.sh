@@ -121,7 +121,7 @@ expect_eq "labels: only the consumer name (and version)" "$labels" \
 get /healthz >"$dir/health.json"
 expect_eq "GET /healthz: 200" "$http_status" 200
 check "healthz: the dispatcher runs, its store answers" \
-	jq -e '.status == "ok" and .consumers[0].running and .consumers[0].dispatcher == "running" and .consumers[0].store == "ok"' "$dir/health.json" >/dev/null
+	jqok '.status == "ok" and .consumers[0].running and .consumers[0].dispatcher == "running" and .consumers[0].store == "ok"' "$dir/health.json"
 
 stop_bg
 expect_eq "SIGTERM: dispatch exits 0" "$bg_rc" 0
@@ -172,7 +172,7 @@ expect_eq "labels: only the consumer name (and le, version)" "$labels" \
 get /healthz >"$dir/health2.json"
 expect_eq "GET /healthz: 200" "$http_status" 200
 check "healthz: the consumer and its dispatcher run" \
-	jq -e '.status == "ok" and .consumers[0].running and .consumers[0].dispatcher == "running"' "$dir/health2.json" >/dev/null
+	jqok '.status == "ok" and .consumers[0].running and .consumers[0].dispatcher == "running"' "$dir/health2.json"
 stop_bg
 expect_eq "SIGTERM: run exits 0" "$bg_rc" 0
 [ "$MODE" = pg ] && pg_drop_prefix "${tag}r_"
