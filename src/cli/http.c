@@ -242,10 +242,10 @@ static void refresh(cli_http *h, mon *m, int full)
 		rc = read_outbox(m);
 	else
 		rc = inbox_admin_stats_read(m->st, m->cc->name, &m->db);
-	m->gens.count = 0;
-	if (rc == INBOX_OK && full && h->role != CLI_HTTP_DISPATCH &&
-	    inbox_admin_generations_read(m->st, &m->gens) != INBOX_OK)
-		m->gens.count = 0;
+	/* (zeroed, count 0 = none shown, whenever it is not read) */
+	memset(&m->gens, 0, sizeof(m->gens));
+	if (rc == INBOX_OK && full && h->role != CLI_HTTP_DISPATCH)
+		inbox_admin_generations_read(m->st, &m->gens);
 	if (rc != INBOX_OK) {
 		store_failed(h, m, full ? "reading the store" : "store ping",
 		             rc);

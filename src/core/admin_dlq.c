@@ -11,6 +11,7 @@
 
 #include "core/admin_sql.h"
 #include "core/consumer.h"
+#include "core/url.h"
 
 #define DL_COLUMNS                                                             \
 	"id, consumer, key, message_id, {len:payload}, headers, position,"     \
@@ -136,17 +137,6 @@ int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
 
 /* ---- one, with its payload -------------------------------------------- */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decode hex text into a malloc'ed, NUL-terminated buffer. */
 static char *unhex(const char *h, size_t *len)
 {
@@ -155,7 +145,8 @@ static char *unhex(const char *h, size_t *len)
 	if (!out)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		int hi = hexval(h[2 * i]), lo = hexval(h[2 * i + 1]);
+		int hi = inbox__hexval((unsigned char)h[2 * i]),
+		    lo = inbox__hexval((unsigned char)h[2 * i + 1]);
 		out[i] = (char)((hi < 0 ? 0 : hi) * 16 + (lo < 0 ? 0 : lo));
 	}
 	out[n] = '\0';

@@ -25,7 +25,7 @@ fail(inbox_source *src, const char *who, const char *fmt, ...)
 	return INBOX_ERR_URL;
 }
 
-static int hexval(unsigned char c)
+int inbox__hexval(unsigned char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -48,8 +48,10 @@ int inbox__url_decode(char **out, const char *p, size_t n)
 			d[j++] = p[i];
 			continue;
 		}
-		int hi = i + 1 < n ? hexval((unsigned char)p[i + 1]) : -1;
-		int lo = i + 2 < n ? hexval((unsigned char)p[i + 2]) : -1;
+		int hi =
+		    i + 1 < n ? inbox__hexval((unsigned char)p[i + 1]) : -1;
+		int lo =
+		    i + 2 < n ? inbox__hexval((unsigned char)p[i + 2]) : -1;
 		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
 			free(d);
 			return INBOX_ERR_URL;

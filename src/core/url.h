@@ -18,6 +18,9 @@
 
 #include <inbox/sys/source.h>
 
+/* The value of hex digit c (either case), or -1. */
+int inbox__hexval(unsigned char c);
+
 /* Percent-decode [p, p+n) into *out (malloc'ed, NUL-terminated). Strict:
  * a '%' must be followed by two hex digits and must not encode NUL.
  * INBOX_OK, INBOX_ERR_URL (a bad escape) or INBOX_ERR_NOMEM; *out is NULL
