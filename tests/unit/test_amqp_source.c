@@ -1005,13 +1005,29 @@ TEST(settle_contract)
 	ASSERT_TRUE(n >= 1);
 	size_t m = 0;
 	ASSERT_EQ(inbox_source_poll(s, d, 4, &m, 10, NULL), INBOX_ERR_STATE);
+	char polled[4][64];
+	for (size_t i = 0; i < n; i++)
+		snprintf(polled[i], sizeof(polled[i]), "%s",
+		         d[i].id ? d[i].id : "");
 	/* A batch that does not match: nothing acked, all requeued. */
 	inbox_delivery wrong = d[0];
 	wrong.source_token += 1000;
 	ASSERT_EQ(inbox_source_settle(s, &wrong, NULL, 1), INBOX_ERR_INVALID);
 	seen got[2];
 	ASSERT_EQ(collect(s, got, 2, 5000, INBOX_APPLIED, 10), 2);
-	ASSERT_EQ(got[0].count, 2);
+	/* The polled ones come back redelivered; the other may have been
+	 * pushed to the channel already (then it comes first, once). */
+	ASSERT_TRUE(strcmp(got[0].id, got[1].id) != 0);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_TRUE(!strcmp(got[i].id, "m-0") ||
+		            !strcmp(got[i].id, "m-1"));
+		int was_polled = 0;
+		for (size_t j = 0; j < n; j++)
+			was_polled |= !strcmp(got[i].id, polled[j]);
+		if (was_polled)
+			ASSERT_EQ(got[i].count, 2);
+	}
+	ASSERT_TRUE(quiet(s, 300));
 	inbox_source_close(s);
 	ASSERT_EQ(ready(q), 0);
 }

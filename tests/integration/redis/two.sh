@@ -49,8 +49,10 @@ expect_eq "no dead letter" "$(pgq "SELECT COUNT(*) FROM ${tag}dead_letters")" 0
 aa=$(stopped_field applied "$dir/a.log")
 ab=$(stopped_field applied "$dir/b2.log")
 echo "# applied: a=$aa, b (after restart)=$ab, b's killed run: the rest"
-check "both members took part" \
-	[ "$(((${aa:-0} > 0) && (${ab:-0} > 0)))" -eq 1 ]
+# b took part in its killed run or after its restart (which of the two
+# is scheduling: a may leave nothing for the restart).
+check "both members took part: a applied some, b the rest" \
+	[ -n "$aa" -a "${aa:-0}" -gt 0 -a "${aa:-0}" -lt "$ORDERS" ]
 check "no error logged" sh -c "! grep -q '\"level\":\"error\"' '$dir'/*.log"
 rcli "$R" DEL "$stream" >/dev/null
 summary
