@@ -67,9 +67,24 @@ consumers:
       - sql: INSERT INTO ${tag}slow (order_id) SELECT \$1 FROM pg_sleep(1)
         params: [/data/orderId]
 CFG
+	# in_batch PID: wait (10 s at most, while PID runs) until the
+	# daemon's effect sleeps in the database, so that a signal lands
+	# inside a batch however slowly the daemon started (a fixed sleep
+	# raced the start-up under load: the drain found nothing in flight).
+	in_batch() {
+		_i=0
+		while [ $_i -lt 200 ] && kill -0 "$1" 2>/dev/null; do
+			[ "$(pgq "SELECT COUNT(*) FROM pg_stat_activity
+			           WHERE query LIKE '%${tag}slow%pg_sleep%'
+			           AND state = 'active' AND pid <> pg_backend_pid()")" -gt 0 ] && return 0
+			sleep_ms 50
+			_i=$((_i + 1))
+		done
+		return 1
+	}
 	"$BIN" run "$dir/slow.yaml" --once --drain-timeout 300ms 2>"$dir/slow1.log" &
 	pid=$!
-	sleep_ms 500
+	in_batch "$pid" || fail "deadline: the daemon started a batch"
 	t0=$(now_ms)
 	kill -TERM "$pid"
 	wait "$pid"
@@ -86,7 +101,7 @@ CFG
 
 	"$BIN" run "$dir/slow.yaml" --once 2>"$dir/slow2.log" &
 	pid=$!
-	sleep_ms 300
+	in_batch "$pid" || fail "second signal: the daemon started a batch"
 	t0=$(now_ms)
 	kill -TERM "$pid"
 	sleep_ms 100
