@@ -59,7 +59,8 @@ typedef enum inbox_err {
 	INBOX_ERR_CONFIG = -13,  /* configuration file error */
 	INBOX_ERR_IO = -14,      /* file or socket I/O error */
 	INBOX_ERR_TIMEOUT = -15, /* operation timed out */
-	INBOX_ERR_HANDLER = -16  /* a handler returned an invalid verdict */
+	INBOX_ERR_HANDLER = -16, /* a handler returned an invalid verdict */
+	INBOX_ERR_NUL = -17      /* the text holds U+0000: not a C string */
 } inbox_err;
 
 /* Static English description of an error code; never NULL. */
@@ -114,8 +115,10 @@ int inbox_outcome_ackable(inbox_outcome o);
  * library never keeps pointers into it after the processing call returns.
  * Zero-initialize it ({0}) and set what you know. */
 typedef struct inbox_delivery {
-	/* Producer's message id. NULL: taken from the payload at the consumer's
-	 * id_pointer (default "/id"). */
+	/* Producer's message id (UTF-8, NUL-terminated). NULL: taken from the
+	 * payload at the consumer's id_pointer (default "/id"). A source that
+	 * cannot hand a delivery over whole sets it to INBOX_DELIVERY_REFUSED
+	 * followed by why (see below). */
 	const char *id;
 	/* Raw payload bytes; must be a UTF-8 JSON document. Not NUL-terminated
 	 * necessarily. */
@@ -136,6 +139,16 @@ typedef struct inbox_delivery {
 	/* Reserved for sources (an ack token); the library ignores it. */
 	uint64_t source_token;
 } inbox_delivery;
+
+/* The mark of a refused delivery. A source that cannot pass a message on
+ * as it came — a payload over its max_payload (handed over cut to
+ * max_payload + 1 bytes), an id from the broker that holds a NUL byte or
+ * is not UTF-8 — delivers it with `id` set to this byte followed by the
+ * reason ("\xff" "payload of 10485760 bytes exceeds max_payload 1048576"):
+ * the consumer dead-letters it with that reason, without key or id,
+ * instead of guessing. The byte 0xFF never begins UTF-8 text, so no real
+ * id is taken for the mark. */
+#define INBOX_DELIVERY_REFUSED '\xff'
 
 /* The result for one delivery. `reason` points into memory owned by the
  * consumer, valid until the next processing call on the same consumer. */
@@ -420,9 +433,18 @@ const inbox_delivery *inbox_msg_delivery(const inbox_msg *m);
  * (unescaped), a number in its shortest form, "true"/"false", objects and
  * arrays as canonical JSON. *out is NULL for JSON null. Returns
  * INBOX_ERR_NOTFOUND if the pointer resolves to nothing,
- * INBOX_ERR_INVALID if it is malformed. The text lives as long as the
- * message. */
+ * INBOX_ERR_INVALID if it is malformed, INBOX_ERR_NUL (*out NULL) if it
+ * is a string holding U+0000, which a C string would cut short: never a
+ * shortened text (read it whole with inbox_msg_getn(), or reject the
+ * message). The text lives as long as the message. */
 int inbox_msg_get(const inbox_msg *m, const char *pointer, const char **out);
+
+/* inbox_msg_get() with the length: *len bytes at *out (NUL-terminated
+ * too), a string's U+0000 included, so nothing is ever cut. *out NULL
+ * and *len 0 for JSON null. Errors as inbox_msg_get(), never
+ * INBOX_ERR_NUL. */
+int inbox_msg_getn(const inbox_msg *m, const char *pointer, const char **out,
+                   size_t *len);
 
 /* ------------------------------------------------------------------ */
 /* The transaction handle given to handlers                             */

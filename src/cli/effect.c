@@ -363,8 +363,10 @@ static int db_failed(inbox_txn *t, int rc, int step)
 }
 
 /* Fetch the value at `ptr`; NULL for JSON null. -1 after setting the
- * reason ("WHAT[ $N] (PTR) is missing") when absent; n > 0 numbers an
- * effect parameter. The reason is only built on that path. */
+ * reason ("WHAT[ $N] (PTR) is missing") when absent, or when a string
+ * holds U+0000: bound as a C string it would be cut there, and the effect
+ * would store another value than the message's; n > 0 numbers an effect
+ * parameter. The reason is only built on those paths. */
 static int param(inbox_txn *t, const inbox_msg *m, const char *ptr,
                  const char *what, int n, const char **out)
 {
@@ -376,6 +378,10 @@ static int param(inbox_txn *t, const inbox_msg *m, const char *ptr,
 		snprintf(num, sizeof(num), " $%d", n);
 	if (rc == INBOX_ERR_NOTFOUND)
 		snprintf(reason, sizeof(reason), "%s%s (%s) is missing", what,
+		         num, ptr);
+	else if (rc == INBOX_ERR_NUL)
+		snprintf(reason, sizeof(reason),
+		         "%s%s: U+0000 in %s: cannot be stored as text", what,
 		         num, ptr);
 	else
 		snprintf(reason, sizeof(reason), "%s%s (%s): %s", what, num,

@@ -209,8 +209,10 @@ static int render_ptr(const part *p, json_t *root, inbox__buf *out, char *err,
 	/* A NUL would truncate the key where it is used as a C string and
 	 * make different values collide. */
 	if (memchr(out->data + mark, '\0', out->len - mark)) {
-		inbox__seterr(err, errlen,
-		              "key field %s contains a NUL character", p->text);
+		inbox__seterr(
+		    err, errlen,
+		    "U+0000 in key field %s: cannot be stored as text",
+		    p->text);
 		return -1;
 	}
 	return 0;

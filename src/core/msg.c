@@ -31,11 +31,28 @@ void inbox__msg_free(inbox_msg *m)
 	inbox__buf_free(&m->key);
 }
 
-/* Text of an id into m->idbuf; m->id stays NULL when there is none. */
-static void set_id(inbox_msg *m, json_t *v)
+/* Text of an id into m->idbuf; m->id stays NULL when there is none. -1
+ * when the id holds U+0000: as a C string it would be cut short, and two
+ * ids differing after it would collide ("m\u0000a", "m\u0000b"). */
+static int set_id(inbox_msg *m, json_t *v)
 {
-	if (inbox__value_text(&m->idbuf, v) == 0 && m->idbuf.data)
-		m->id = m->idbuf.data;
+	if (inbox__value_text(&m->idbuf, v) != 0 || !m->idbuf.data)
+		return 0;
+	if (memchr(m->idbuf.data, '\0', m->idbuf.len)) {
+		inbox__buf_reset(&m->idbuf);
+		return -1;
+	}
+	m->id = m->idbuf.data;
+	return 0;
+}
+
+/* A delivery the source refused (INBOX_DELIVERY_REFUSED): its reason. */
+static void refused(const char *id, char *reason, size_t rlen)
+{
+	const char *why = id + 1;
+	if (!*why || !inbox__utf8_valid(why, strlen(why)))
+		why = "the source could not pass it on whole";
+	snprintf(reason, rlen, "%s", why);
 }
 
 int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
@@ -44,6 +61,10 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 	char err[400];
 	inbox__msg_reset(m);
 	m->d = d;
+	if (d->id && d->id[0] == INBOX_DELIVERY_REFUSED) {
+		refused(d->id, reason, rlen);
+		return -1;
+	}
 	if (d->id && d->id[0]) {
 		size_t n = strlen(d->id);
 		if (!inbox__utf8_valid(d->id, n)) {
@@ -75,8 +96,14 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 	}
 	if (!m->id) {
 		json_t *v = inbox__pointer_get(m->root, c->id_pointer);
-		if (v && (json_is_string(v) || json_is_integer(v)))
-			set_id(m, v);
+		if (v && (json_is_string(v) || json_is_integer(v)) &&
+		    set_id(m, v) < 0) {
+			snprintf(reason, rlen,
+			         "U+0000 in %s (the message id): cannot be "
+			         "stored as text",
+			         c->id_pointer);
+			return -1;
+		}
 	}
 	if (c->schema &&
 	    inbox__schema_check(c->schema, m->root, reason, rlen) != 0) {
@@ -95,6 +122,9 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 	}
 	if (inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
 	                          sizeof(err)) != 0) {
+		/* No key: what rendered before the failure ("create-invoice:")
+		 * names nothing; the reason says which field was missing. */
+		inbox__buf_reset(&m->key);
 		snprintf(reason, rlen, "%s", err);
 		return -1;
 	}
@@ -159,12 +189,14 @@ const inbox_delivery *inbox_msg_delivery(const inbox_msg *m)
 	return m ? m->d : NULL;
 }
 
-int inbox_msg_get(const inbox_msg *cm, const char *pointer, const char **out)
+int inbox_msg_getn(const inbox_msg *cm, const char *pointer, const char **out,
+                   size_t *len)
 {
 	inbox_msg *m = (inbox_msg *)cm; /* the string list is a cache */
-	if (!m || !pointer || !out)
+	if (!m || !pointer || !out || !len)
 		return INBOX_ERR_INVALID;
 	*out = NULL;
+	*len = 0;
 	if (!inbox__pointer_valid(pointer))
 		return INBOX_ERR_INVALID;
 	if (!m->root)
@@ -177,6 +209,7 @@ int inbox_msg_get(const inbox_msg *cm, const char *pointer, const char **out)
 	if (json_is_string(v)) {
 		/* Lives as long as m->root, as the copies below do. */
 		*out = json_string_value(v);
+		*len = json_string_length(v);
 		return INBOX_OK;
 	}
 	inbox__buf b = INBOX__BUF_INIT;
@@ -191,9 +224,23 @@ int inbox_msg_get(const inbox_msg *cm, const char *pointer, const char **out)
 	}
 	memcpy(s->text, b.data ? b.data : "", b.len);
 	s->text[b.len] = '\0';
+	*len = b.len; /* canonical JSON escapes U+0000: no NUL inside */
 	inbox__buf_free(&b);
 	s->next = m->strs;
 	m->strs = s;
 	*out = s->text;
 	return INBOX_OK;
+}
+
+int inbox_msg_get(const inbox_msg *m, const char *pointer, const char **out)
+{
+	size_t len;
+	if (!out)
+		return INBOX_ERR_INVALID;
+	int rc = inbox_msg_getn(m, pointer, out, &len);
+	if (rc == INBOX_OK && *out && memchr(*out, '\0', len)) {
+		*out = NULL;
+		return INBOX_ERR_NUL;
+	}
+	return rc;
 }

@@ -105,11 +105,14 @@ static int headers_valid(const char *h, char *why, size_t len)
 	{
 		if (!ok)
 			break;
+		/* A U+0000 would cut the value where it is used as a C
+		 * string (and hide a line break after it from strpbrk). */
 		if (!token(k, 128) || !json_is_string(v) ||
+		    memchr(json_string_value(v), '\0', json_string_length(v)) ||
 		    strpbrk(json_string_value(v), "\r\n")) {
 			snprintf(why, len,
 			         "header \"%s\": names are HTTP tokens, values "
-			         "strings without line breaks",
+			         "strings without line breaks or U+0000",
 			         k);
 			ok = 0;
 		}

@@ -49,6 +49,8 @@ static const err_info errs[] = {
     {INBOX_ERR_TIMEOUT, "INBOX_ERR_TIMEOUT", "operation timed out"},
     {INBOX_ERR_HANDLER, "INBOX_ERR_HANDLER",
      "handler returned an invalid verdict"},
+    {INBOX_ERR_NUL, "INBOX_ERR_NUL",
+     "the text holds U+0000 and cannot be passed as a C string"},
 };
 
 static const err_info *find_err(int err)

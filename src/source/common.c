@@ -1,7 +1,11 @@
 /* Helpers shared by the message sources; see common.h. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include <inbox/inbox.h>
 
 #include "core/json.h"
 #include "source/common.h"
@@ -73,4 +77,70 @@ int inbox__src_json_text(inbox__buf *out, const char *s, size_t n, int nul_ok)
 	if (!inbox__utf8_valid(s, n) || (!nul_ok && n && memchr(s, '\0', n)))
 		return put_hex(out, (const unsigned char *)s, n);
 	return inbox__json_string_append(out, s, n);
+}
+
+long inbox__src_refuse(inbox__buf *out, const char *fmt, ...)
+{
+	long at = (long)out->len;
+	char why[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (inbox__buf_putc(out, INBOX_DELIVERY_REFUSED) < 0 ||
+	    inbox__buf_append(out, why, strlen(why) + 1) < 0)
+		return -1;
+	return at;
+}
+
+long inbox__src_refuse_oversize(inbox__buf *out, size_t len, size_t max_payload)
+{
+	if (!max_payload || len <= max_payload)
+		return -1;
+	long at = inbox__src_refuse(out,
+	                            "payload of %zu bytes exceeds max_payload "
+	                            "%zu",
+	                            len, max_payload);
+	return at < 0 ? -2 : at;
+}
+
+/* Up to 32 bytes of v as hex (".." when there are more), so that the
+ * refusals of two different ids differ and an operator sees the id. */
+static void hex_prefix(char *buf, size_t len, const unsigned char *v, size_t n)
+{
+	size_t k = n < 32 ? n : 32, j = 0;
+	for (size_t i = 0; i < k && j + 3 < len; i++) {
+		buf[j++] = hexdig[v[i] >> 4];
+		buf[j++] = hexdig[v[i] & 15];
+	}
+	if (n > k && j + 3 < len)
+		buf[j++] = '.', buf[j++] = '.';
+	buf[j] = '\0';
+}
+
+int inbox__src_check_id(inbox__buf *out, const char *what, const void *v,
+                        size_t n, long *at)
+{
+	if (!v || n == 0)
+		return 0;
+	const char *nul = memchr(v, '\0', n);
+	if (!nul && inbox__utf8_valid(v, n))
+		return 1;
+	char hex[72];
+	hex_prefix(hex, sizeof(hex), v, n);
+	if (nul)
+		*at = inbox__src_refuse(
+		    out,
+		    "message id in %s holds a NUL byte at "
+		    "byte %zu (hex:%s): cannot be stored as "
+		    "text",
+		    what, (size_t)(nul - (const char *)v), hex);
+	else
+		*at = inbox__src_refuse(out,
+		                        "message id in %s is not valid UTF-8 "
+		                        "(hex:%s): cannot be stored as text",
+		                        what, hex);
+	if (*at < 0)
+		*at = -2;
+	return -1;
 }

@@ -35,6 +35,28 @@ void inbox__src_backoff_ok(inbox__src_backoff *b);
  * sees it is over-size without the source copying anything. */
 size_t inbox__src_payload_len(size_t len, size_t max_payload);
 
+/* Refused deliveries (INBOX_DELIVERY_REFUSED in include/inbox/inbox.h).
+ * Append the mark, the reason and a NUL to out: the delivery's id is
+ * then out->data + the returned offset. -1 on NOMEM. */
+long inbox__src_refuse(inbox__buf *out, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* A payload of len bytes over max_payload (0 = no limit): append its
+ * refusal, which names the real size, and return its offset; -1 when it
+ * is not over-size, -2 on NOMEM. */
+long inbox__src_refuse_oversize(inbox__buf *out, size_t len,
+                                size_t max_payload);
+
+/* The message id a broker gave in `what` (`Kafka header "message-id"`),
+ * [v, v+n): 1 when it is usable as text (UTF-8 without a NUL byte), 0
+ * when it is empty (no id), -1 when it is not: then its refusal is
+ * appended to out and *at is its offset (-2 on NOMEM). */
+int inbox__src_check_id(inbox__buf *out, const char *what, const void *v,
+                        size_t n, long *at);
+
 /* Append [s, s+n) as a JSON string: escaped as RFC 8785 does when it is
  * valid UTF-8 (and, unless nul_ok, holds no NUL byte), otherwise "hex:"
  * followed by its bytes in lower-case hex. 0, or -1 on NOMEM. */

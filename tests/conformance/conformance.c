@@ -996,6 +996,164 @@ TEST(bad_input_is_dead_lettered)
 	env_teardown(&e);
 }
 
+/* ---- U+0000 inside a string never cuts it ---- */
+
+/* Ids (and so {id} keys) that differ only after a U+0000: each is a dead
+ * letter naming the field, never the key "m" (which made the second a
+ * false duplicate, or with other data a false conflict), and a crafted
+ * "order-1\u0000x" never pre-empts the real "order-1". */
+TEST(nul_in_an_id_is_never_cut)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, "/data");
+	ASSERT_TRUE(c);
+	const char *js[] = {
+	    "{\"id\":\"m\\u0000first\",\"data\":{\"orderId\":\"o-n\","
+	    "\"totalCents\":1}}",
+	    "{\"id\":\"m\\u0000second\",\"data\":{\"orderId\":\"o-n\","
+	    "\"totalCents\":1}}",
+	    "{\"id\":\"m\\u0000third\",\"data\":{\"orderId\":\"o-other\","
+	    "\"totalCents\":2}}",
+	    "{\"id\":\"order-1\\u0000x\",\"data\":{\"orderId\":\"o-fake\","
+	    "\"totalCents\":3}}",
+	};
+	inbox_delivery d[4];
+	inbox_result r[4];
+	for (int i = 0; i < 4; i++)
+		d[i] = delivery(js[i]);
+	/* the first two in one batch, the others one by one */
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
+	ASSERT_OK(inbox_consumer_process(c, &d[2], &r[2]));
+	ASSERT_OK(inbox_consumer_process(c, &d[3], &r[3]));
+	for (int i = 0; i < 4; i++) {
+		ASSERT_EQ(r[i].outcome, INBOX_DEAD_LETTERED);
+		ASSERT_TRUE(r[i].key == NULL);
+		ASSERT_CONTAINS(r[i].reason,
+		                "U+0000 in /id (the message id): cannot be "
+		                "stored as text");
+	}
+	ASSERT_EQ(h.calls, 0);
+	ASSERT_EQ(count(e.st, e.inbox_tbl, NULL), 0);
+	/* each its own dead letter, with neither a key nor a cut id */
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 4);
+	ASSERT_EQ(count(e.st, e.dl_tbl, "key IS NULL AND message_id IS NULL"),
+	          4);
+	/* the real order-1 comes after the crafted one: applied */
+	inbox_result r1;
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"order-1\",\"data\":{\"orderId\":"
+	                   "\"o-real\",\"totalCents\":4}}",
+	                   &r1));
+	ASSERT_EQ(r1.outcome, INBOX_APPLIED);
+	ASSERT_STREQ(r1.key, "order-1");
+	ASSERT_EQ(count(e.st, e.invoices, "order_id = 'o-real'"), 1);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* A value handed to the handler as a C string: a string holding U+0000
+ * is refused (inbox_msg_get), never cut; a key field holding one is a
+ * dead letter naming it. */
+static int nul_param_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	hctx *h = p;
+	h->calls++;
+	const char *order = NULL;
+	int rc = inbox_msg_get(m, "/data/orderId", &order);
+	if (rc != INBOX_OK || !order) {
+		inbox_txn_set_reason(t, "orderId is not text");
+		return INBOX_HANDLER_REJECT;
+	}
+	char q[256];
+	snprintf(q, sizeof(q),
+	         "INSERT INTO %s (order_id, total) VALUES ($1, 0)",
+	         h->e->invoices);
+	const char *params[] = {order};
+	return inbox_txn_exec(t, q, 1, params, NULL) == 0 ? INBOX_HANDLER_OK
+	                                                  : INBOX_HANDLER_RETRY;
+}
+
+TEST(nul_in_a_value_is_never_cut)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+	    open_consumer(e.st, nul_param_handler, &h, NULL, NULL);
+	ASSERT_TRUE(c);
+	inbox_result r;
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"p-1\",\"data\":{\"orderId\":"
+	                   "\"abc\\u0000def\"}}",
+	                   &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(h.calls, 1);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 0);
+	ASSERT_OK(
+	    process1(c, "{\"id\":\"p-2\",\"data\":{\"orderId\":\"abc\"}}", &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_EQ(count(e.st, e.invoices, "order_id = 'abc'"), 1);
+	inbox_consumer_close(c);
+	/* the same value as a key field */
+	c = open_consumer(e.st, invoice_handler, &h, "inv:{/data/orderId}",
+	                  NULL);
+	ASSERT_TRUE(c);
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"p-3\",\"data\":{\"orderId\":"
+	                   "\"abc\\u0000def\",\"totalCents\":1}}",
+	                   &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_TRUE(r.key == NULL);
+	ASSERT_CONTAINS(r.reason, "U+0000 in key field /data/orderId");
+	ASSERT_EQ(count(e.st, e.inbox_tbl, "key LIKE 'inv:%'"), 0);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* A delivery its source refused (the mark 0xFF, INBOX_DELIVERY_REFUSED,
+ * then the reason) is a dead letter with that reason, without key or id;
+ * a missing key field leaves no half-rendered key behind. */
+TEST(refused_and_keyless_deliveries)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h,
+	                  "create-invoice:{/data/orderId}", "/data");
+	ASSERT_TRUE(c);
+	const char js[] = "{\"id\":\"r-1\",\"data\":{\"orderId\":\"o-r\","
+	                  "\"totalCents\":1}}";
+	inbox_delivery d = delivery(js);
+	d.id = "\xff"
+	       "payload of 10485760 bytes exceeds max_payload 512";
+	inbox_result r;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_STREQ(r.reason,
+	             "payload of 10485760 bytes exceeds max_payload 512");
+	ASSERT_TRUE(r.key == NULL);
+	ASSERT_EQ(h.calls, 0);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 0);
+	ASSERT_EQ(count(e.st, e.dl_tbl,
+	                "key IS NULL AND message_id IS NULL AND reason LIKE "
+	                "'payload of 10485760 bytes%'"),
+	          1);
+	/* the key field is missing: no key, the field named */
+	ASSERT_OK(
+	    process1(c, "{\"id\":\"r-2\",\"data\":{\"totalCents\":1}}", &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_TRUE(r.key == NULL);
+	ASSERT_CONTAINS(r.reason, "missing key field /data/orderId");
+	ASSERT_EQ(count(e.st, e.dl_tbl, "key IS NOT NULL"), 0);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
 /* ---- delivery counts from the broker feed attempts ---- */
 TEST(broker_delivery_count_feeds_attempts)
 {
@@ -1340,6 +1498,9 @@ int main(int argc, char **argv)
 	RUN(batch_with_failures_commits_the_rest);
 	RUN(overlapping_batches_opposite_order);
 	RUN(bad_input_is_dead_lettered);
+	RUN(nul_in_an_id_is_never_cut);
+	RUN(nul_in_a_value_is_never_cut);
+	RUN(refused_and_keyless_deliveries);
 	RUN(broker_delivery_count_feeds_attempts);
 	RUN(handler_statement_failure_is_retry);
 	RUN(no_handler_deduplicates_only);

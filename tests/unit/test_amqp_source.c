@@ -115,6 +115,7 @@ typedef struct pub {
 	const char *id;        /* message-id or NULL */
 	amqp_table_t *headers; /* or NULL */
 	uint64_t timestamp;    /* seconds, 0 = none */
+	size_t id_len;         /* bytes of id; 0: strlen(id) */
 } pub;
 
 static int publish(const char *q, const char *body, size_t len, const pub *p)
@@ -126,6 +127,8 @@ static int publish(const char *q, const char *body, size_t len, const pub *p)
 	if (p && p->id) {
 		props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
 		props.message_id = amqp_cstring_bytes(p->id);
+		if (p->id_len)
+			props.message_id.len = p->id_len;
 	}
 	if (p && p->headers) {
 		props._flags |= AMQP_BASIC_HEADERS_FLAG;
@@ -151,7 +154,7 @@ static int publish_range(const char *q, int from, int to)
 		snprintf(id, sizeof(id), "m-%d", i);
 		int n = snprintf(body, sizeof(body),
 		                 "{\"id\":\"p-%d\",\"n\":%d}", i, i);
-		pub p = {id, NULL, 0};
+		pub p = {id, NULL, 0, 0};
 		if (publish(q, body, (size_t)n, &p) < 0)
 			return -1;
 	}
@@ -424,7 +427,7 @@ TEST(each_once_with_ids_positions_headers)
 		char id[32], body[64];
 		snprintf(id, sizeof(id), "m-%d", i);
 		int n = snprintf(body, sizeof(body), "{\"n\":%d}", i);
-		pub p = {id, &h, 1700000000};
+		pub p = {id, &h, 1700000000, 0};
 		ASSERT_OK(publish(q, body, (size_t)n, &p));
 	}
 	inbox_source *s = NULL;
@@ -799,11 +802,15 @@ TEST(payload_truncated_and_id_rules)
 	ASSERT_OK(declare(q));
 	char big[100];
 	memset(big, 'a', sizeof(big));
-	pub none = {NULL, NULL, 0};
-	pub empty = {"", NULL, 0};
+	pub none = {NULL, NULL, 0, 0};
+	pub empty = {"", NULL, 0, 0};
+	pub nul = {"o-1\0x", NULL, 0, 5};
+	pub bad = {"\xc3\x28", NULL, 0, 2};
 	ASSERT_OK(publish(q, big, sizeof(big), &none));
 	ASSERT_OK(publish(q, "{}", 2, &empty));
 	ASSERT_OK(publish(q, "", 0, &none));
+	ASSERT_OK(publish(q, "{}", 2, &nul));
+	ASSERT_OK(publish(q, "{}", 2, &bad));
 	inbox_source *s = NULL;
 	char url[800];
 	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
@@ -815,17 +822,30 @@ TEST(payload_truncated_and_id_rules)
 	inbox_result r[4];
 	size_t n = 0, got = 0;
 	int64_t end = now_ms() + 5000;
-	while (got < 3 && now_ms() < end) {
+	const char *ids[] = {
+	    "\xff"
+	    "payload of 100 bytes exceeds max_payload 10",
+	    NULL, NULL,
+	    "\xff"
+	    "message id in AMQP property message_id holds a NUL byte at byte "
+	    "3 (hex:6f2d310078): cannot be stored as text",
+	    "\xff"
+	    "message id in AMQP property message_id is not valid UTF-8 "
+	    "(hex:c328): cannot be stored as text"};
+	while (got < 5 && now_ms() < end) {
 		ASSERT_OK(inbox_source_poll(s, d, 4, &n, 200, NULL));
 		for (size_t i = 0; i < n; i++) {
 			size_t k = got + i;
-			ASSERT_TRUE(d[i].id == NULL);
+			if (ids[k])
+				ASSERT_STREQ(d[i].id, ids[k]);
+			else
+				ASSERT_TRUE(d[i].id == NULL);
 			ASSERT_TRUE(d[i].headers == NULL);
 			ASSERT_EQ(d[i].timestamp_ms, 0);
 			ASSERT_TRUE(d[i].payload != NULL);
 			ASSERT_EQ(d[i].payload_len, k == 0   ? 11
-			                            : k == 1 ? 2
-			                                     : 0);
+			                            : k == 2 ? 0
+			                                     : 2);
 			r[i] = (inbox_result){0};
 			r[i].outcome = INBOX_DEAD_LETTERED;
 		}
@@ -833,7 +853,7 @@ TEST(payload_truncated_and_id_rules)
 			ASSERT_OK(inbox_source_settle(s, d, r, n));
 		got += n;
 	}
-	ASSERT_EQ(got, 3);
+	ASSERT_EQ(got, 5);
 	inbox_source_close(s);
 }
 

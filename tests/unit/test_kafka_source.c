@@ -345,21 +345,42 @@ TEST(delivery_fields)
 	                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 	                            RD_KAFKA_V_END),
 	          0);
+	/* ids that cannot be text: a NUL byte, invalid UTF-8; empty */
+	ASSERT_EQ(
+	    rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic),
+	                      RD_KAFKA_V_VALUE("{\"id\":\"order-1\"}", 16),
+	                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+	                      RD_KAFKA_V_HEADER("message-id", "order-1\0x", 9),
+	                      RD_KAFKA_V_END),
+	    0);
+	ASSERT_EQ(
+	    rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic),
+	                      RD_KAFKA_V_VALUE("{\"id\":\"x4\"}", 11),
+	                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+	                      RD_KAFKA_V_HEADER("message-id", "\xc3\x28", 2),
+	                      RD_KAFKA_V_END),
+	    0);
+	ASSERT_EQ(rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic),
+	                            RD_KAFKA_V_VALUE("{\"id\":\"x5\"}", 11),
+	                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+	                            RD_KAFKA_V_HEADER("message-id", "", 0),
+	                            RD_KAFKA_V_END),
+	          0);
 	ASSERT_EQ(rd_kafka_flush(producer, 10000), 0);
 	ASSERT_OK(open_src(&s, topic, "g-fields", NULL, 200, 100));
 	inbox_delivery d[8];
 	inbox_result r[8];
 	size_t n = 0;
 	int64_t end = now_ms() + 15000;
-	while (n < 2 && now_ms() < end) {
+	while (n < 5 && now_ms() < end) {
 		int rc = inbox_source_poll(s, d, 8, &n, 200, NULL);
 		if (rc != INBOX_OK && rc != INBOX_ERR_SOURCE)
 			break;
-		if (n == 1) /* want both in one batch: put it back */
+		if (n > 0 && n < 5) /* want all in one batch: put them back */
 			inbox_source_settle(s, d, NULL, n);
 	}
 	size_t got = n;
-	ASSERT_EQ(got, 2);
+	ASSERT_EQ(got, 5);
 	ASSERT_STREQ(d[0].id, "hdr-1");
 	ASSERT_EQ(d[0].payload_len, 11);
 	ASSERT_TRUE(memcmp(d[0].payload, "{\"id\":\"x1\"}", 11) == 0);
@@ -369,18 +390,33 @@ TEST(delivery_fields)
 	             "\"nul\":null,\"q\\\"\":\"a\\\\b\\n\"}");
 	ASSERT_TRUE(d[0].timestamp_ms > 1600000000000LL);
 	ASSERT_TRUE(d[0].delivery_count >= 1);
-	/* over max_payload: truncated to max_payload + 1, no id, no headers */
+	/* over max_payload: truncated to max_payload + 1, refused with its
+	 * real size, no headers */
 	ASSERT_EQ(d[1].payload_len, 101);
-	ASSERT_TRUE(d[1].id == NULL);
+	ASSERT_STREQ(d[1].id, "\xff"
+	                      "payload of 2000 bytes exceeds max_payload 100");
 	ASSERT_TRUE(d[1].headers == NULL);
 	ASSERT_STREQ(d[1].position, "t-fields/0/1");
+	/* never cut at the NUL, nor replaced by the payload's id */
+	ASSERT_STREQ(d[2].id, "\xff"
+	                      "message id in Kafka header \"message-id\" "
+	                      "holds a NUL byte at byte 7 "
+	                      "(hex:6f726465722d310078): cannot be stored as "
+	                      "text");
+	ASSERT_STREQ(d[2].headers,
+	             "{\"message-id\":\"hex:6f726465722d310078\"}");
+	ASSERT_STREQ(d[3].id, "\xff"
+	                      "message id in Kafka header \"message-id\" is "
+	                      "not valid UTF-8 (hex:c328): cannot be stored as "
+	                      "text");
+	ASSERT_TRUE(d[4].id == NULL); /* empty: no id, the payload's */
 	/* a second poll before settle is refused */
 	inbox_delivery d2[2];
 	ASSERT_EQ(inbox_source_poll(s, d2, 2, &n, 0, NULL), INBOX_ERR_STATE);
 	memset(r, 0, sizeof(r));
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 5; i++)
 		r[i].outcome = INBOX_DEAD_LETTERED;
-	ASSERT_OK(inbox_source_settle(s, d, r, 2));
+	ASSERT_OK(inbox_source_settle(s, d, r, 5));
 	inbox_source_close(s);
 }
 

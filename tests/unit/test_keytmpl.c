@@ -142,8 +142,10 @@ TEST(render_errors)
 	ASSERT_STREQ(render("{id}", doc, NULL), "<render: missing message id>");
 	ASSERT_STREQ(render("{/data/s}", doc, NULL), "<render: empty key>");
 	ASSERT_STREQ(render("{id}", doc, ""), "<render: empty key>");
-	ASSERT_STREQ(render("{/data/nul}", doc, NULL),
-	             "<render: key field /data/nul contains a NUL character>");
+	ASSERT_STREQ(
+	    render("{/data/nul}", doc, NULL),
+	    "<render: U+0000 in key field /data/nul: cannot be stored as "
+	    "text>");
 	ASSERT_STREQ(render("{id}", doc, "bad\xc0\xafid"),
 	             "<render: key is not valid UTF-8>");
 	ASSERT_STREQ(render("x:{/data/orderId}", NULL, NULL),

@@ -447,16 +447,29 @@ TEST(payload_truncated_and_no_id)
 	natsMsgHeader_Add(m, "X-Multi", "b");
 	ASSERT_EQ(js_PublishMsg(NULL, p.js, m, NULL, NULL), NATS_OK);
 	natsMsg_Destroy(m);
+	/* an id that is not UTF-8: refused, never replaced by the payload's */
+	ASSERT_OK(publish(&p, stream, "\xc3\x28", "[]"));
 	inbox_delivery d[8];
 	size_t got = 0;
 	int64_t end = now_ms() + 3000;
-	while (got < 2 && now_ms() < end) {
-		size_t n = poll_for(src, d, 8, 2, 1000);
+	while (got < 3 && now_ms() < end) {
+		size_t n = poll_for(src, d, 8, 3, 1000);
 		for (size_t i = 0; i < n; i++) {
-			ASSERT_TRUE(d[i].id == NULL);
 			if (d[i].payload_len > 2) {
 				ASSERT_EQ(d[i].payload_len, 17);
+				ASSERT_STREQ(d[i].id,
+				             "\xff"
+				             "payload of 199 bytes exceeds "
+				             "max_payload 16");
+			} else if (d[i].payload[0] == '[') {
+				ASSERT_STREQ(
+				    d[i].id,
+				    "\xff"
+				    "message id in NATS header "
+				    "\"Nats-Msg-Id\" is not valid UTF-8 "
+				    "(hex:c328): cannot be stored as text");
 			} else {
+				ASSERT_TRUE(d[i].id == NULL);
 				ASSERT_STREQ(
 				    d[i].headers,
 				    "{\"X-Multi\":[\"a\\\"1\",\"b\"]}");
@@ -465,7 +478,7 @@ TEST(payload_truncated_and_no_id)
 		ASSERT_OK(settle_all(src, d, n, INBOX_APPLIED));
 		got += n;
 	}
-	ASSERT_EQ(got, 2);
+	ASSERT_EQ(got, 3);
 	inbox_source_close(src);
 	pub_close(&p);
 }

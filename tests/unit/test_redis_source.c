@@ -259,12 +259,19 @@ TEST(payload_id_headers_rules)
 	/* binary value */
 	r = cmd("XADD %s * payload {} bin %b", st, "\xff\x01", (size_t)2);
 	freeReplyObject(r);
+	/* ids that cannot be text: refused, never cut nor replaced */
+	r = cmd("XADD %s * id %b payload {\"id\":\"o-1\"}", st, "o-1\0x",
+	        (size_t)5);
+	freeReplyObject(r);
+	r = cmd("XADD %s * message-id %b payload {}", st, "\xc3\x28",
+	        (size_t)2);
+	freeReplyObject(r);
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
 	inbox_delivery d[8];
 	inbox_result res[8];
 	size_t n = poll_some(s, d, 8, 2000);
-	ASSERT_EQ(n, 4);
+	ASSERT_EQ(n, 6);
 	ASSERT_STREQ(d[0].id, "abc");
 	ASSERT_EQ(d[0].payload_len, 7);
 	ASSERT_TRUE(memcmp(d[0].payload, "{\"x\":1}", 7) == 0);
@@ -278,6 +285,15 @@ TEST(payload_id_headers_rules)
 	             "{\"orderId\":\"42\",\"note\":\"a\\\"b\",\"n\":\"2\"}");
 	ASSERT_EQ(d[2].payload_len, strlen(d[2].payload));
 	ASSERT_STREQ(d[3].headers, "{\"bin\":\"hex:ff01\"}");
+	ASSERT_STREQ(d[4].id, "\xff"
+	                      "message id in Redis field \"id\" holds a NUL "
+	                      "byte at byte 3 (hex:6f2d310078): cannot be "
+	                      "stored as text");
+	ASSERT_STREQ(d[4].headers, "{\"id\":\"o-1\\u0000x\"}");
+	ASSERT_STREQ(d[5].id, "\xff"
+	                      "message id in Redis field \"message-id\" is "
+	                      "not valid UTF-8 (hex:c328): cannot be stored as "
+	                      "text");
 	set_all(res, n, INBOX_APPLIED);
 	ASSERT_OK(inbox_source_settle(s, d, res, n));
 	inbox_source_close(s);
@@ -297,6 +313,8 @@ TEST(payload_truncated)
 	size_t n = poll_some(s, d, 2, 2000);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(d[0].payload_len, 51);
+	ASSERT_STREQ(d[0].id, "\xff"
+	                      "payload of 199 bytes exceeds max_payload 50");
 	set_all(res, n, INBOX_DEAD_LETTERED);
 	ASSERT_OK(inbox_source_settle(s, d, res, n));
 	ASSERT_EQ(pending(st, "g"), 0);
@@ -475,7 +493,8 @@ TEST(deleted_while_pending_own)
 	ASSERT_STREQ(d[1].position, want);
 	ASSERT_EQ(d[1].payload_len, 0);
 	ASSERT_CONTAINS(d[1].headers, "deleted from the stream while pending");
-	ASSERT_TRUE(d[1].id == NULL);
+	ASSERT_TRUE(d[1].id && d[1].id[0] == INBOX_DELIVERY_REFUSED);
+	ASSERT_CONTAINS(d[1].id, want);
 	ASSERT_EQ(d[0].delivery_count, 2);
 	set_all(res, n, INBOX_APPLIED);
 	res[1].outcome = INBOX_DEAD_LETTERED;
@@ -579,8 +598,11 @@ TEST(tombstone_dead_lettered_by_consumer)
 	                            "SELECT position, attempts, reason, "
 	                            "headers FROM dead_letters",
 	                            0, NULL, dl_row, row));
-	char want[300];
-	snprintf(want, sizeof(want), "%s/%s|1|empty payload|%s", st, id0,
+	char want[400];
+	snprintf(want, sizeof(want),
+	         "%s/%s|1|entry %s/%s was deleted from the stream while "
+	         "pending: there is nothing left to process|%s",
+	         st, id0, st, id0,
 	         "{\"redis.deleted\":\"entry deleted from the stream while "
 	         "pending\"}");
 	inbox_source_close(s);

@@ -10,8 +10,9 @@ TEST(err_names)
 	ASSERT_STREQ(inbox_err_name(INBOX_ERR_HANDLER), "INBOX_ERR_HANDLER");
 	ASSERT_STREQ(inbox_err_name(-999), "INBOX_ERR_UNKNOWN");
 	ASSERT_STREQ(inbox_err_name(5), "INBOX_ERR_UNKNOWN");
-	/* Every code from OK to HANDLER has its own name and text. */
-	for (int e = INBOX_OK; e >= INBOX_ERR_HANDLER; e--) {
+	ASSERT_STREQ(inbox_err_name(INBOX_ERR_NUL), "INBOX_ERR_NUL");
+	/* Every code from OK to the last one has its own name and text. */
+	for (int e = INBOX_OK; e >= INBOX_ERR_NUL; e--) {
 		const char *n = inbox_err_name(e), *t = inbox_strerror(e);
 		if (strcmp(n, "INBOX_ERR_UNKNOWN") == 0 ||
 		    strcmp(t, "unknown error") == 0 || !t[0]) {

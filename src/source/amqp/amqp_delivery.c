@@ -244,8 +244,22 @@ int inbox__amqp_prepare(amqp_source *s, amqp_slot *sl)
 	t->len = 0;
 	sl->id_at = sl->headers_at = sl->pos_at = -1;
 	sl->count = delivery_count(s, e);
-	if ((p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len &&
-	    is_text(p->message_id)) {
+	long at = inbox__src_refuse_oversize(t, e->message.body.len,
+	                                     s->base.opts.max_payload);
+	if (at == -2)
+		return -1;
+	if (at >= 0)
+		sl->id_at = at;
+	int ok = 0;
+	if (at < 0 && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG))
+		ok = inbox__src_check_id(t, "AMQP property message_id",
+		                         p->message_id.bytes, p->message_id.len,
+		                         &at);
+	if (ok < 0 && at < 0)
+		return -1;
+	if (ok < 0)
+		sl->id_at = at; /* refused: a NUL byte, not UTF-8 */
+	if (ok > 0) {
 		sl->id_at = (long)t->len;
 		if (inbox__buf_append(t, p->message_id.bytes,
 		                      p->message_id.len) < 0 ||

@@ -21,12 +21,15 @@
  *   A UTF-8 byte order mark at the very start of the file is dropped.
  *   Nothing is parsed or validated here: invalid JSON or UTF-8 is delivered
  *   as it is and the consumer dead-letters it. A line longer than
- *   max_payload is delivered as its first max_payload + 1 bytes (so the
- *   consumer dead-letters it as over-size); the rest of it is skipped
+ *   max_payload is delivered as its first max_payload + 1 bytes and
+ *   refused (INBOX_DELIVERY_REFUSED) with its real length ("payload of
+ *   10485760 bytes exceeds max_payload 1048576"), so the consumer
+ *   dead-letters it as over-size; the rest of it is counted and skipped
  *   without being held in memory. A last line without '\n' is delivered at
  *   the end of a non-following file; a following source waits for its
  *   newline.
- *     id = NULL (the consumer takes it from the payload), headers = NULL,
+ *     id = NULL (the consumer takes it from the payload; the refusal of
+ *     an over-size line), headers = NULL,
  *     position = "PATH:LINE" ("stdin:LINE"), LINE 1-based,
  *     timestamp_ms = 0, source_token = byte offset of the line start,
  *     delivery_count = 1, +1 each time the line is delivered again in this
@@ -81,6 +84,7 @@
 typedef struct jl_line {
 	size_t data;     /* offset of the payload in the arena */
 	size_t len;      /* payload length */
+	uint64_t over;   /* over-size: the line's real length; else 0 */
 	uint64_t off;    /* byte offset of the line start */
 	uint64_t end;    /* byte offset just past its '\n' */
 	uint64_t lineno; /* 1-based */
@@ -117,14 +121,17 @@ typedef struct jl_source {
 	uint64_t cur_off;
 	size_t cur_data;
 	size_t cur_kept;
-	int cur_over;  /* bytes past `limit` were dropped */
-	int cur_nonws; /* holds a byte other than JSON whitespace */
+	int cur_over;       /* bytes past `limit` were dropped */
+	int cur_nonws;      /* holds a byte other than JSON whitespace */
+	uint64_t cur_total; /* bytes of the line so far, dropped ones too */
+	char cur_last;      /* its last byte (a '\r' before the '\n') */
 
 	/* Lines read, not settled, in file order; their bytes in `arena`. */
 	jl_line *q;
 	size_t nq, qcap;
 	inbox__buf arena;
-	inbox__buf pos; /* position strings of the batch in flight */
+	inbox__buf pos;     /* position strings of the batch in flight */
+	inbox__buf refused; /* refusals (over-size lines) of that batch */
 
 	size_t inflight;  /* lines of q delivered by the last poll */
 	int polled;       /* a poll's batch awaits settle */

@@ -56,8 +56,11 @@ static int push_line(jl_source *s, size_t data, size_t len)
 		s->q = q;
 		s->qcap = cap;
 	}
+	uint64_t over = 0;
+	if (s->cur_over) /* the length the payload would have had */
+		over = s->cur_total - (s->cur_last == '\r' ? 1 : 0);
 	s->q[s->nq++] =
-	    (jl_line){data, len, s->cur_off, s->offset, s->lineno, 1};
+	    (jl_line){data, len, over, s->cur_off, s->offset, s->lineno, 1};
 	return INBOX_OK;
 }
 
@@ -106,7 +109,12 @@ static int take(jl_source *s)
 		s->cur_kept = 0;
 		s->cur_over = 0;
 		s->cur_nonws = 0;
+		s->cur_total = 0;
+		s->cur_last = 0;
 	}
+	s->cur_total += chunk;
+	if (chunk)
+		s->cur_last = p[chunk - 1];
 	size_t room = s->limit - s->cur_kept;
 	size_t keep = chunk < room ? chunk : room;
 	if (keep > 0) {

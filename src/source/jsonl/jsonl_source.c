@@ -29,6 +29,7 @@ static void jl_close(inbox_source *src)
 	free(s->q);
 	inbox__buf_free(&s->arena);
 	inbox__buf_free(&s->pos);
+	inbox__buf_free(&s->refused);
 	free(s);
 }
 
@@ -153,6 +154,15 @@ static int deliver(jl_source *s, inbox_delivery *out, size_t k)
 	s->pos.len = 0;
 	if (inbox__buf_reserve(&s->pos, k * each) < 0)
 		return INBOX_ERR_NOMEM;
+	inbox__buf_reset(&s->refused);
+	for (size_t i = 0; i < k; i++)
+		if (s->q[i].over &&
+		    inbox__src_refuse(&s->refused,
+		                      "payload of %" PRIu64 " bytes exceeds "
+		                      "max_payload %zu",
+		                      s->q[i].over, s->limit - 1) < 0)
+			return INBOX_ERR_NOMEM;
+	const char *why = s->refused.data;
 	char *pp = s->pos.data;
 	for (size_t i = 0; i < k; i++) {
 		const jl_line *l = &s->q[i];
@@ -164,6 +174,10 @@ static int deliver(jl_source *s, inbox_delivery *out, size_t k)
 		out[i].delivery_count = l->count;
 		out[i].source_token = l->off;
 		pp += w + 1;
+		if (l->over) { /* the refusals, in the lines' order */
+			out[i].id = why;
+			why += strlen(why) + 1;
+		}
 	}
 	s->inflight = k;
 	s->polled = 1;

@@ -7,10 +7,14 @@
  *
  *   group=G             consumer group (default: the consumer name).
  *   id_header=NAME      header holding the producer's message id (default
- *                       "message-id"). Its last value, if present, valid
- *                       UTF-8, non-empty and without NUL bytes, is the
- *                       delivery id; otherwise the id is NULL and the
- *                       consumer takes it from the payload. "id_header="
+ *                       "message-id"). Its last value, if present and
+ *                       non-empty, is the delivery id; absent or empty,
+ *                       the id is NULL and the consumer takes it from
+ *                       the payload. A value holding a NUL byte or not
+ *                       valid UTF-8 is never cut nor replaced by the
+ *                       payload's id: the delivery is refused
+ *                       (INBOX_DELIVERY_REFUSED), the consumer
+ *                       dead-letters it with the reason. "id_header="
  *                       (empty) never reads a header.
  *   offset_reset=earliest|latest
  *                       where a group without a committed offset starts
@@ -40,12 +44,12 @@
  *
  * Deliveries
  *   payload = the message value (truncated to max_payload + 1 bytes when
- *   larger, so the consumer dead-letters it as over-size; max_payload 0 =
- *   no limit), id = see id_header, headers = a JSON object text of all
- *   headers (the last value of a repeated name; valid UTF-8 values as
- *   strings, null values as null, other values as "hex:" + lower-case
- *   hex; headers whose name is not valid UTF-8 are left out; NULL when the
- *   message has none), position = "TOPIC/PARTITION/OFFSET", timestamp_ms =
+ *   larger, and refused with its real size, so the consumer dead-letters
+ *   it as over-size; max_payload 0 = no limit), id = see id_header, headers = a
+ * JSON object text of all headers (the last value of a repeated name; valid
+ * UTF-8 values as strings, null values as null, other values as "hex:" +
+ * lower-case hex; headers whose name is not valid UTF-8 are left out; NULL when
+ * the message has none), position = "TOPIC/PARTITION/OFFSET", timestamp_ms =
  *   the message timestamp (0 if unavailable), delivery_count = 1, plus one
  *   for each earlier delivery of that offset by this process (after a
  *   RETRY, IN_PROGRESS or failed batch), source_token = slot index.
@@ -182,8 +186,9 @@ void inbox__kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                void *opaque);
 
 /* kafka_headers.c: append the delivery id (NUL-terminated) taken from
- * header `name` to out; returns 1 if appended, 0 if absent or unusable,
- * -1 on NOMEM. */
+ * header `name` to out, or its refusal when the value holds a NUL byte
+ * or is not UTF-8; returns 1 if appended, 0 if absent or empty, -1 on
+ * NOMEM. */
 int inbox__kafka_header_id(inbox__buf *out, rd_kafka_headers_t *hdrs,
                            const char *name);
 /* Append the headers as a JSON object text (NUL-terminated). 0 or -1. */

@@ -1,4 +1,5 @@
 /* Kafka source: message headers as the delivery id and as JSON text. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/json.h"
@@ -13,10 +14,16 @@ int inbox__kafka_header_id(inbox__buf *out, rd_kafka_headers_t *hdrs,
 	    rd_kafka_header_get_last(hdrs, name, &val, &size) !=
 	        RD_KAFKA_RESP_ERR_NO_ERROR)
 		return 0;
-	/* A usable id is non-empty UTF-8 text without NUL bytes. */
-	if (!val || size == 0 || memchr(val, '\0', size) ||
-	    !inbox__utf8_valid(val, size))
+	/* A usable id is non-empty UTF-8 text without NUL bytes; any other
+	 * is refused, never cut or replaced by the payload's. */
+	char what[320];
+	long at;
+	snprintf(what, sizeof(what), "Kafka header \"%.256s\"", name);
+	int ok = inbox__src_check_id(out, what, val, size, &at);
+	if (ok == 0)
 		return 0;
+	if (ok < 0)
+		return at < 0 ? -1 : 1;
 	if (inbox__buf_append(out, val, size) < 0 ||
 	    inbox__buf_putc(out, '\0') < 0)
 		return -1;

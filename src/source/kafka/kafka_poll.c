@@ -116,10 +116,15 @@ static int fill_text(kafka_source *ks, kafka_slot *s)
 	inbox__buf *t = &s->text;
 	inbox__buf_reset(t);
 	s->id_at = s->headers_at = -1;
+	long at = inbox__src_refuse_oversize(t, s->msg->len, ks->max_payload);
+	if (at == -2)
+		return -1;
+	if (at >= 0)
+		s->id_at = at;
 	if (rd_kafka_message_headers(s->msg, &hdrs) !=
 	    RD_KAFKA_RESP_ERR_NO_ERROR)
 		hdrs = NULL;
-	if (hdrs && ks->id_header) {
+	if (hdrs && ks->id_header && s->id_at < 0) {
 		size_t at = t->len;
 		int r = inbox__kafka_header_id(t, hdrs, ks->id_header);
 		if (r < 0)

@@ -249,7 +249,7 @@ static int fill(nats_source *ns, size_t i, natsMsg *m, inbox_delivery *d)
 	nats_slot *sl = &ns->slots[i];
 	sl->msg = m;
 	sl->id = NULL;
-	sl->headers_at = sl->position_at = -1;
+	sl->refused_at = sl->headers_at = sl->position_at = -1;
 	inbox__buf_reset(&sl->text);
 	*d = (inbox_delivery){0};
 	const char *data = natsMsg_GetData(m);
@@ -259,9 +259,21 @@ static int fill(nats_source *ns, size_t i, natsMsg *m, inbox_delivery *d)
 	d->payload = data ? data : "";
 	d->payload_len = data ? plen : 0;
 	const char *id = NULL;
-	if (natsMsgHeader_Get(m, MSG_ID_HEADER, &id) == NATS_OK && id && *id &&
-	    inbox__utf8_valid(id, strlen(id)))
+	long why = inbox__src_refuse_oversize(
+	    &sl->text, len > 0 ? (size_t)len : 0, ns->max_payload);
+	if (why == -2)
+		return INBOX_ERR_NOMEM;
+	int ok = 0;
+	if (why < 0 && natsMsgHeader_Get(m, MSG_ID_HEADER, &id) == NATS_OK &&
+	    id)
+		ok = inbox__src_check_id(&sl->text,
+		                         "NATS header \"" MSG_ID_HEADER "\"",
+		                         id, strlen(id), &why);
+	if (ok < 0 && why < 0)
+		return INBOX_ERR_NOMEM;
+	if (ok > 0)
 		sl->id = id;
+	sl->refused_at = why;
 	int has = 0;
 	size_t at = sl->text.len;
 	if (inbox__nats_headers_json(m, &sl->text, &has) < 0)
@@ -357,6 +369,8 @@ static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	/* Pointers into the slots' text, now that it stopped growing. */
 	for (size_t i = 0; i < k; i++) {
 		nats_slot *sl = &ns->slots[i];
+		if (sl->refused_at >= 0)
+			out[i].id = sl->text.data + sl->refused_at;
 		if (sl->headers_at >= 0)
 			out[i].headers = sl->text.data + sl->headers_at;
 		if (sl->position_at >= 0)

@@ -42,10 +42,14 @@
  *   ends at the last '@' before the first '/'. A '#' fragment is ignored.
  *
  * Deliveries
- *   payload = the message data (truncated to max_payload + 1 bytes so the
- *   consumer dead-letters it as over-size; max_payload 0 = no limit),
- *   id = the Nats-Msg-Id header if present, non-empty and valid UTF-8,
- *   else NULL (the consumer takes the id from the payload), headers = a
+ *   payload = the message data (truncated to max_payload + 1 bytes and
+ *   refused, INBOX_DELIVERY_REFUSED, with its real size, so the consumer
+ *   dead-letters it as over-size; max_payload 0 = no limit),
+ *   id = the Nats-Msg-Id header if present and non-empty, else NULL (the
+ *   consumer takes the id from the payload); a value that is not valid
+ *   UTF-8 is refused, never replaced (cnats hands header values over as
+ *   C strings: a NUL byte inside one is invisible here, the value ends
+ *   at it), headers = a
  *   JSON object text of the headers (a name with one value maps to a
  *   string, with several to an array of strings; values that are not
  *   valid UTF-8 become "hex:" + lower-case hex; NULL when none), position
@@ -94,10 +98,11 @@
 /* A polled message waiting for settle. */
 typedef struct nats_slot {
 	natsMsg *msg;
-	/* id (borrowed from msg or NULL); headers and position in text */
+	/* id (borrowed from msg or NULL); its refusal, headers and position
+	 * in text */
 	const char *id;
 	inbox__buf text;
-	long headers_at, position_at; /* offsets in text; -1 = none */
+	long refused_at, headers_at, position_at; /* offsets; -1 = none */
 } nats_slot;
 
 typedef struct nats_source {

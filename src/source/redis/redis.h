@@ -61,10 +61,13 @@
  *             valid UTF-8 (or names holding NUL) are written as "hex:" +
  *             lower-case hex; a repeated field name keeps its last value.
  *             A payload longer than max_payload is cut to max_payload + 1
- *             bytes (the consumer dead-letters it as over-size).
- *   id        the value of the field "id", else "message-id", when
- *             non-empty, valid UTF-8 and NUL-free; else NULL (the consumer
- *             takes it from the payload).
+ *             bytes and refused (INBOX_DELIVERY_REFUSED) with its real
+ *             size: the consumer dead-letters it as over-size.
+ *   id        the value of the field "id", else "message-id"; NULL when
+ *             there is none or it is empty (the consumer takes it from
+ *             the payload). A value holding a NUL byte or not valid UTF-8
+ *             is never cut nor replaced: the delivery is refused with the
+ *             reason.
  *   headers   a JSON object of every field except the one used as payload
  *             (NULL when there is none; always NULL for a payload built
  *             from all fields).
@@ -78,10 +81,11 @@
  *
  * Entries deleted from the stream while pending (XDEL, XTRIM) cannot be
  * processed but are never dropped silently: each becomes a tombstone
- * delivery — empty payload, id NULL, position "STREAM/ENTRY-ID",
+ * delivery — empty payload, refused ("entry STREAM/ENTRY-ID was deleted
+ * from the stream while pending: ..."), position "STREAM/ENTRY-ID",
  * headers {"redis.deleted":"entry deleted from the stream while pending"}
- * — which the consumer dead-letters ("empty payload") with that position
- * and headers; then it is acked. They show up as a nil entry in step 1
+ * — which the consumer dead-letters with that reason, position and
+ * headers; then it is acked. They show up as a nil entry in step 1
  * (still pending: a crash before the dead letter commits brings them back)
  * or in the deleted-ids list of XAUTOCLAIM (Redis 7 drops them from the
  * pending list itself; kept in memory until the dead letter commits, so a

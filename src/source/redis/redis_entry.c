@@ -100,11 +100,23 @@ int inbox__redis_slot_tombstone(redis_source *rs, rs_slot *slot,
 	slot->entry_id[idlen] = '\0';
 	slot->deleted = 1;
 	slot->count = 0;
-	return put_position(rs, slot);
+	int rc = put_position(rs, slot);
+	/* Refused with its own reason (and so its own dead letter: without
+	 * it every tombstone would be the same empty message). */
+	if (rc == INBOX_OK &&
+	    (slot->id_at = inbox__src_refuse(
+	         &slot->text,
+	         "entry %s/%s was deleted from the stream while pending: "
+	         "there is nothing left to process",
+	         rs->stream, slot->entry_id)) < 0)
+		rc = INBOX_ERR_NOMEM;
+	return rc;
 }
 
-/* The delivery id: field "id", else "message-id" (last occurrence). */
-static const redisReply *id_field(redisReply *const *f, size_t np)
+/* The delivery id: field "id", else "message-id" (last occurrence);
+ * *name says which. */
+static const redisReply *id_field(redisReply *const *f, size_t np,
+                                  const char **name)
 {
 	static const char *const names[] = {"id", "message-id"};
 	for (size_t k = 0; k < 2; k++) {
@@ -112,13 +124,32 @@ static const redisReply *id_field(redisReply *const *f, size_t np)
 		for (size_t i = 0; i < np; i++)
 			if (name_is(f[2 * i], names[k]))
 				v = f[2 * i + 1];
-		if (v && v->len > 0 && !memchr(v->str, '\0', v->len) &&
-		    inbox__utf8_valid(v->str, v->len))
+		if (v) {
+			*name = names[k];
 			return v;
-		if (v)
-			return NULL;
+		}
 	}
 	return NULL;
+}
+
+/* The id (or its refusal: a NUL byte, not UTF-8) into the slot's text. */
+static int put_id(rs_slot *slot, redisReply *const *f, size_t np)
+{
+	const char *name = NULL;
+	const redisReply *v = id_field(f, np, &name);
+	if (!v)
+		return INBOX_OK;
+	char what[48];
+	long at = -1;
+	snprintf(what, sizeof(what), "Redis field \"%s\"", name);
+	int ok = inbox__src_check_id(&slot->text, what, v->str, v->len, &at);
+	if (ok > 0)
+		at = put_cstr(&slot->text, v->str, v->len);
+	if (ok != 0 && at < 0)
+		return INBOX_ERR_NOMEM;
+	if (ok != 0)
+		slot->id_at = at;
+	return INBOX_OK;
 }
 
 /* The payload field: the last "payload", else the last "data". */
@@ -150,9 +181,6 @@ static int fill_fields(redis_source *rs, rs_slot *slot, const redisReply *fl)
 	redisReply *const *f = fl->element;
 	size_t np = fl->elements / 2;
 	inbox__buf *b = &slot->text;
-	const redisReply *idv = id_field(f, np);
-	if (idv && (slot->id_at = put_cstr(b, idv->str, idv->len)) < 0)
-		return INBOX_ERR_NOMEM;
 	long pf = payload_field(f, np);
 	size_t len;
 	if (pf >= 0) {
@@ -173,7 +201,14 @@ static int fill_fields(redis_source *rs, rs_slot *slot, const redisReply *fl)
 		len = strlen(b->data + slot->payload_at);
 	}
 	slot->payload_len = inbox__src_payload_len(len, rs->max_payload);
-	return INBOX_OK;
+	long at = inbox__src_refuse_oversize(b, len, rs->max_payload);
+	if (at == -2)
+		return INBOX_ERR_NOMEM;
+	if (at >= 0) {
+		slot->id_at = at;
+		return INBOX_OK;
+	}
+	return put_id(slot, f, np);
 }
 
 int inbox__redis_slot_from_entry(redis_source *rs, rs_slot *slot,
@@ -214,6 +249,7 @@ void inbox__redis_slot_deliver(const rs_slot *slot, inbox_delivery *d,
 	d->delivery_count = slot->count;
 	d->source_token = token;
 	if (slot->deleted) {
+		d->id = t + slot->id_at;
 		d->payload = "";
 		d->payload_len = 0;
 		d->headers = RS_TOMBSTONE_HEADERS;
