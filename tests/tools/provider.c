@@ -5,7 +5,15 @@
  * fault injection, and counters of what it *really* did.
  *
  *   inbox-test-provider [--port N] [--seed S] [--slow-ms MS]
+ *                       [--latency-ms MS]
  *                       [--fault pay:KIND=P,...] [--fault email:KIND=P,...]
+ *
+ * --latency-ms MS: every /pay and /email request (sends and lookups,
+ * faults included) is answered MS after it arrived — the effect is
+ * performed at once, the answer waits, the way a slow provider records a
+ * send and then answers late. Requests being handled are counted
+ * (in_flight, in_flight_max in /stats): how many calls a client really
+ * had in flight at once.
  *
  * Prints "port=N" on stdout once listening on 127.0.0.1, then serves until
  * SIGTERM/SIGINT. KIND is one of
@@ -15,8 +23,11 @@
  *            answer
  *   500      answer 500 without performing
  *   429      answer 429 without performing
+ *   503      answer 503 without performing
  * with probability P (seeded RNG: --seed). Faults can also be queued for
- * the next requests: POST /control/fault?path=pay&kind=drop&count=1.
+ * the next requests: POST /control/fault?path=pay&kind=drop&count=1;
+ * a queued 429 or 503 may carry a Retry-After header: &retry_after=N
+ * (seconds) or &retry_after=date:N (an HTTP-date N seconds ahead).
  *
  * Endpoints
  *   POST /pay     JSON body with orderId, amount. Idempotency-Key required.
@@ -31,7 +42,12 @@
  *   GET  /email?reference=R   200 if an email with that reference was
  *                 sent, 404 otherwise.
  *   GET  /stats   JSON counters (see stats()).
- *   POST /control/fault?path=pay|email&kind=K&count=N
+ *   GET  /log     every /pay and /email request so far, in arrival order:
+ *                 [{"t":epoch seconds (ms precision),"path":"pay"|"email"|
+ *                 "lookup","key":Idempotency-Key or reference,"status":N}]
+ *                 (status 0: dropped, or not answered yet).
+ *   POST /control/fault?path=pay|email&kind=K&count=N[&retry_after=R]
+ *   POST /control/faults-clear   drop the queued faults
  *   POST /control/reset   forget everything
  *
  * Thread per connection: a slow answer never holds up the others.
@@ -50,6 +66,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 /* ---- a small string -> counters map ------------------------------- */
 
@@ -130,9 +147,9 @@ static void map_dups(const map *m, long *dups, long *max, long *total)
 
 /* ---- state -------------------------------------------------------- */
 
-enum { F_NONE, F_TIMEOUT, F_DROP, F_500, F_429, F_KINDS };
+enum { F_NONE, F_TIMEOUT, F_DROP, F_500, F_429, F_503, F_KINDS };
 static const char *const fault_names[F_KINDS] = {"none", "timeout", "drop",
-                                                 "500", "429"};
+                                                 "500",  "429",     "503"};
 enum { P_PAY, P_EMAIL, P_PATHS };
 static const char *const path_names[P_PATHS] = {"pay", "email"};
 
@@ -140,23 +157,96 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static map pay_keys, pay_orders, email_refs, email_orders;
 static long charges, replays, conflicts, emails, lookups, found, requests;
 static long pay_requests, email_requests;
+static long email_reused; /* emails that came on a reused connection */
 static long faults[P_PATHS][F_KINDS];
 static double prob[P_PATHS][F_KINDS];
 static int queued[P_PATHS][F_KINDS]; /* forced faults still to inject */
+/* Retry-After of the queued 429/503 of a path: seconds, as a date? */
+static int queued_ra[P_PATHS][F_KINDS], queued_ra_date[P_PATHS][F_KINDS];
 static unsigned rng = 1;
 static int slow_ms = 2500;
+static int latency_ms;
+static long inflight, inflight_max;
+
+/* The request log (GET /log). */
+typedef struct logent {
+	double t;
+	int path; /* P_PAY, P_EMAIL, P_LOOKUP */
+	int status;
+	char *key;
+} logent;
+enum { P_LOOKUP = P_PATHS };
+static const char *const log_paths[] = {"pay", "email", "lookup"};
+static logent *reqlog;
+static long nlog, caplog;
+
+static double now_s(void)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* Under mu: log a request; its index, for log_status(). */
+static long log_request(int path, const char *key)
+{
+	if (nlog == caplog) {
+		long cap = caplog ? 2 * caplog : 1024;
+		logent *n = realloc(reqlog, (size_t)cap * sizeof(*n));
+		if (!n) {
+			fprintf(stderr, "provider: out of memory\n");
+			exit(2);
+		}
+		reqlog = n;
+		caplog = cap;
+	}
+	logent *e = &reqlog[nlog];
+	e->t = now_s();
+	e->path = path;
+	e->status = 0;
+	e->key = strdup(key ? key : "");
+	return nlog++;
+}
+
+static void log_status(long i, int status)
+{
+	pthread_mutex_lock(&mu);
+	if (i >= 0 && i < nlog)
+		reqlog[i].status = status;
+	pthread_mutex_unlock(&mu);
+}
+
+/* A /pay or /email request being handled (in_flight in /stats). */
+static void enter(void)
+{
+	pthread_mutex_lock(&mu);
+	if (++inflight > inflight_max)
+		inflight_max = inflight;
+	pthread_mutex_unlock(&mu);
+}
+
+static void leave(void)
+{
+	pthread_mutex_lock(&mu);
+	inflight--;
+	pthread_mutex_unlock(&mu);
+}
 
 static double rnd(void)
 {
 	return (double)(rand_r(&rng) % 1000000) / 1000000.0;
 }
 
-/* Under mu: the fault of this request (queued first, then chance). */
-static int pick_fault(int path)
+/* Under mu: the fault of this request (queued first, then chance);
+ * *ra / *ra_date: the Retry-After of a queued 429/503 (0: none). */
+static int pick_fault(int path, int *ra, int *ra_date)
 {
+	*ra = *ra_date = 0;
 	for (int k = 1; k < F_KINDS; k++)
 		if (queued[path][k] > 0) {
 			queued[path][k]--;
+			*ra = queued_ra[path][k];
+			*ra_date = queued_ra_date[path][k];
 			return k;
 		}
 	double r = rnd(), acc = 0;
@@ -175,6 +265,9 @@ typedef struct req {
 	size_t len;
 } req;
 
+/* Retry-After of the next answer() of this thread ("" = none). */
+static _Thread_local char retry_after[64];
+
 static enum MHD_Result answer(struct MHD_Connection *c, unsigned status,
                               const char *fmt, ...)
 {
@@ -188,6 +281,9 @@ static enum MHD_Result answer(struct MHD_Connection *c, unsigned status,
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", "application/json");
+	if (retry_after[0])
+		MHD_add_response_header(r, "Retry-After", retry_after);
+	retry_after[0] = '\0';
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -200,14 +296,46 @@ static void sleep_ms(int ms)
 		;
 }
 
+/* The Retry-After header of the next answer: N seconds, or the HTTP-date
+ * N seconds from now (whole seconds, as the format has). */
+static void set_retry_after(int n, int as_date)
+{
+	if (!as_date) {
+		snprintf(retry_after, sizeof(retry_after), "%d", n);
+		return;
+	}
+	time_t t = time(NULL) + n;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(retry_after, sizeof(retry_after), "%a, %d %b %Y %H:%M:%S GMT",
+	         &tm);
+}
+
+/* An injected 429/503/500 (nothing performed), after the latency. */
+static enum MHD_Result refuse(struct MHD_Connection *c, long li, int fault,
+                              int ra, int ra_date)
+{
+	unsigned status = fault == F_500 ? 500 : fault == F_429 ? 429 : 503;
+	if (latency_ms)
+		sleep_ms(latency_ms);
+	if (ra && fault != F_500)
+		set_retry_after(ra, ra_date);
+	log_status(li, (int)status);
+	return answer(c, status, "{\"error\":\"injected %s\"}",
+	              fault_names[fault]);
+}
+
 /* After the effect: the fault decides how (and whether) we answer. */
-static enum MHD_Result deliver(struct MHD_Connection *c, int fault,
+static enum MHD_Result deliver(struct MHD_Connection *c, long li, int fault,
                                unsigned status, const char *body)
 {
+	if (latency_ms)
+		sleep_ms(latency_ms);
 	if (fault == F_DROP)
 		return MHD_NO; /* MHD closes the socket: no answer at all */
 	if (fault == F_TIMEOUT)
 		sleep_ms(slow_ms);
+	log_status(li, (int)status);
 	return answer(c, status, "%s", body);
 }
 
@@ -225,30 +353,27 @@ static const char *field(json_t *o, const char *name, char *buf, size_t n)
 
 /* ---- endpoints ----------------------------------------------------- */
 
-static enum MHD_Result pay(struct MHD_Connection *c, const req *q)
+/* Requests this connection served before (NOTIFY_CONNECTION context). */
+static long *conn_served(struct MHD_Connection *c)
 {
-	const char *key =
-	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
-	char order[256], out[512];
-	json_t *b = json_loadb(q->body ? q->body : "", q->len, 0, NULL);
-	if (!key || !*key || !json_is_object(b) ||
-	    !field(b, "orderId", order, sizeof(order))) {
-		json_decref(b);
-		return answer(c, 400,
-		              "{\"error\":\"Idempotency-Key and a JSON body "
-		              "with orderId are required\"}");
-	}
-	json_decref(b);
-	pthread_mutex_lock(&mu);
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+static enum MHD_Result pay_locked(struct MHD_Connection *c, const req *q,
+                                  const char *key, const char *order)
+{
+	char out[512];
 	requests++;
 	pay_requests++;
-	int fault = pick_fault(P_PAY);
-	if (fault == F_500 || fault == F_429) {
+	long li = log_request(P_PAY, key);
+	int ra, ra_date;
+	int fault = pick_fault(P_PAY, &ra, &ra_date);
+	if (fault == F_500 || fault == F_429 || fault == F_503) {
 		faults[P_PAY][fault]++;
 		pthread_mutex_unlock(&mu);
-		return answer(c, fault == F_500 ? 500 : 429,
-		              "{\"error\":\"injected %s\"}",
-		              fault_names[fault]);
+		return refuse(c, li, fault, ra, ra_date);
 	}
 	entry *e = map_get(&pay_keys, key, 1);
 	e->requests++;
@@ -263,12 +388,14 @@ static enum MHD_Result pay(struct MHD_Connection *c, const req *q)
 		if (fault)
 			faults[P_PAY][fault]++;
 		pthread_mutex_unlock(&mu);
-		if (!same)
+		if (!same) {
+			log_status(li, 409);
 			return answer(
 			    c, 409,
 			    "{\"error\":\"Idempotency-Key reused with "
 			    "another request body\"}");
-		return deliver(c, fault, 200, out);
+		}
+		return deliver(c, li, fault, 200, out);
 	}
 	/* A new key: the charge happens now. */
 	e->body = malloc(q->len + 1);
@@ -286,32 +413,46 @@ static enum MHD_Result pay(struct MHD_Connection *c, const req *q)
 	if (fault)
 		faults[P_PAY][fault]++;
 	pthread_mutex_unlock(&mu);
-	return deliver(c, fault, 200, out);
+	return deliver(c, li, fault, 200, out);
 }
 
-static enum MHD_Result email_send(struct MHD_Connection *c, const req *q)
+static enum MHD_Result pay(struct MHD_Connection *c, const req *q)
 {
-	const char *ref =
+	const char *key =
 	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
-	char order[256], refbuf[256], out[512];
+	char order[256];
 	json_t *b = json_loadb(q->body ? q->body : "", q->len, 0, NULL);
-	if (!json_is_object(b) || !field(b, "orderId", order, sizeof(order))) {
+	if (!key || !*key || !json_is_object(b) ||
+	    !field(b, "orderId", order, sizeof(order))) {
 		json_decref(b);
-		return answer(c, 400, "{\"error\":\"orderId is required\"}");
+		return answer(c, 400,
+		              "{\"error\":\"Idempotency-Key and a JSON body "
+		              "with orderId are required\"}");
 	}
-	if (!ref || !*ref)
-		ref = field(b, "reference", refbuf, sizeof(refbuf));
 	json_decref(b);
+	enter();
 	pthread_mutex_lock(&mu);
+	enum MHD_Result r = pay_locked(c, q, key, order); /* unlocks */
+	leave();
+	return r;
+}
+
+static enum MHD_Result email_locked(struct MHD_Connection *c, const char *ref,
+                                    const char *order)
+{
+	char out[512];
 	requests++;
 	email_requests++;
-	int fault = pick_fault(P_EMAIL);
-	if (fault == F_500 || fault == F_429) {
+	long *served = conn_served(c);
+	if (served && *served > 1)
+		email_reused++;
+	long li = log_request(P_EMAIL, ref);
+	int ra, ra_date;
+	int fault = pick_fault(P_EMAIL, &ra, &ra_date);
+	if (fault == F_500 || fault == F_429 || fault == F_503) {
 		faults[P_EMAIL][fault]++;
 		pthread_mutex_unlock(&mu);
-		return answer(c, fault == F_500 ? 500 : 429,
-		              "{\"error\":\"injected %s\"}",
-		              fault_names[fault]);
+		return refuse(c, li, fault, ra, ra_date);
 	}
 	emails++;
 	map_get(&email_orders, order, 1)->count++;
@@ -321,7 +462,27 @@ static enum MHD_Result email_send(struct MHD_Connection *c, const req *q)
 	if (fault)
 		faults[P_EMAIL][fault]++;
 	pthread_mutex_unlock(&mu);
-	return deliver(c, fault, 202, out);
+	return deliver(c, li, fault, 202, out);
+}
+
+static enum MHD_Result email_send(struct MHD_Connection *c, const req *q)
+{
+	const char *ref =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+	char order[256], refbuf[256];
+	json_t *b = json_loadb(q->body ? q->body : "", q->len, 0, NULL);
+	if (!json_is_object(b) || !field(b, "orderId", order, sizeof(order))) {
+		json_decref(b);
+		return answer(c, 400, "{\"error\":\"orderId is required\"}");
+	}
+	if (!ref || !*ref)
+		ref = field(b, "reference", refbuf, sizeof(refbuf));
+	json_decref(b);
+	enter();
+	pthread_mutex_lock(&mu);
+	enum MHD_Result r = email_locked(c, ref, order); /* unlocks */
+	leave();
+	return r;
 }
 
 static enum MHD_Result email_lookup(struct MHD_Connection *c)
@@ -330,17 +491,65 @@ static enum MHD_Result email_lookup(struct MHD_Connection *c)
 	    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "reference");
 	if (!ref)
 		return answer(c, 400, "{\"error\":\"reference= is required\"}");
+	enter();
 	pthread_mutex_lock(&mu);
 	requests++;
 	lookups++;
+	long li = log_request(P_LOOKUP, ref);
 	entry *e = map_get(&email_refs, ref, 0);
 	long n = e ? e->count : 0;
 	if (n)
 		found++;
 	pthread_mutex_unlock(&mu);
-	if (!n)
-		return answer(c, 404, "{\"reference\":\"%s\",\"sent\":0}", ref);
-	return answer(c, 200, "{\"reference\":\"%s\",\"sent\":%ld}", ref, n);
+	if (latency_ms)
+		sleep_ms(latency_ms);
+	log_status(li, n ? 200 : 404);
+	enum MHD_Result r =
+	    n ? answer(c, 200, "{\"reference\":\"%s\",\"sent\":%ld}", ref, n)
+	      : answer(c, 404, "{\"reference\":\"%s\",\"sent\":0}", ref);
+	leave();
+	return r;
+}
+
+/* GET /log: the request log as a JSON array (any size). */
+static enum MHD_Result request_log(struct MHD_Connection *c)
+{
+	pthread_mutex_lock(&mu);
+	size_t cap = 64 + (size_t)nlog * 48, len = 0;
+	for (long i = 0; i < nlog; i++)
+		cap += strlen(reqlog[i].key) * 6;
+	char *buf = malloc(cap);
+	if (!buf) {
+		pthread_mutex_unlock(&mu);
+		return MHD_NO;
+	}
+	buf[len++] = '[';
+	for (long i = 0; i < nlog; i++) {
+		const logent *e = &reqlog[i];
+		len += (size_t)snprintf(buf + len, cap - len,
+		                        "%s{\"t\":%.3f,\"path\":\"%s\","
+		                        "\"status\":%d,\"key\":",
+		                        i ? "," : "", e->t, log_paths[e->path],
+		                        e->status);
+		json_t *js = json_string(e->key);
+		char *k = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+		json_decref(js);
+		len += (size_t)snprintf(buf + len, cap - len, "%s}",
+		                        k ? k : "\"\"");
+		free(k);
+	}
+	buf[len++] = ']';
+	pthread_mutex_unlock(&mu);
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(buf);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	enum MHD_Result ret = MHD_queue_response(c, 200, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 static enum MHD_Result stats(struct MHD_Connection *c)
@@ -360,14 +569,14 @@ static enum MHD_Result stats(struct MHD_Connection *c)
 				kreq++;
 	char f[2][256];
 	for (int p = 0; p < P_PATHS; p++)
-		snprintf(
-		    f[p], sizeof(f[p]),
-		    "{\"timeout\":%ld,\"drop\":%ld,\"500\":%ld,\"429\":%ld}",
-		    faults[p][F_TIMEOUT], faults[p][F_DROP], faults[p][F_500],
-		    faults[p][F_429]);
+		snprintf(f[p], sizeof(f[p]),
+		         "{\"timeout\":%ld,\"drop\":%ld,\"500\":%ld,"
+		         "\"429\":%ld,\"503\":%ld}",
+		         faults[p][F_TIMEOUT], faults[p][F_DROP],
+		         faults[p][F_500], faults[p][F_429], faults[p][F_503]);
 	enum MHD_Result r = answer(
 	    c, 200,
-	    "{\"requests\":%ld,"
+	    "{\"requests\":%ld,\"in_flight\":%ld,\"in_flight_max\":%ld,"
 	    "\"pay\":{\"requests\":%ld,\"charges\":%ld,\"replays\":%ld,"
 	    "\"conflicts\":%ld,\"orders\":%ld,\"orders_charged_twice\":%ld,"
 	    "\"max_per_order\":%ld,\"keys\":%ld,\"keys_charged_twice\":%ld,"
@@ -375,10 +584,12 @@ static enum MHD_Result stats(struct MHD_Connection *c)
 	    "\"email\":{\"requests\":%ld,\"sent\":%ld,\"orders\":%ld,"
 	    "\"orders_emailed_twice\":%ld,\"max_per_order\":%ld,"
 	    "\"references\":%ld,\"references_sent_twice\":%ld,"
-	    "\"lookups\":%ld,\"found\":%ld,\"faults\":%s}}",
-	    requests, pay_requests, charges, replays, conflicts, po, pd, pm, kt,
-	    kd, kreq, f[P_PAY], email_requests, emails, eo, ed, em, rt, rd,
-	    lookups, found, f[P_EMAIL]);
+	    "\"lookups\":%ld,\"found\":%ld,\"on_reused_connection\":%ld,"
+	    "\"faults\":%s}}",
+	    requests, inflight, inflight_max, pay_requests, charges, replays,
+	    conflicts, po, pd, pm, kt, kd, kreq, f[P_PAY], email_requests,
+	    emails, eo, ed, em, rt, rd, lookups, found, email_reused,
+	    f[P_EMAIL]);
 	pthread_mutex_unlock(&mu);
 	return r;
 }
@@ -408,11 +619,21 @@ static enum MHD_Result control(struct MHD_Connection *c, const char *url)
 		map_clear(&email_refs);
 		map_clear(&email_orders);
 		charges = replays = conflicts = emails = lookups = found = 0;
-		requests = pay_requests = email_requests = 0;
+		requests = pay_requests = email_requests = email_reused = 0;
+		inflight_max = inflight;
 		memset(faults, 0, sizeof(faults));
 		memset(queued, 0, sizeof(queued));
+		for (long i = 0; i < nlog; i++)
+			free(reqlog[i].key);
+		nlog = 0;
 		pthread_mutex_unlock(&mu);
 		return answer(c, 200, "{\"reset\":true}");
+	}
+	if (strcmp(url, "/control/faults-clear") == 0) {
+		pthread_mutex_lock(&mu);
+		memset(queued, 0, sizeof(queued));
+		pthread_mutex_unlock(&mu);
+		return answer(c, 200, "{\"cleared\":true}");
 	}
 	int p = parse_path(
 	    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path"));
@@ -420,12 +641,18 @@ static enum MHD_Result control(struct MHD_Connection *c, const char *url)
 	    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "kind"));
 	const char *n =
 	    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "count");
+	const char *ra = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+	                                             "retry_after");
+	int ra_date = ra && strncmp(ra, "date:", 5) == 0;
 	if (strcmp(url, "/control/fault") != 0 || p < 0 || k < 0)
 		return answer(c, 400,
 		              "{\"error\":\"POST /control/fault?path=pay|email"
-		              "&kind=timeout|drop|500|429&count=N\"}");
+		              "&kind=timeout|drop|500|429|503&count=N"
+		              "[&retry_after=N|date:N]\"}");
 	pthread_mutex_lock(&mu);
 	queued[p][k] += n ? atoi(n) : 1;
+	queued_ra[p][k] = ra ? atoi(ra + (ra_date ? 5 : 0)) : 0;
+	queued_ra_date[p][k] = ra_date;
 	pthread_mutex_unlock(&mu);
 	return answer(c, 200, "{\"queued\":true}");
 }
@@ -444,6 +671,12 @@ static enum MHD_Result route(void *cls, struct MHD_Connection *c,
 		if (!q)
 			return MHD_NO;
 		*con_cls = q;
+		long *served = conn_served(c);
+		if (served) {
+			pthread_mutex_lock(&mu);
+			(*served)++;
+			pthread_mutex_unlock(&mu);
+		}
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -466,6 +699,8 @@ static enum MHD_Result route(void *cls, struct MHD_Connection *c,
 		return email_lookup(c);
 	if (!post && strcmp(url, "/stats") == 0)
 		return stats(c);
+	if (!post && strcmp(url, "/log") == 0)
+		return request_log(c);
 	if (post && strncmp(url, "/control/", 9) == 0)
 		return control(c, url);
 	return answer(c, 404, "{\"error\":\"no such endpoint\"}");
@@ -482,6 +717,20 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(q->body);
 		free(q);
 		*con_cls = NULL;
+	}
+}
+
+/* A connection's counter of requests, for on_reused_connection. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **ctx,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+	(void)cls;
+	(void)c;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		*ctx = calloc(1, sizeof(long));
+	} else {
+		free(*ctx);
+		*ctx = NULL;
 	}
 }
 
@@ -527,6 +776,8 @@ int main(int argc, char **argv)
 			seed = (unsigned)strtoul(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--slow-ms") && i + 1 < argc)
 			slow_ms = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--latency-ms") && i + 1 < argc)
+			latency_ms = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--fault") && i + 1 < argc &&
 		         parse_fault(argv[i + 1]) == 0)
 			i++;
@@ -534,8 +785,8 @@ int main(int argc, char **argv)
 			fprintf(
 			    stderr,
 			    "usage: %s [--port N] [--seed S] [--slow-ms MS] "
-			    "[--fault pay|email:timeout=P,drop=P,500=P,"
-			    "429=P]...\n",
+			    "[--latency-ms MS] [--fault pay|email:timeout=P,"
+			    "drop=P,500=P,429=P,503=P]...\n",
 			    argv[0]);
 			return 2;
 		}
@@ -558,8 +809,8 @@ int main(int argc, char **argv)
 	        MHD_USE_ERROR_LOG,
 	    (uint16_t)port, NULL, NULL, route, NULL, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, completed,
-	    NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
-	    MHD_OPTION_END);
+	    NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60, MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "provider: cannot listen on 127.0.0.1:%d\n",
 		        port);
