@@ -66,6 +66,23 @@ typedef struct inbox_metrics_consumer {
 	const inbox_admin_generations *generations;
 } inbox_metrics_consumer;
 
+/* Render the families of the outbox providers (inbox_providers_info)
+ * into *out (malloc'ed, NUL-terminated, *len bytes; free() it), to be
+ * served after inbox_metrics_render()'s. Every sample is labelled
+ * provider="scheme://host:port" (never a path, a query or a user):
+ *
+ *   gauges: provider_calls_in_flight, provider_breaker_state (0 closed,
+ *     1 open, 2 half-open)
+ *   counters: provider_calls_total provider_failures_total
+ *     provider_breaker_opens_total provider_breaker_trials_total
+ *     provider_rejected_total provider_rate_limited_total
+ *     provider_retry_after_total
+ *
+ * n = 0 renders nothing (an empty string). Errors: INVALID, NOMEM.
+ * Thread-safe. */
+int inbox_metrics_render_providers(char **out, size_t *len,
+                                   const inbox_provider_info *ps, size_t n);
+
 /* Render the exposition of n consumers into *out (malloc'ed,
  * NUL-terminated, *len bytes; free() it). Names that are not valid UTF-8
  * are rendered with U+FFFD in place of the bad bytes. Errors: INVALID,

@@ -35,8 +35,17 @@
  * SQLite's write lock), and a completion is accepted only with the
  * fencing token of the current claim.
  *
+ * A dispatcher keeps many calls in flight at once (libcurl's multi
+ * interface, up to `concurrency` per provider) and commits their outcomes
+ * in groups, one transaction per group, each row still under its own
+ * fence. A provider is a URL's scheme, host and port; per provider it
+ * honours Retry-After, opens a circuit breaker when every call fails, and
+ * keeps to a rate limit when one is set (inbox_providers).
+ *
  * Thread safety: like every libinbox handle, a dispatcher is used by one
- * thread at a time, on a store handle it borrows exclusively.
+ * thread at a time, on a store handle it borrows exclusively. A provider
+ * registry (inbox_providers) is thread-safe and may be shared by the
+ * dispatchers of several threads.
  */
 #ifndef INBOX_OUTBOX_H
 #define INBOX_OUTBOX_H
@@ -240,7 +249,118 @@ typedef void (*inbox_outbox_event_fn)(const inbox_outbox_item *it,
 /* The dispatcher                                                        */
 /* ------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------ */
+/* Providers: calls in flight, rate limits, circuit breakers             */
+/* ------------------------------------------------------------------ */
+
+/* A provider is what the scheme, host and port of a URL name
+ * ("https://api.pay.example:443"; the user, path and query are not part
+ * of it): every row whose URL, and every reconcile query whose URL, has
+ * them is a call to that provider. A registry holds, per provider, the
+ * calls in flight, its circuit breaker, its rate limit and the hold a
+ * Retry-After asked for. Each dispatcher uses one: its own (the default),
+ * or one shared by several dispatchers (inbox_dispatcher_options
+ * .providers), so that one process keeps one limit and one breaker per
+ * provider whatever the number of consumers. Limits are per registry:
+ * two processes keeping to 50 calls/s each send up to 100. */
+typedef struct inbox_providers inbox_providers;
+
+typedef struct inbox_provider_options {
+	unsigned version; /* INBOX_PROVIDER_OPTIONS_VERSION */
+	/* Calls in flight at once to the provider, over every dispatcher
+	 * sharing the registry; 0 = no cap beyond each dispatcher's own
+	 * `concurrency`. */
+	int concurrency;
+	/* Calls started per second (a token bucket), 0 = no limit; `burst`
+	 * calls may start at once after a quiet spell (0 = 1). A call that
+	 * must wait waits in the dispatcher; a row that could not start
+	 * within its lease is put back, due when its turn comes. */
+	double rate;
+	int burst;
+	/* Circuit breaker: `breaker_failures` consecutive failed calls (no
+	 * answer, HTTP 5xx, 408, 429) open it (0 = never): no call is made
+	 * for breaker_open_ms, the provider's rows are put back unperformed
+	 * (no attempt counted), due when it half-opens; then one trial call
+	 * goes: an answer closes it, a failure opens it again for twice as
+	 * long, at most breaker_max_open_ms. Defaults 10, 5000, 60000. */
+	int breaker_failures;
+	int64_t breaker_open_ms;
+	int64_t breaker_max_open_ms;
+} inbox_provider_options;
+
+#define INBOX_PROVIDER_OPTIONS_VERSION 1
+#define INBOX_PROVIDER_OPTIONS_INIT                                            \
+	{                                                                      \
+		INBOX_PROVIDER_OPTIONS_VERSION, 0, 0.0, 0, 10, 5000, 60000     \
+	}
+
+/* A registry whose providers get `defaults` (NULL: the INIT values) until
+ * inbox_providers_set() says otherwise. Errors: INVALID (a negative or
+ * out-of-range setting), NOMEM. */
+int inbox_providers_open(inbox_providers **out,
+                         const inbox_provider_options *defaults);
+
+/* Settings for the provider of `url` (its scheme, host and port: any
+ * path is ignored), for calls started from now on. Errors: INVALID (not
+ * an http(s) URL, a bad setting), NOMEM. Thread-safe. */
+int inbox_providers_set(inbox_providers *r, const char *url,
+                        const inbox_provider_options *o);
+
+/* The name of the provider of `url` ("scheme://host:port", host in lower
+ * case, the default port written out) into out[len] — the `provider`
+ * label on /metrics. INBOX_ERR_INVALID if url is not an http(s) URL with
+ * a host, or the name does not fit. */
+int inbox_provider_name(const char *url, char *out, size_t len);
+
+/* Free the registry. Every dispatcher using it must be closed first.
+ * NULL is a no-op. */
+void inbox_providers_close(inbox_providers *r);
+
+typedef enum inbox_breaker_state {
+	INBOX_BREAKER_CLOSED = 0,   /* calls go */
+	INBOX_BREAKER_OPEN = 1,     /* no call until the open time is over */
+	INBOX_BREAKER_HALF_OPEN = 2 /* one trial call decides */
+} inbox_breaker_state;
+
+/* One provider as it is now, and its counters since the registry opened. */
+typedef struct inbox_provider_info {
+	const char *name; /* "scheme://host:port" */
+	inbox_breaker_state breaker;
+	int in_flight;         /* calls in flight now */
+	uint64_t calls;        /* calls started (requests and reconciles) */
+	uint64_t failures;     /* calls that failed (see breaker_failures) */
+	uint64_t opens;        /* times the breaker opened */
+	uint64_t trials;       /* half-open trial calls */
+	uint64_t rejected;     /* rows put back: breaker open, or held */
+	uint64_t rate_limited; /* calls that waited for the rate limit */
+	uint64_t retry_after;  /* answers with a Retry-After honoured */
+} inbox_provider_info;
+
+/* A snapshot of every provider the registry has seen, in the order they
+ * were first used: *out is one allocation (names included), free() it;
+ * *n entries. Errors: INVALID, NOMEM. Thread-safe. */
+int inbox_providers_info(inbox_providers *r, inbox_provider_info **out,
+                         size_t *n);
+
+/* ------------------------------------------------------------------ */
+/* The dispatcher                                                        */
+/* ------------------------------------------------------------------ */
+
 typedef struct inbox_dispatcher inbox_dispatcher;
+
+/* What inbox_dispatcher_run() tells its on_tick callback. */
+typedef enum inbox_dispatch_event {
+	INBOX_DISPATCH_PROGRESS = 1,   /* a group of outcomes was committed */
+	INBOX_DISPATCH_IDLE = 2,       /* nothing in hand, nothing due: it
+	                                  pauses poll_ms next */
+	INBOX_DISPATCH_STORE_RETRY = 3 /* a transient store error (see
+	                                  inbox_dispatcher_errmsg): tried
+	                                  again after poll_ms */
+} inbox_dispatch_event;
+
+/* Return non-zero to end inbox_dispatcher_run() (as *stop would). */
+typedef int (*inbox_dispatch_tick_fn)(inbox_dispatcher *d,
+                                      inbox_dispatch_event ev, void *payload);
 
 typedef struct inbox_dispatcher_options {
 	unsigned version; /* INBOX_DISPATCHER_OPTIONS_VERSION */
@@ -261,10 +381,11 @@ typedef struct inbox_dispatcher_options {
 	 * A provider's Retry-After is honoured up to max_backoff_ms. */
 	int64_t backoff_ms;
 	int64_t max_backoff_ms;
-	/* Lease of a claimed row (default 0: derived, 2 x (connect + total
-	 * timeout) x batch + 5 s, at least 10 s). A row whose dispatcher dies
-	 * is taken over when it expires, as an unknown outcome. Rows whose
-	 * call cannot finish inside the lease are released unperformed. */
+	/* Lease of a claimed row (default 0: 60 s, or more when the timeout
+	 * asks for it). It must cover a reconcile and a call: at least
+	 * 2 x timeout_ms + 1.5 s. A row whose dispatcher dies is taken over
+	 * when it expires, as an unknown outcome. Rows whose call could no
+	 * longer finish inside the lease are released unperformed. */
 	int64_t lease_ms;
 	/* inbox_dispatcher_run(): pause when nothing is due (default 200). */
 	int64_t poll_ms;
@@ -279,13 +400,27 @@ typedef struct inbox_dispatcher_options {
 	/* Outcome notifications, or NULL. */
 	inbox_outbox_event_fn on_event;
 	void *event_payload;
+	/* ---- version 2 ---- */
+	/* Calls in flight at once to one provider (default 32, at most
+	 * 10000). 1: one row at a time, each outcome committed on its own —
+	 * the dispatcher of version 1. A `perform` callback is called one
+	 * row at a time whatever this says. */
+	int concurrency;
+	/* Per-provider limits, breakers and rate limits, shared with other
+	 * dispatchers (borrowed: it must outlive this dispatcher); NULL: a
+	 * registry of this dispatcher's own, with the defaults. */
+	inbox_providers *providers;
+	/* inbox_dispatcher_run(): progress notifications, or NULL. */
+	inbox_dispatch_tick_fn on_tick;
+	void *tick_payload;
 } inbox_dispatcher_options;
 
-#define INBOX_DISPATCHER_OPTIONS_VERSION 1
+#define INBOX_DISPATCHER_OPTIONS_VERSION 2
 #define INBOX_DISPATCHER_OPTIONS_INIT                                          \
 	{                                                                      \
 		INBOX_DISPATCHER_OPTIONS_VERSION, NULL, 8, 8, 2000, 10000,     \
-		    500, 60000, 0, 200, NULL, NULL, NULL, NULL, NULL, NULL     \
+		    500, 60000, 0, 200, NULL, NULL, NULL, NULL, NULL, NULL,    \
+		    32, NULL, NULL, NULL                                       \
 	}
 
 /* Create a dispatcher on `st` (borrowed: it must outlive the dispatcher,
@@ -297,17 +432,24 @@ int inbox_dispatcher_open(inbox_dispatcher **out, inbox_store *st,
                           size_t errlen);
 void inbox_dispatcher_close(inbox_dispatcher *d);
 
-/* Claim at most one batch of due rows (committed before any call), perform
- * or reconcile each, commit each outcome. *handled (may be NULL) = rows
- * claimed (0: nothing was due). Store errors return STORE or TRANSIENT
- * (detail in inbox_dispatcher_errmsg); rows left in flight are taken over
- * when their lease expires. */
+/* Claim at most one batch of due rows (committed before any call),
+ * perform or reconcile them — up to `concurrency` calls at once per
+ * provider — and commit their outcomes, in groups; return when every
+ * claimed row is finished. *handled (may be NULL) = rows claimed (0:
+ * nothing was due). Store errors return STORE or TRANSIENT (detail in
+ * inbox_dispatcher_errmsg); rows left in flight are taken over when their
+ * lease expires. */
 int inbox_dispatcher_run_once(inbox_dispatcher *d, int *handled);
 
-/* Loop inbox_dispatcher_run_once until *stop becomes non-zero (checked
- * between rows; a call in progress finishes first, bounded by the
- * timeout). Transient store errors are retried after poll_ms; other
- * errors are returned. */
+/* Perform rows as they come due until *stop becomes non-zero (or on_tick
+ * asks to stop): claims keep up to `concurrency` calls in flight per
+ * provider, the next rows claimed before the calls in hand end, and
+ * outcomes are committed in groups as calls end. On stop no row is
+ * claimed or started any more, rows claimed but not started are put back,
+ * the calls in flight finish (bounded by the timeout) and their outcomes
+ * are committed. Transient store errors are retried after poll_ms (the
+ * outcomes in hand are kept); other errors are returned. With
+ * concurrency 1 it is the loop of inbox_dispatcher_run_once. */
 int inbox_dispatcher_run(inbox_dispatcher *d, volatile sig_atomic_t *stop);
 
 /* Counters since the dispatcher was opened. */

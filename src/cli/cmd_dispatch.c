@@ -53,8 +53,8 @@ const char cli_dispatch_usage[] =
     "                    free port, logged); metrics: listen: of CONFIG "
     "is not used\n"
     "\n"
-    "Without --once/--drain it runs until SIGTERM/SIGINT (the call in "
-    "hand finishes\nfirst). Logs: a JSON line per outcome (done/retry: "
+    "Without --once/--drain it runs until SIGTERM/SIGINT (the calls in "
+    "flight finish\nfirst). Logs: a JSON line per outcome (done/retry: "
     "info, unknown/dead: warn).\n"
     "Exit codes: 0 ok, 1 runtime failure or --drain timeout, 2 usage, 3 "
     "config\nerror, 4 cannot open the store.\n";
@@ -78,6 +78,9 @@ struct cli_dispatchers {
 	volatile sig_atomic_t *stop;
 	volatile sig_atomic_t drain; /* FOREVER threads: stop when empty */
 	cli_http *http;              /* or NULL */
+	/* One per process: every dispatcher keeps to the same provider
+	 * limits, breakers and rate limits. */
+	inbox_providers *providers;
 };
 
 static void on_event(const inbox_outbox_item *it,
@@ -109,16 +112,6 @@ static int nothing_left(dworker *w)
 	if (inbox_outbox_pending(w->st, w->cc->name, &pending, NULL) < 0)
 		return 0;
 	return pending == 0;
-}
-
-static void pause_ms(const struct cli_dispatchers *g, int64_t ms)
-{
-	while (ms > 0 && !*g->stop) {
-		int64_t slice = ms > 50 ? 50 : ms;
-		struct timespec ts = {0, (long)slice * 1000000L};
-		nanosleep(&ts, NULL);
-		ms -= slice;
-	}
 }
 
 static void log_totals(const dworker *w)
@@ -154,38 +147,35 @@ static void publish(const dworker *w)
 	cli_http_publish_outbox(w->g->http, w->hidx, &s);
 }
 
+/* inbox_dispatcher_run's progress: the counters for /metrics, the store
+ * retries in the log, and whether the mode is over. */
+static int on_tick(inbox_dispatcher *d, inbox_dispatch_event ev, void *payload)
+{
+	dworker *w = payload;
+	struct cli_dispatchers *g = w->g;
+	publish(w);
+	if (ev == INBOX_DISPATCH_STORE_RETRY)
+		inbox__log(INBOX_LOG_WARN, w->cc->name,
+		           "\"event\":\"dispatcher_retry\",\"error\":\"%s\"",
+		           inbox__log_escape(inbox_dispatcher_errmsg(d)));
+	if (ev != INBOX_DISPATCH_IDLE)
+		return 0;
+	/* Nothing in hand and nothing due. */
+	if (g->mode == CLI_DISPATCH_ONCE)
+		return 1;
+	return (g->mode == CLI_DISPATCH_DRAIN ||
+	        __atomic_load_n(&g->drain, __ATOMIC_RELAXED)) &&
+	       nothing_left(w);
+}
+
 static void *dworker_main(void *arg)
 {
 	dworker *w = arg;
 	struct cli_dispatchers *g = w->g;
-	int rc = INBOX_OK;
 	/* Zero counters from the start: rate() gets a baseline. */
 	publish(w);
-	while (!*g->stop) {
-		int n = 0;
-		rc = inbox_dispatcher_run_once(w->d, &n);
-		publish(w);
-		if (rc == INBOX_ERR_TRANSIENT || rc == INBOX_ERR_CONNECT) {
-			inbox__log(
-			    INBOX_LOG_WARN, w->cc->name,
-			    "\"event\":\"dispatcher_retry\","
-			    "\"error\":\"%s\"",
-			    inbox__log_escape(inbox_dispatcher_errmsg(w->d)));
-			rc = INBOX_OK;
-			pause_ms(g, w->cc->dispatch.poll_ms);
-			continue;
-		}
-		if (rc < 0)
-			break;
-		if (n > 0)
-			continue;
-		if (g->mode == CLI_DISPATCH_ONCE)
-			break;
-		if ((g->mode == CLI_DISPATCH_DRAIN || g->drain) &&
-		    nothing_left(w))
-			break;
-		pause_ms(g, w->cc->dispatch.poll_ms);
-	}
+	int rc = inbox_dispatcher_run(w->d, g->stop);
+	publish(w);
 	w->rc = rc;
 	cli_http_set_dispatching(g->http, w->hidx, 0);
 	log_totals(w);
@@ -200,6 +190,8 @@ static void free_group(struct cli_dispatchers *g)
 		inbox_dispatcher_close(g->w[i].d);
 		inbox_store_close(g->w[i].st);
 	}
+	cli_http_set_providers(g->http, NULL);
+	inbox_providers_close(g->providers);
 	free(g->w);
 	free(g);
 }
@@ -220,7 +212,11 @@ static int open_worker(dworker *w)
 	o.max_backoff_ms = c->max_backoff_ms;
 	o.lease_ms = c->lease_ms;
 	o.poll_ms = c->poll_ms;
+	o.concurrency = c->concurrency;
+	o.providers = w->g->providers;
 	o.on_event = on_event;
+	o.on_tick = on_tick;
+	o.tick_payload = w;
 	char err[300] = "";
 	int irc = inbox_dispatcher_open(&w->d, w->st, &o, err, sizeof(err));
 	if (irc == INBOX_OK)
@@ -229,6 +225,27 @@ static int open_worker(dworker *w)
 	          w->cfg->path, w->cc->pos.line, w->cc->name,
 	          err[0] ? err : inbox_strerror(irc));
 	return irc == INBOX_ERR_INVALID ? CLI_EXIT_CONFIG : CLI_EXIT_RUNTIME;
+}
+
+/* The process's provider registry, with the providers: of cfg. */
+static int open_providers(const cli_config *cfg, inbox_providers **out)
+{
+	int rc = inbox_providers_open(out, NULL);
+	for (int i = 0; rc == INBOX_OK && i < cfg->nproviders; i++) {
+		const cli_provider *p = &cfg->providers[i];
+		inbox_provider_options o = INBOX_PROVIDER_OPTIONS_INIT;
+		o.concurrency = p->concurrency;
+		o.rate = p->rate;
+		o.burst = p->burst;
+		o.breaker_failures = p->breaker_failures;
+		o.breaker_open_ms = p->breaker_open_ms;
+		o.breaker_max_open_ms = p->breaker_max_open_ms;
+		rc = inbox_providers_set(*out, p->url, &o);
+	}
+	if (rc != INBOX_OK)
+		cli_error("cannot set up the providers: %s",
+		          inbox_strerror(rc));
+	return rc != INBOX_OK;
 }
 
 int cli_dispatch_wanted(const cli_consumer *cc, const cli_consumer *only)
@@ -249,6 +266,10 @@ int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
 	g->mode = mode;
 	g->stop = stop;
 	g->http = http;
+	if (open_providers(cfg, &g->providers)) {
+		free_group(g);
+		return CLI_EXIT_RUNTIME;
+	}
 	for (int i = 0; i < cfg->nconsumers; i++) {
 		const cli_consumer *cc = &cfg->consumers[i];
 		if (!cli_dispatch_wanted(cc, only))
@@ -268,6 +289,7 @@ int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
 		free_group(g);
 		return 0;
 	}
+	cli_http_set_providers(http, g->providers);
 	/* Signals stay with the main thread. */
 	sigset_t block, old;
 	sigemptyset(&block);
@@ -296,7 +318,7 @@ int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
 void cli_dispatch_drain(cli_dispatchers *g)
 {
 	if (g)
-		g->drain = 1;
+		__atomic_store_n(&g->drain, 1, __ATOMIC_RELAXED);
 }
 
 int cli_dispatch_count(const cli_dispatchers *g)
@@ -322,13 +344,15 @@ int cli_dispatch_join(cli_dispatchers *g)
 
 /* ---- the command ----------------------------------------------------- */
 
+/* Set by the signal handler and the watchdog thread, read by every
+ * thread: atomic loads and stores (lock-free, so safe in a handler). */
 static volatile sig_atomic_t d_stop;
 static volatile sig_atomic_t d_timed_out;
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	d_stop = 1;
+	__atomic_store_n(&d_stop, 1, __ATOMIC_RELAXED);
 }
 
 static int print_pending(const cli_config *cfg, const cli_consumer *only)
@@ -369,12 +393,12 @@ static int print_pending(const cli_config *cfg, const cli_consumer *only)
 static void *watchdog(void *arg)
 {
 	double *deadline = arg;
-	while (!d_stop) {
+	while (!__atomic_load_n(&d_stop, __ATOMIC_RELAXED)) {
 		if (inbox__mono_seconds() > *deadline) {
 			inbox__log(INBOX_LOG_ERROR, NULL,
 			           "\"event\":\"dispatch_timeout\"");
-			d_timed_out = 1;
-			d_stop = 1;
+			__atomic_store_n(&d_timed_out, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&d_stop, 1, __ATOMIC_RELAXED);
 			break;
 		}
 		struct timespec ts = {0, 50 * 1000000L};
@@ -498,9 +522,9 @@ int cli_cmd_dispatch(int argc, char **argv)
 	int have_wd = g && timeout_s > 0 &&
 	              pthread_create(&wd, NULL, watchdog, &deadline) == 0;
 	int jrc = cli_dispatch_join(g);
-	int timed_out = d_timed_out;
+	int timed_out = __atomic_load_n(&d_timed_out, __ATOMIC_RELAXED);
 	if (have_wd) {
-		d_stop = 1;
+		__atomic_store_n(&d_stop, 1, __ATOMIC_RELAXED);
 		pthread_join(wd, NULL);
 	}
 	if (rc == 0 && g && jrc)

@@ -751,13 +751,14 @@ static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
 }
 
 /* dispatch: {max_attempts, timeout, connect_timeout, backoff,
- * max_backoff, lease, batch, poll} for this consumer's dispatcher. */
+ * max_backoff, lease, batch, poll, concurrency} for this consumer's
+ * dispatcher. */
 static int dispatch_section(ctx *x, yaml_node_t *m, cli_dispatch *d)
 {
 	static const char *const keys[] = {
-	    "max_attempts", "timeout",     "connect_timeout",
-	    "backoff",      "max_backoff", "lease",
-	    "batch",        "poll",        NULL};
+	    "max_attempts", "timeout", "connect_timeout", "backoff",
+	    "max_backoff",  "lease",   "batch",           "poll",
+	    "concurrency",  NULL};
 	if (want(x, m, YAML_MAPPING_NODE, "dispatch") ||
 	    check_keys(x, m, "dispatch", keys))
 		return -1;
@@ -787,6 +788,11 @@ static int dispatch_section(ctx *x, yaml_node_t *m, cli_dispatch *d)
 			return -1;
 		d->batch = (int)i;
 	}
+	if ((v = get(x, m, "concurrency"))) {
+		if (int_value(x, v, "concurrency", 1, 10000, &i))
+			return -1;
+		d->concurrency = (int)i;
+	}
 	if (d->max_backoff_ms < d->backoff_ms)
 		return fail(x, m, "dispatch: max_backoff is below backoff");
 	if (d->lease_ms && d->lease_ms < 2 * d->timeout_ms + 1500)
@@ -808,6 +814,7 @@ static int outbox_config(ctx *x, yaml_node_t *m, cli_consumer *c)
 	c->dispatch.lease_ms = def.lease_ms;
 	c->dispatch.batch = def.batch;
 	c->dispatch.poll_ms = def.poll_ms;
+	c->dispatch.concurrency = def.concurrency;
 	yaml_node_t *n = get(x, m, "outbox");
 	if (n && !is_null(n)) {
 		if (want(x, n, YAML_SEQUENCE_NODE, "outbox"))
@@ -1094,11 +1101,128 @@ static int metrics_section(ctx *x, yaml_node_t *m, cli_config *cfg)
 	return 0;
 }
 
+/* A rate: calls per second, a positive number (decimals allowed). */
+static int rate_value(ctx *x, yaml_node_t *n, double *out)
+{
+	if (want(x, n, YAML_SCALAR_NODE, "rate"))
+		return -1;
+	const char *s = sv(n);
+	char *end = NULL;
+	double r = strtod(s, &end);
+	if (!*s || *end || !(r > 0) || r > 1e6 || strpbrk(s, "xXpPnN"))
+		return fail(x, n,
+		            "rate: \"%s\" is not a number of calls per second "
+		            "(0 < rate <= 1000000, e.g. 50 or 0.5)",
+		            s);
+	*out = r;
+	return 0;
+}
+
+/* breaker: {failures, open, max_open} */
+static int breaker_section(ctx *x, yaml_node_t *m, cli_provider *p)
+{
+	static const char *const keys[] = {"failures", "open", "max_open",
+	                                   NULL};
+	yaml_node_t *v;
+	long long i;
+	if (want(x, m, YAML_MAPPING_NODE, "breaker") ||
+	    check_keys(x, m, "breaker", keys))
+		return -1;
+	if ((v = get(x, m, "failures"))) {
+		if (int_value(x, v, "breaker failures", 0, 1000000, &i))
+			return -1;
+		p->breaker_failures = (int)i;
+	}
+	if ((v = get(x, m, "open")) &&
+	    duration_value(x, v, "breaker open", 1, 86400000,
+	                   &p->breaker_open_ms))
+		return -1;
+	if ((v = get(x, m, "max_open")) &&
+	    duration_value(x, v, "breaker max_open", 1, 86400000,
+	                   &p->breaker_max_open_ms))
+		return -1;
+	if (p->breaker_max_open_ms < p->breaker_open_ms)
+		return fail(x, m, "breaker: max_open is below open");
+	return 0;
+}
+
+/* providers: [{url, concurrency, rate, burst, breaker}] */
+static int provider_entry(ctx *x, yaml_node_t *m, cli_provider *p)
+{
+	static const char *const keys[] = {"url",   "concurrency", "rate",
+	                                   "burst", "breaker",     NULL};
+	inbox_provider_options def = INBOX_PROVIDER_OPTIONS_INIT;
+	yaml_node_t *v;
+	long long i;
+	char name[320];
+	if (want(x, m, YAML_MAPPING_NODE, "a provider") ||
+	    check_keys(x, m, "provider", keys))
+		return -1;
+	p->pos = pos_of(m);
+	p->breaker_failures = def.breaker_failures;
+	p->breaker_open_ms = def.breaker_open_ms;
+	p->breaker_max_open_ms = def.breaker_max_open_ms;
+	if (!(v = get(x, m, "url")))
+		return fail(x, m,
+		            "providers: url is required (scheme://host:port "
+		            "of the provider)");
+	if (str_value(x, v, "provider url", &p->url))
+		return -1;
+	if (inbox_provider_name(p->url, name, sizeof(name)) != INBOX_OK ||
+	    !(p->name = strdup(name)))
+		return fail(x, v,
+		            "provider url: an http:// or https:// URL with a "
+		            "host is required");
+	if ((v = get(x, m, "concurrency"))) {
+		if (int_value(x, v, "concurrency", 1, 1000000, &i))
+			return -1;
+		p->concurrency = (int)i;
+	}
+	if ((v = get(x, m, "rate")) && !is_null(v) &&
+	    rate_value(x, v, &p->rate))
+		return -1;
+	if ((v = get(x, m, "burst"))) {
+		if (int_value(x, v, "burst", 1, 1000000, &i))
+			return -1;
+		p->burst = (int)i;
+	}
+	if ((v = get(x, m, "breaker")) && !is_null(v) &&
+	    breaker_section(x, v, p))
+		return -1;
+	return 0;
+}
+
+static int providers_section(ctx *x, yaml_node_t *n, cli_config *cfg)
+{
+	if (want(x, n, YAML_SEQUENCE_NODE, "providers"))
+		return -1;
+	int count =
+	    (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+	cfg->providers = calloc((size_t)count + 1, sizeof(*cfg->providers));
+	if (!cfg->providers)
+		return fail(x, n, "out of memory");
+	for (int i = 0; i < count; i++) {
+		yaml_node_t *m = node(x, n->data.sequence.items.start[i]);
+		cli_provider *p = &cfg->providers[i];
+		cfg->nproviders = i + 1;
+		if (provider_entry(x, m, p))
+			return -1;
+		for (int j = 0; j < i; j++)
+			if (!strcmp(cfg->providers[j].name, p->name))
+				return fail(x, m,
+				            "provider %s is declared twice "
+				            "(first at line %d)",
+				            p->name,
+				            cfg->providers[j].pos.line);
+	}
+	return 0;
+}
+
 static int top(ctx *x, yaml_node_t *root, cli_config *cfg)
 {
 	static const char *const keys[] = {
-	    "store",     "table_prefix", "schema", "auto_migrate",
-	    "consumers", "metrics",      NULL};
+	    "store",     "table_prefix", "schema",    "auto_migrate",
+	    "consumers", "metrics",      "providers", NULL};
 	if (want(x, root, YAML_MAPPING_NODE, "the config file") ||
 	    check_keys(x, root, "the config file", keys))
 		return -1;
@@ -1134,6 +1258,9 @@ static int top(ctx *x, yaml_node_t *root, cli_config *cfg)
 		return -1;
 	if ((v = get(x, root, "metrics")) && !is_null(v) &&
 	    metrics_section(x, v, cfg))
+		return -1;
+	if ((v = get(x, root, "providers")) && !is_null(v) &&
+	    providers_section(x, v, cfg))
 		return -1;
 	yaml_node_t *cs = get(x, root, "consumers");
 	if (!cs)
@@ -1279,6 +1406,11 @@ void cli_config_free(cli_config *cfg)
 	free(cfg->table_prefix);
 	free(cfg->schema);
 	free(cfg->metrics_listen);
+	for (int i = 0; i < cfg->nproviders; i++) {
+		free(cfg->providers[i].url);
+		free(cfg->providers[i].name);
+	}
+	free(cfg->providers);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

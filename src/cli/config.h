@@ -63,6 +63,7 @@ typedef struct cli_outbox_step {
 typedef struct cli_dispatch {
 	int max_attempts;
 	int batch;
+	int concurrency; /* calls in flight per provider; 1 = one at a time */
 	int64_t timeout_ms, connect_timeout_ms;
 	int64_t backoff_ms, max_backoff_ms;
 	int64_t lease_ms; /* 0 = derived */
@@ -103,6 +104,19 @@ typedef struct cli_consumer {
 	cli_dispatch dispatch;
 } cli_consumer;
 
+/* providers: settings of one provider (scheme://host:port), for every
+ * dispatcher of the process (docs/outbox.md). */
+typedef struct cli_provider {
+	cli_pos pos;
+	char *url;
+	char *name;      /* scheme://host:port */
+	int concurrency; /* 0 = no process-wide cap */
+	double rate;     /* calls/s, 0 = none */
+	int burst;
+	int breaker_failures; /* 0 = no breaker */
+	int64_t breaker_open_ms, breaker_max_open_ms;
+} cli_provider;
+
 typedef struct cli_config {
 	char *path;
 	char *store; /* default store URL, may be NULL */
@@ -110,7 +124,9 @@ typedef struct cli_config {
 	char *table_prefix;
 	char *schema;
 	int auto_migrate;
-	char *metrics_listen; /* metrics: {listen: ADDR}, or NULL */
+	char *metrics_listen;    /* metrics: {listen: ADDR}, or NULL */
+	cli_provider *providers; /* providers:, or NULL */
+	int nproviders;
 	cli_consumer *consumers;
 	int nconsumers;
 } cli_config;

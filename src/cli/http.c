@@ -66,6 +66,7 @@ struct cli_http {
 	cli_http_role role;
 	pthread_mutex_t mu;
 	int draining;
+	inbox_providers *providers; /* under mu */
 	mon *m;
 	int n;
 	char addr[80];
@@ -287,9 +288,26 @@ static char *metrics_page(cli_http *h, size_t *len)
 			cs[i].outbox = &osnaps[i];
 		}
 	}
+	inbox_provider_info *ps = NULL;
+	size_t nps = 0;
+	if (h->providers && inbox_providers_info(h->providers, &ps, &nps) < 0)
+		nps = 0;
 	pthread_mutex_unlock(&h->mu);
 	if (inbox_metrics_render(&out, len, cs, (size_t)h->n) != INBOX_OK)
 		out = NULL;
+	char *pout = NULL;
+	size_t plen = 0;
+	if (out && nps &&
+	    inbox_metrics_render_providers(&pout, &plen, ps, nps) == INBOX_OK) {
+		char *both = realloc(out, *len + plen + 1);
+		if (both) {
+			memcpy(both + *len, pout, plen + 1);
+			*len += plen;
+			out = both;
+		}
+	}
+	free(pout);
+	free(ps);
 done:
 	free(cs);
 	free(snaps);
@@ -568,6 +586,15 @@ void cli_http_set_dispatching(cli_http *h, int i, int running)
 		return;
 	pthread_mutex_lock(&h->mu);
 	h->m[i].dispatcher = running ? D_RUNNING : D_STOPPED;
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_set_providers(cli_http *h, inbox_providers *r)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->providers = r;
 	pthread_mutex_unlock(&h->mu);
 }
 

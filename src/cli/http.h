@@ -65,6 +65,9 @@ int cli_http_index(const cli_http *h, const cli_consumer *cc);
 void cli_http_publish_outbox(cli_http *h, int i, const inbox_outbox_stats *s);
 /* The dispatcher thread of consumer i is running (1) or has stopped (0). */
 void cli_http_set_dispatching(cli_http *h, int i, int running);
+/* The dispatchers' provider registry, whose providers /metrics shows
+ * (NULL: none; set to NULL before the registry is freed). */
+void cli_http_set_providers(cli_http *h, inbox_providers *r);
 /* The daemon is draining: /healthz answers 503 from now on. */
 void cli_http_set_draining(cli_http *h);
 

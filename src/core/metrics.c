@@ -369,3 +369,80 @@ int inbox_metrics_render(char **out, size_t *len,
 	*len = b.len;
 	return INBOX_OK;
 }
+
+/* ---- providers ---------------------------------------------------------- */
+
+typedef struct pfamily {
+	const char *name;
+	const char *type;
+	const char *help;
+	size_t off; /* uint64_t in inbox_provider_info; SIZE_MAX: special */
+} pfamily;
+
+#define PRV(f) offsetof(inbox_provider_info, f)
+enum { P_IN_FLIGHT = -1, P_BREAKER = -2 };
+
+static const pfamily pfamilies[] = {
+    {"inbox_provider_calls_in_flight", "gauge",
+     "Calls to the provider in flight now.", (size_t)P_IN_FLIGHT},
+    {"inbox_provider_breaker_state", "gauge",
+     "The provider's circuit breaker: 0 closed, 1 open, 2 half-open.",
+     (size_t)P_BREAKER},
+    {"inbox_provider_calls_total", "counter",
+     "Calls started to the provider (requests and reconcile queries).",
+     PRV(calls)},
+    {"inbox_provider_failures_total", "counter",
+     "Calls that failed: no answer, HTTP 5xx, 408 or 429.", PRV(failures)},
+    {"inbox_provider_breaker_opens_total", "counter",
+     "Times the provider's circuit breaker opened.", PRV(opens)},
+    {"inbox_provider_breaker_trials_total", "counter",
+     "Trial calls made while the breaker was half-open.", PRV(trials)},
+    {"inbox_provider_rejected_total", "counter",
+     "Rows put back unperformed: breaker open, or Retry-After pending.",
+     PRV(rejected)},
+    {"inbox_provider_rate_limited_total", "counter",
+     "Calls that waited for the provider's rate limit.", PRV(rate_limited)},
+    {"inbox_provider_retry_after_total", "counter",
+     "Answers whose Retry-After held every call to the provider.",
+     PRV(retry_after)},
+};
+
+int inbox_metrics_render_providers(char **out, size_t *len,
+                                   const inbox_provider_info *ps, size_t n)
+{
+	if (!out || !len || (n && !ps))
+		return INBOX_ERR_INVALID;
+	inbox__buf b = INBOX__BUF_INIT;
+	int bad = inbox__buf_append(&b, "", 0);
+	for (size_t f = 0; n && f < sizeof(pfamilies) / sizeof(*pfamilies);
+	     f++) {
+		const pfamily *pf = &pfamilies[f];
+		bad |=
+		    inbox__buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n",
+		                      pf->name, pf->help, pf->name, pf->type);
+		for (size_t i = 0; i < n; i++) {
+			unsigned long long v;
+			if (pf->off == (size_t)P_IN_FLIGHT)
+				v = ps[i].in_flight > 0
+				        ? (unsigned long long)ps[i].in_flight
+				        : 0;
+			else if (pf->off == (size_t)P_BREAKER)
+				v = (unsigned long long)ps[i].breaker;
+			else
+				v = (unsigned long long)*(
+				    const uint64_t *)((const char *)&ps[i] +
+				                      pf->off);
+			bad |=
+			    inbox__buf_printf(&b, "%s{provider=\"", pf->name);
+			bad |= label_value(&b, ps[i].name ? ps[i].name : "");
+			bad |= inbox__buf_printf(&b, "\"} %llu\n", v);
+		}
+	}
+	if (bad) {
+		inbox__buf_free(&b);
+		return INBOX_ERR_NOMEM;
+	}
+	*out = b.data;
+	*len = b.len;
+	return INBOX_OK;
+}

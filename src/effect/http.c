@@ -1,6 +1,8 @@
 /*
- * The built-in performer of outbox effects: one HTTP request with libcurl
- * (easy API), and the reconcile query of providers without idempotency.
+ * The built-in performer of outbox effects: the HTTP request of a row and
+ * the reconcile query of providers without idempotency, each set up on an
+ * easy handle that the dispatcher drives with libcurl's multi interface
+ * (engine.c), and the classification of what came back.
  *
  * What matters is telling the three kinds of failure apart:
  *   - certainly not performed: the connection never came up (resolve,
@@ -38,37 +40,40 @@ static void init_curl(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int inbox__http_init(inbox__http *h, int64_t connect_timeout_ms,
-                     int64_t timeout_ms)
+int inbox__curl_init(void)
 {
-	memset(h, 0, sizeof(*h));
 	pthread_once(&curl_once, init_curl);
-	if (curl_init_rc != CURLE_OK)
-		return -1;
-	h->curl = curl_easy_init();
-	h->connect_timeout_ms = connect_timeout_ms;
-	h->timeout_ms = timeout_ms;
-	return h->curl ? 0 : -1;
+	return curl_init_rc == CURLE_OK ? 0 : -1;
 }
 
-void inbox__http_free(inbox__http *h)
+int inbox__xfer_init(inbox__xfer *x)
 {
-	if (h->curl)
-		curl_easy_cleanup(h->curl);
-	inbox__buf_free(&h->body);
-	free(h->url);
-	memset(h, 0, sizeof(*h));
+	memset(x, 0, sizeof(*x));
+	if (inbox__curl_init() < 0)
+		return -1;
+	x->curl = curl_easy_init();
+	return x->curl ? 0 : -1;
+}
+
+void inbox__xfer_free(inbox__xfer *x)
+{
+	if (x->curl)
+		curl_easy_cleanup(x->curl);
+	curl_slist_free_all(x->hdrs);
+	inbox__buf_free(&x->body);
+	free(x->url);
+	memset(x, 0, sizeof(*x));
 }
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
-	inbox__http *h = arg;
+	inbox__xfer *x = arg;
 	size_t len = size * n;
-	h->body_seen += len;
-	size_t room = h->body.len < INBOX__HTTP_BODY_MAX
-	                  ? INBOX__HTTP_BODY_MAX - h->body.len
+	x->body_seen += len;
+	size_t room = x->body.len < INBOX__HTTP_BODY_MAX
+	                  ? INBOX__HTTP_BODY_MAX - x->body.len
 	                  : 0;
-	if (room && inbox__buf_append(&h->body, p, len < room ? len : room) < 0)
+	if (room && inbox__buf_append(&x->body, p, len < room ? len : room) < 0)
 		return 0; /* no memory: abort the transfer */
 	return len;
 }
@@ -133,22 +138,28 @@ static int build_headers(const inbox_outbox_item *it, struct curl_slist **out)
 	return 0;
 }
 
-static void common_options(inbox__http *h, const char *url)
+/* A clean handle for the next request; the previous one's headers go. */
+static void common_options(inbox__xfer *x, const char *url,
+                           int64_t connect_timeout_ms, int64_t timeout_ms)
 {
-	CURL *c = h->curl;
+	CURL *c = x->curl;
 	curl_easy_reset(c);
-	inbox__buf_reset(&h->body);
-	h->body_seen = 0;
+	curl_slist_free_all(x->hdrs);
+	x->hdrs = NULL;
+	inbox__buf_reset(&x->body);
+	x->body_seen = 0;
+	x->errbuf[0] = '\0';
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-	                 (long)h->connect_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)h->timeout_ms);
+	                 (long)connect_timeout_ms);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "libinbox/" INBOX_VERSION);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, h);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->errbuf);
 }
 
 inbox_effect_outcome inbox__http_classify_status(long status, int idempotent)
@@ -205,19 +216,21 @@ static inbox_effect_outcome classify_error(CURLcode cc, curl_off_t connect_us)
 	}
 }
 
-int inbox__http_perform(inbox__http *h, const inbox_outbox_item *it,
-                        inbox_effect_result *res)
+int inbox__http_call_setup(inbox__xfer *x, const inbox_outbox_item *it,
+                           int64_t connect_timeout_ms, int64_t timeout_ms,
+                           inbox_effect_result *res)
 {
-	CURL *c = h->curl;
 	struct curl_slist *hdrs = NULL;
 	memset(res, 0, sizeof(*res));
 	if (build_headers(it, &hdrs) < 0) {
 		res->outcome = INBOX_EFFECT_PERMANENT;
 		snprintf(res->error, sizeof(res->error),
 		         "malformed headers for the request (or no memory)");
-		return 0;
+		return -1;
 	}
-	common_options(h, it->url);
+	common_options(x, it->url, connect_timeout_ms, timeout_ms);
+	CURL *c = x->curl;
+	x->hdrs = hdrs;
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	const char *m = it->method ? it->method : "POST";
 	if (strcmp(m, "GET") == 0) {
@@ -233,40 +246,47 @@ int inbox__http_perform(inbox__http *h, const inbox_outbox_item *it,
 		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
 		curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
 	}
-	char errbuf[CURL_ERROR_SIZE] = "";
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	CURLcode cc = curl_easy_perform(c);
+	return 0;
+}
+
+void inbox__http_call_result(inbox__xfer *x, const inbox_outbox_item *it,
+                             int result, inbox_effect_result *res)
+{
+	CURL *c = x->curl;
+	CURLcode cc = (CURLcode)result;
 	long status = 0;
 	curl_off_t connect_us = 0, retry_after = 0;
+	memset(res, 0, sizeof(*res));
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_slist_free_all(hdrs);
-	res->response = h->body.data ? h->body.data : "";
-	res->response_len = h->body.len;
+	res->response = x->body.data ? x->body.data : "";
+	res->response_len = x->body.len;
 	if (cc != CURLE_OK) {
 		res->outcome = classify_error(cc, connect_us);
-		snprintf(res->error, sizeof(res->error), "%s (curl %d: %s)%s",
-		         res->outcome == INBOX_EFFECT_UNKNOWN
-		             ? "outcome unknown"
-		         : res->outcome == INBOX_EFFECT_RETRY ? "not sent"
-		                                              : "refused",
-		         (int)cc, errbuf[0] ? errbuf : curl_easy_strerror(cc),
-		         res->outcome == INBOX_EFFECT_UNKNOWN && !it->idempotent
-		             ? "; the provider may have performed it"
-		             : "");
-		return 0;
+		snprintf(
+		    res->error, sizeof(res->error), "%s (curl %d: %s)%s",
+		    res->outcome == INBOX_EFFECT_UNKNOWN ? "outcome unknown"
+		    : res->outcome == INBOX_EFFECT_RETRY ? "not sent"
+		                                         : "refused",
+		    (int)cc, x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc),
+		    res->outcome == INBOX_EFFECT_UNKNOWN && !it->idempotent
+		        ? "; the provider may have performed it"
+		        : "");
+		return;
 	}
 	res->status = (int)status;
 	res->outcome = inbox__http_classify_status(status, it->idempotent);
+	/* Seconds or an HTTP-date (libcurl turns a date into seconds from
+	 * now; a date in the past may come back negative). */
 	if (curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &retry_after) ==
 	        CURLE_OK &&
 	    retry_after > 0)
-		res->retry_after_ms = (int64_t)retry_after * 1000;
+		res->retry_after_ms = retry_after < INT64_MAX / 1000
+		                          ? (int64_t)retry_after * 1000
+		                          : INT64_MAX;
 	if (res->outcome != INBOX_EFFECT_DONE)
 		snprintf(res->error, sizeof(res->error), "HTTP %ld%s", status,
 		         status_hint(status, it->idempotent));
-	return 0;
 }
 
 /* The reconcile URL with every {key} replaced. NULL on no memory. */
@@ -292,46 +312,53 @@ static char *reconcile_url(const inbox_outbox_item *it)
 	return b.data;
 }
 
-inbox_reconcile_verdict inbox__http_reconcile(inbox__http *h,
-                                              const inbox_outbox_item *it,
-                                              char *why, size_t len)
+int inbox__http_reconcile_setup(inbox__xfer *x, const inbox_outbox_item *it,
+                                int64_t connect_timeout_ms, int64_t timeout_ms,
+                                char *why, size_t len)
 {
-	CURL *c = h->curl;
 	struct curl_slist *hdrs = NULL;
-	free(h->url);
-	h->url = it->reconcile_url ? reconcile_url(it) : NULL;
-	if (!h->url) {
-		snprintf(why, len, "no reconcile URL");
-		return INBOX_RECONCILE_UNKNOWN;
+	char *url = it->reconcile_url ? reconcile_url(it) : NULL;
+	if (!url) {
+		snprintf(why, len, "no reconcile URL (or no memory)");
+		return -1;
 	}
 	const char *kh = it->key_header ? it->key_header : INBOX__KEY_HEADER;
 	if (add_header(&hdrs, kh, it->idempotency_key) < 0) {
+		free(url);
 		snprintf(why, len, "out of memory");
-		return INBOX_RECONCILE_UNKNOWN;
+		return -1;
 	}
-	common_options(h, h->url);
-	curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	char errbuf[CURL_ERROR_SIZE] = "";
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	CURLcode cc = curl_easy_perform(c);
-	long status = 0;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_slist_free_all(hdrs);
+	common_options(x, url, connect_timeout_ms, timeout_ms);
+	free(x->url);
+	x->url = url; /* libcurl keeps its own copy; freed with x */
+	x->hdrs = hdrs;
+	curl_easy_setopt(x->curl, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, hdrs);
+	return 0;
+}
+
+inbox_reconcile_verdict inbox__http_reconcile_result(inbox__xfer *x, int result,
+                                                     long *status, char *why,
+                                                     size_t len)
+{
+	CURLcode cc = (CURLcode)result;
+	*status = 0;
+	curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, status);
 	if (cc != CURLE_OK) {
+		*status = 0;
 		snprintf(why, len, "reconcile query failed (curl %d: %s)",
-		         (int)cc, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		         (int)cc,
+		         x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc));
 		return INBOX_RECONCILE_UNKNOWN;
 	}
-	if (status >= 200 && status < 300) {
-		snprintf(why, len, "reconciled: found (HTTP %ld)", status);
+	if (*status >= 200 && *status < 300) {
+		snprintf(why, len, "reconciled: found (HTTP %ld)", *status);
 		return INBOX_RECONCILE_FOUND;
 	}
-	if (status == 404 || status == 410) {
-		snprintf(why, len, "reconciled: not found (HTTP %ld)", status);
+	if (*status == 404 || *status == 410) {
+		snprintf(why, len, "reconciled: not found (HTTP %ld)", *status);
 		return INBOX_RECONCILE_NOT_FOUND;
 	}
-	snprintf(why, len, "reconcile query answered HTTP %ld", status);
+	snprintf(why, len, "reconcile query answered HTTP %ld", *status);
 	return INBOX_RECONCILE_UNKNOWN;
 }

@@ -7,7 +7,8 @@
 #      found) and one answered 500 without sending (unknown, reconciled:
 #      not found, sent again). promtool accepts the exposition and every
 #      counter is what happened, checked against the provider's /stats;
-#      only the outbox gauges come with them (no consumer runs there).
+#      only the outbox gauges come with them (no consumer runs there), and
+#      the provider's families, labelled with its scheme://host:port.
 #   2. `inbox run --dispatch --metrics`: the same counters beside the
 #      consumer's, under the same consumer label.
 #   metrics.sh INBOX_BIN PROVIDER_BIN sqlite|pg
@@ -115,8 +116,8 @@ expect_eq "no consumer_up" "$(m inbox_consumer_up)" ""
 n=$(grep -c '^# TYPE inbox_outbox_.*_total counter$' "$m1")
 expect_eq "ten outbox counter families" "$n" 10
 labels=$(grep -v '^#' "$m1" | grep -o '{[^}]*}' | sed 's/^{version="[^"]*"}$/{version}/' | sort -u | tr '\n' ' ')
-expect_eq "labels: only the consumer name (and version)" "$labels" \
-	'{consumer="billing.order-confirmed.v1"} {version} '
+expect_eq "labels: only the consumer name (and version, the provider)" "$labels" \
+	"{consumer=\"billing.order-confirmed.v1\"} {provider=\"http://127.0.0.1:$PROV_PORT\"} {version} "
 
 get /healthz >"$dir/health.json"
 expect_eq "GET /healthz: 200" "$http_status" 200
@@ -167,8 +168,8 @@ expect_eq "attempts_total = requests the provider saw" "$(m inbox_outbox_attempt
 expect_eq "unknown_outcomes_total" "$(m inbox_outbox_unknown_outcomes_total)" 0
 expect_eq "consumer_up" "$(m inbox_consumer_up)" 1
 labels=$(grep -v '^#' "$m2" | grep -o '{[^}]*}' | sed 's/,le="[^"]*"//; s/^{version="[^"]*"}$/{version}/' | sort -u | tr '\n' ' ')
-expect_eq "labels: only the consumer name (and le, version)" "$labels" \
-	'{consumer="billing.order-confirmed.v1"} {version} '
+expect_eq "labels: only the consumer name (and le, version, the provider)" "$labels" \
+	"{consumer=\"billing.order-confirmed.v1\"} {provider=\"http://127.0.0.1:$PROV_PORT\"} {version} "
 get /healthz >"$dir/health2.json"
 expect_eq "GET /healthz: 200" "$http_status" 200
 check "healthz: the consumer and its dispatcher run" \
