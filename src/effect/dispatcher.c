@@ -227,6 +227,8 @@ void inbox_dispatcher_close(inbox_dispatcher *d)
 	}
 	free(d->pool);
 	free(d->provs);
+	for (int i = 0; i < INBOX__URL_CACHE; i++)
+		free(d->url_cache[i]);
 	inbox_providers_close(d->own_reg);
 	free(d->consumer);
 	free(d);
@@ -308,7 +310,7 @@ static int on_claimed(const inbox_outbox_item *row, void *payload)
 }
 
 /* This dispatcher's entry for the provider of url; -1 when none. */
-static int dprov_of(inbox_dispatcher *d, const char *url, double now)
+static int dprov_lookup(inbox_dispatcher *d, const char *url, double now)
 {
 	inbox__prov *p = url ? inbox__provider_get(d->reg, url) : NULL;
 	if (!p)
@@ -328,6 +330,29 @@ static int dprov_of(inbox_dispatcher *d, const char *url, double now)
 	}
 	d->provs[d->nprovs] = (inbox__dprov){.p = p, .seen_ms = now};
 	return d->nprovs++;
+}
+
+static int dprov_of(inbox_dispatcher *d, const char *url, double now)
+{
+	if (!url)
+		return -1;
+	for (int i = 0; i < INBOX__URL_CACHE; i++)
+		if (d->url_cache[i] && strcmp(d->url_cache[i], url) == 0) {
+			int dp = d->url_dp[i];
+			if (dp >= 0)
+				d->provs[dp].seen_ms = now;
+			return dp;
+		}
+	int dp = dprov_lookup(d, url, now);
+	char *copy = strdup(url);
+	if (copy) {
+		int i = d->url_next;
+		d->url_next = (i + 1) % INBOX__URL_CACHE;
+		free(d->url_cache[i]);
+		d->url_cache[i] = copy;
+		d->url_dp[i] = dp;
+	}
+	return dp;
 }
 
 static int32_t max_attempts(const inbox_dispatcher *d,

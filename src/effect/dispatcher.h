@@ -56,7 +56,11 @@ typedef struct inbox__dprov {
 	inbox__prov *p;
 	int active;     /* this dispatcher's calls in flight to it */
 	double seen_ms; /* last row for it (mono ms) */
+	unsigned full;  /* the start pass in which it said "wait" */
 } inbox__dprov;
+
+/* URLs seen last and their d->provs index (a URL is parsed once). */
+#define INBOX__URL_CACHE 8
 
 /* A list of jobs (doubly linked, with a tail). */
 typedef struct inbox__jlist {
@@ -69,23 +73,26 @@ typedef struct inbox__jlist {
 
 /* inbox_dispatcher_run's store thread: it holds the store while the
  * dispatcher's thread drives the calls, so no call waits for a commit.
- * One claim and one group of outcomes at a time; everything below is
- * under mu. */
+ * One request at a time — outcomes to commit and rows to claim, in one
+ * transaction when both are asked — and its answer. Under mu, except
+ * `busy`, which only the dispatcher's thread reads and writes. */
 typedef struct inbox__storeq {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int running, quit;
-	/* Asked by the dispatcher's thread. */
+	int busy; /* a request is out (the dispatcher's thread only) */
+	/* The request. */
+	int asked;
 	int want;                        /* rows to claim (0: none) */
 	inbox__job *g[INBOX__GROUP_MAX]; /* outcomes to commit */
-	int ng;                          /* (0: none) */
-	/* Answered by the store thread. */
-	int claim_done, claim_rc;
+	int ng;
+	/* The answer. */
+	int answered;
+	int commit_rc, claim_rc;
 	inbox__jlist claimed;
 	double claim_t0;
-	int commit_done, commit_rc;
-	char claim_err[512], commit_err[512];
+	char err[512];
 } inbox__storeq;
 
 struct inbox_dispatcher {
@@ -104,6 +111,10 @@ struct inbox_dispatcher {
 	inbox_providers *reg, *own_reg;
 	inbox__dprov *provs;
 	int nprovs, capprovs;
+	char *url_cache[INBOX__URL_CACHE];
+	int url_dp[INBOX__URL_CACHE];
+	int url_next;
+	unsigned pass; /* start passes (inbox__dprov.full) */
 	/* The calls. */
 	void *multi; /* CURLM * */
 	inbox__xfer **pool;

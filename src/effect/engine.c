@@ -22,15 +22,16 @@
  *            reconcile).
  *
  * inbox_dispatcher_run() leaves the store to a thread of its own (the
- * store thread below: claims and commits, one transaction for both when
- * both are due), so no call waits for the store — nor times out while a
- * commit waits for a lock. It commits a group when 64 outcomes wait, when
- * the oldest has waited COMMIT_DELAY_MS, or when no call is in flight;
- * and it claims again before the calls in hand end: up to concurrency x
- * the providers in use + a look-ahead (two batches, at least
- * `concurrency`) rows in hand, at least a batch per claim (a claim per
- * call ending would cost a transaction per row), more when a slow store
- * let more calls end meanwhile.
+ * store thread below), one request at a time: the outcomes waiting and a
+ * claim, in one transaction when both are due — so no call waits for the
+ * store, nor times out while a commit waits for a lock, and a slow store
+ * gets bigger groups. It commits when 64 outcomes wait, when the oldest
+ * has waited COMMIT_DELAY_MS, or when no call is in flight; it claims
+ * before the calls in hand end: up to concurrency x the providers in use
+ * + a look-ahead of 2 x max(batch, concurrency) rows in hand (enough to
+ * ride out a store stall), at least a batch per claim unless a commit
+ * goes anyway (a claim per call ending would cost a transaction per
+ * row).
  *
  * inbox_dispatcher_run_once() claims one batch and returns when it is
  * done, all in the caller's thread: it commits only while no call is in
@@ -218,12 +219,13 @@ static int start_transfer(inbox_dispatcher *d, inbox__job *j, int dp)
 static void start_ready(inbox_dispatcher *d, double *wake_ms)
 {
 	double now = inbox__dispatch_now_ms();
+	unsigned pass = ++d->pass;
 	inbox__job *j = d->ready.head;
 	while (j) {
 		inbox__job *next = j->next;
 		/* One at a time: the next row after the last one's outcome
 		 * is recorded. */
-		if (sequential(d) && (d->active.n || d->done.n || d->q.ng))
+		if (sequential(d) && (d->active.n || d->done.n || d->q.busy))
 			break;
 		if (d->stopping || stop_asked(d)) {
 			inbox__jlist_remove(&d->ready, j);
@@ -252,6 +254,11 @@ static void start_ready(inbox_dispatcher *d, double *wake_ms)
 			continue;
 		}
 		int dp = j->need == INBOX__NEED_RECONCILE ? j->rdp : j->dp;
+		if (dp >= 0 && d->provs[dp].full == pass) {
+			j = next; /* it said wait to an earlier row of this pass
+			           */
+			continue;
+		}
 		if (dp >= 0) {
 			int64_t wait = 0;
 			const char *why = "";
@@ -270,6 +277,7 @@ static void start_ready(inbox_dispatcher *d, double *wake_ms)
 				continue;
 			}
 			if (a == INBOX__WAIT) {
+				p->full = pass;
 				if (wait > 0 &&
 				    (*wake_ms == 0 || now + wait < *wake_ms))
 					*wake_ms = now + (double)wait;
@@ -445,10 +453,16 @@ static int window(const inbox_dispatcher *d, double now)
 			nprov++;
 	if (nprov < 1)
 		nprov = 1;
-	long ahead =
-	    2L * d->batch > d->o.concurrency ? 2L * d->batch : d->o.concurrency;
+	long ahead = 2L * d->batch > 2L * d->o.concurrency
+	                 ? 2L * d->batch
+	                 : 2L * d->o.concurrency;
 	long w = (long)d->o.concurrency * nprov + ahead;
+	/* The rows each slot could take in turn, each lasting its worst
+	 * case, within a lease — or three times the slots: a row that could
+	 * not start in time is released at its start, unperformed. */
 	long cap = (long)d->o.concurrency * d->fit;
+	if (cap < 3L * d->o.concurrency)
+		cap = 3L * d->o.concurrency;
 	if (cap < d->batch)
 		cap = d->batch;
 	return (int)(w < cap ? w : cap);
@@ -464,7 +478,7 @@ static int to_claim(const inbox_dispatcher *d, double now)
 {
 	int held = d->ready.n + d->active.n;
 	if (sequential(d))
-		return held || d->done.n || d->q.ng ? 0 : d->batch;
+		return held || d->done.n || d->q.busy ? 0 : d->batch;
 	/* At least a batch: a claim per call ending would cost a
 	 * transaction per row. As much as there is room for: while a claim
 	 * is under way calls end, so a slow store gets bigger claims. */
@@ -490,61 +504,49 @@ static void pause_until(inbox_dispatcher *d, double until_ms)
 
 /* ---- the store thread --------------------------------------------------- */
 
+/* The store work of one request (the store thread, without the lock). */
+static void store_work(inbox_dispatcher *d, inbox__job **g, int ng, int want,
+                       inbox__jlist *got, double *t0, int *commit_rc,
+                       int *claim_rc, char *err, size_t errlen)
+{
+	*commit_rc = *claim_rc = INBOX_OK;
+	/* Both in one transaction when it works; else each on its own. */
+	if (ng && want &&
+	    inbox__store_commit_claim(d, g, ng, want, got, t0) == INBOX_OK)
+		return;
+	if (ng)
+		*commit_rc = inbox__store_commit(d, g, ng, err, errlen);
+	if (want)
+		*claim_rc = inbox__store_claim(d, want, got, t0, err, errlen);
+}
+
 static void *store_main(void *arg)
 {
 	inbox_dispatcher *d = arg;
 	inbox__storeq *q = &d->q;
 	pthread_mutex_lock(&q->mu);
 	while (!q->quit) {
-		if (q->ng && !q->commit_done && q->want && !q->claim_done) {
-			/* One transaction for both, when it works. */
-			int n = q->ng, want = q->want;
-			pthread_mutex_unlock(&q->mu);
-			inbox__jlist got = {0};
-			double t0 = 0;
-			int rc = inbox__store_commit_claim(d, q->g, n, want,
-			                                   &got, &t0);
-			pthread_mutex_lock(&q->mu);
-			if (rc == INBOX_OK) {
-				q->commit_rc = q->claim_rc = INBOX_OK;
-				q->claimed = got;
-				q->claim_t0 = t0;
-				q->commit_done = q->claim_done = 1;
-				curl_multi_wakeup(d->multi);
-			}
-			/* else: each on its own, below */
-		}
-		if (q->ng && !q->commit_done) {
-			int n = q->ng;
-			pthread_mutex_unlock(&q->mu);
-			char err[512] = "";
-			int rc =
-			    inbox__store_commit(d, q->g, n, err, sizeof(err));
-			pthread_mutex_lock(&q->mu);
-			q->commit_rc = rc;
-			memcpy(q->commit_err, err, sizeof(err));
-			q->commit_done = 1;
-			curl_multi_wakeup(d->multi);
+		if (!q->asked) {
+			pthread_cond_wait(&q->cv, &q->mu);
 			continue;
 		}
-		if (q->want && !q->claim_done) {
-			int want = q->want;
-			pthread_mutex_unlock(&q->mu);
-			inbox__jlist got = {0};
-			double t0 = 0;
-			char err[512] = "";
-			int rc = inbox__store_claim(d, want, &got, &t0, err,
-			                            sizeof(err));
-			pthread_mutex_lock(&q->mu);
-			q->claim_rc = rc;
-			q->claimed = got;
-			q->claim_t0 = t0;
-			memcpy(q->claim_err, err, sizeof(err));
-			q->claim_done = 1;
-			curl_multi_wakeup(d->multi);
-			continue;
-		}
-		pthread_cond_wait(&q->cv, &q->mu);
+		int ng = q->ng, want = q->want;
+		q->asked = 0;
+		pthread_mutex_unlock(&q->mu);
+		inbox__jlist got = {0};
+		double t0 = 0;
+		int commit_rc, claim_rc;
+		char err[512] = "";
+		store_work(d, q->g, ng, want, &got, &t0, &commit_rc, &claim_rc,
+		           err, sizeof(err));
+		pthread_mutex_lock(&q->mu);
+		q->commit_rc = commit_rc;
+		q->claim_rc = claim_rc;
+		q->claimed = got;
+		q->claim_t0 = t0;
+		memcpy(q->err, err, sizeof(err));
+		q->answered = 1;
+		curl_multi_wakeup(d->multi);
 	}
 	pthread_mutex_unlock(&q->mu);
 	return NULL;
@@ -584,19 +586,21 @@ static void store_stop(inbox_dispatcher *d)
 	q->running = 0;
 }
 
-static void store_ask(inbox_dispatcher *d, int want)
+/* Ask the store thread to claim `want` rows and to commit the outcomes
+ * waiting (up to COMMIT_MAX of them) if `commit`. */
+static void store_ask(inbox_dispatcher *d, int want, int commit)
 {
 	inbox__storeq *q = &d->q;
 	pthread_mutex_lock(&q->mu);
-	if (want > 0) {
-		q->want = want;
-	} else {
-		while (q->ng < COMMIT_MAX && d->done.head) {
-			inbox__job *j = d->done.head;
-			inbox__jlist_remove(&d->done, j);
-			q->g[q->ng++] = j;
-		}
+	q->want = want;
+	q->ng = 0;
+	while (commit && q->ng < COMMIT_MAX && d->done.head) {
+		inbox__job *j = d->done.head;
+		inbox__jlist_remove(&d->done, j);
+		q->g[q->ng++] = j;
 	}
+	q->asked = 1;
+	q->busy = 1;
 	pthread_cond_signal(&q->cv);
 	pthread_mutex_unlock(&q->mu);
 }
@@ -607,43 +611,44 @@ typedef struct answers {
 	int committed, commit_rc;
 } answers;
 
-static void store_take(inbox_dispatcher *d, answers *a)
+/* 1 if an answer was there (taken into *a). */
+static int store_take(inbox_dispatcher *d, answers *a)
 {
 	inbox__storeq *q = &d->q;
 	inbox__job *g[INBOX__GROUP_MAX];
-	int ng = 0;
 	inbox__jlist got = {0};
 	double t0 = 0;
 	memset(a, 0, sizeof(*a));
+	if (!q->busy)
+		return 0;
 	pthread_mutex_lock(&q->mu);
-	if (q->claim_done) {
-		a->claimed = 1;
-		a->claim_rc = q->claim_rc;
-		a->want = q->want;
-		got = q->claimed;
-		t0 = q->claim_t0;
-		if (q->claim_rc < 0)
-			memcpy(d->errmsg, q->claim_err, sizeof(d->errmsg));
-		q->claimed = (inbox__jlist){0};
-		q->claim_done = 0;
-		q->want = 0;
+	if (!q->answered) {
+		pthread_mutex_unlock(&q->mu);
+		return 0;
 	}
-	if (q->commit_done) {
-		a->committed = 1;
-		a->commit_rc = q->commit_rc;
-		ng = q->ng;
-		memcpy(g, q->g, (size_t)ng * sizeof(*g));
-		if (q->commit_rc < 0)
-			memcpy(d->errmsg, q->commit_err, sizeof(d->errmsg));
-		q->ng = 0;
-		q->commit_done = 0;
-	}
+	a->claimed = q->want > 0;
+	a->want = q->want;
+	a->claim_rc = q->claim_rc;
+	a->committed = q->ng > 0;
+	a->commit_rc = q->commit_rc;
+	int ng = q->ng;
+	memcpy(g, q->g, (size_t)ng * sizeof(*g));
+	got = q->claimed;
+	t0 = q->claim_t0;
+	if (q->claim_rc < 0 || q->commit_rc < 0)
+		memcpy(d->errmsg, q->err, sizeof(d->errmsg));
+	q->claimed = (inbox__jlist){0};
+	q->answered = 0;
+	q->want = q->ng = 0;
+	q->busy = 0;
 	pthread_mutex_unlock(&q->mu);
 	a->got = got.n;
-	if (a->claimed)
-		inbox__dispatch_adopt(d, &got, t0);
+	/* Outcomes first: a row put back may be among those claimed. */
 	if (a->committed)
 		inbox__dispatch_recorded(d, g, ng);
+	if (a->claimed)
+		inbox__dispatch_adopt(d, &got, t0);
+	return 1;
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -654,11 +659,12 @@ typedef struct run_state {
 	double next_claim, next_commit;
 } run_state;
 
-/* The store thread's answers, and what they mean for the run. */
+/* The store thread's answer, and what it means for the run. */
 static void answered(inbox_dispatcher *d, run_state *r, double now)
 {
 	answers a;
-	store_take(d, &a);
+	if (!store_take(d, &a))
+		return;
 	if (a.claimed) {
 		r->dry = a.claim_rc < 0 || a.got < a.want;
 		if (r->dry)
@@ -689,6 +695,26 @@ static void answered(inbox_dispatcher *d, run_state *r, double now)
 	}
 }
 
+/* Post what is due to the store thread: outcomes to commit, rows to
+ * claim; a commit that goes anyway takes a claim of whatever room there
+ * is with it. */
+static void ask_store(inbox_dispatcher *d, run_state *r, double now)
+{
+	if (d->q.busy)
+		return;
+	int commit = d->done.n && now >= r->next_commit && commit_due(d, now);
+	int want = 0;
+	if (!d->stopping && now >= r->next_claim) {
+		want = to_claim(d, now);
+		if (!want && commit && !sequential(d)) {
+			int room = window(d, now) - d->ready.n - d->active.n;
+			want = room > 0 ? room : 0;
+		}
+	}
+	if (commit || want)
+		store_ask(d, want, commit);
+}
+
 int inbox_dispatcher_run(inbox_dispatcher *d, volatile sig_atomic_t *stop)
 {
 	if (!d || !stop)
@@ -708,22 +734,14 @@ int inbox_dispatcher_run(inbox_dispatcher *d, volatile sig_atomic_t *stop)
 		answered(d, &r, now);
 		if (stop_asked(d))
 			d->stopping = 1;
-		if (!d->stopping && !d->q.want && now >= r.next_claim) {
-			int want = to_claim(d, now);
-			if (want > 0)
-				store_ask(d, want);
-		}
 		double wake = 0;
 		if (r.rc == INBOX_OK)
 			start_ready(d, &wake);
 		else
 			abandon(d);
 		now = inbox__dispatch_now_ms();
-		if (d->done.n && !d->q.ng && now >= r.next_commit &&
-		    commit_due(d, now))
-			store_ask(d, 0);
-		if (!d->ready.n && !d->active.n && !d->done.n && !d->q.want &&
-		    !d->q.ng) {
+		ask_store(d, &r, now);
+		if (!d->ready.n && !d->active.n && !d->done.n && !d->q.busy) {
 			if (d->stopping)
 				break;
 			if (r.dry) {
@@ -736,13 +754,16 @@ int inbox_dispatcher_run(inbox_dispatcher *d, volatile sig_atomic_t *stop)
 			}
 			continue;
 		}
-		if (d->done.n && !d->q.ng)
-			wake = earliest(wake,
-			                r.next_commit > now
-			                    ? r.next_commit
-			                    : d->done_since + COMMIT_DELAY_MS);
-		if (!d->stopping && !d->q.want && to_claim(d, now) > 0)
-			wake = earliest(wake, r.next_claim);
+		if (!d->q.busy) {
+			if (d->done.n)
+				wake =
+				    earliest(wake, r.next_commit > now
+				                       ? r.next_commit
+				                       : d->done_since +
+				                             COMMIT_DELAY_MS);
+			if (!d->stopping && to_claim(d, now) > 0)
+				wake = earliest(wake, r.next_claim);
+		}
 		step(d, wake);
 	}
 	store_stop(d);
