@@ -1,6 +1,25 @@
 #!/bin/sh
 # Installs the Debian packages libinbox needs to build and test.
 # Run as root on Debian 12. Only missing packages are installed.
+#
+# Every command the Makefile, scripts/, bench/ and tests/ run is either
+# in Debian's essential set (a debootstrap minbase has it: coreutils,
+# util-linux for flock, runuser, setsid and unshare, findutils, grep,
+# sed, mawk, diffutils, dash, bash, perl-base, hostname) or comes from a
+# package below:
+#   build-essential (cc, c++) cmake (ctest) pkg-config git clang-format
+#                     the build, format_check, the install test
+#   postgresql        postgres, initdb, pg_isready, psql, pgbench
+#   sqlite3 kcat redis-server (redis-cli) rabbitmq-server (epmd)
+#   nats-server       the test servers and their command-line clients
+#   prometheus        promtool (metrics exposition checks)
+#   curl jq           the HTTP endpoints' tests
+#   bsdutils          script (commands run on a terminal)
+#   procps            ps, pgrep (no test needs them; for looking around)
+#   iproute2          ss (tests/servers/nats.sh and the NATS and RabbitMQ
+#                     tests wait on listening ports with it)
+# node/npm (bench/run's seed row) are optional: that row is skipped
+# without them.
 set -eu
 
 PKGS="build-essential cmake pkg-config git clang-format
@@ -13,7 +32,7 @@ libhiredis-dev redis-server
 libnats-dev nats-server
 libcurl4-openssl-dev libmicrohttpd-dev prometheus bsdutils curl jq
 libpcre2-dev json-schema-test-suite
-procps"
+procps iproute2"
 
 missing=""
 for p in $PKGS; do
