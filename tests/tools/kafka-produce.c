@@ -13,6 +13,9 @@
  *                        (repeatable)
  *   -p, --partition P    produce to partition P (default: by key, or the
  *                        partitioner's choice)
+ *   -r, --rate N         at most N messages a second, evenly paced (a
+ *                        stream that arrives while consumers run;
+ *                        default 0: as fast as possible)
  *   -q, --quiet          no summary on stderr
  *
  * Empty lines are skipped. Exit status: 0 all delivered, 1 a delivery
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -29,6 +33,7 @@
 
 typedef struct opts {
 	int key_col, id_col, quiet;
+	long rate; /* messages a second, 0: no limit */
 	const char *id_header;
 	const char *hname[MAX_HEADERS], *hval[MAX_HEADERS];
 	int nheaders;
@@ -55,7 +60,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 	        "usage: kafka-produce [-K] [-i] [-n NAME] [-H N=V]... [-p P] "
-	        "[-q] BOOTSTRAP TOPIC [FILE]\n");
+	        "[-r N] [-q] BOOTSTRAP TOPIC [FILE]\n");
 }
 
 static int parse_args(int argc, char **argv, opts *o)
@@ -78,6 +83,12 @@ static int parse_args(int argc, char **argv, opts *o)
 		} else if ((!strcmp(a, "-p") || !strcmp(a, "--partition")) &&
 		           i + 1 < argc) {
 			o->partition = (int32_t)atoi(argv[++i]);
+		} else if ((!strcmp(a, "-r") || !strcmp(a, "--rate")) &&
+		           i + 1 < argc) {
+			char *end;
+			o->rate = strtol(argv[++i], &end, 10);
+			if (*end || o->rate < 0)
+				return -1;
 		} else if ((!strcmp(a, "-H") || !strcmp(a, "--header")) &&
 		           i + 1 < argc) {
 			char *eq = strchr(argv[++i], '=');
@@ -147,6 +158,25 @@ static int produce_line(rd_kafka_t *rk, const opts *o, char *line)
 	}
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* With a rate, wait until message n (from 0) is due, serving delivery
+ * reports meanwhile. */
+static void pace(rd_kafka_t *rk, const opts *o, int64_t start, long n)
+{
+	if (o->rate <= 0)
+		return;
+	int64_t due = start + (int64_t)n * 1000 / o->rate;
+	int64_t now;
+	while ((now = mono_ms()) < due)
+		rd_kafka_poll(rk, (int)(due - now));
+}
+
 static rd_kafka_t *make_producer(const opts *o)
 {
 	char err[512];
@@ -192,6 +222,7 @@ int main(int argc, char **argv)
 	ssize_t len;
 	long produced = 0, lineno = 0;
 	int rc = 0;
+	int64_t start = mono_ms();
 	while (rc == 0 && (len = getline(&line, &cap, in)) >= 0) {
 		lineno++;
 		while (len > 0 &&
@@ -199,6 +230,7 @@ int main(int argc, char **argv)
 			line[--len] = '\0';
 		if (len == 0)
 			continue;
+		pace(rk, &o, start, produced);
 		int r = produce_line(rk, &o, line);
 		if (r == -1) {
 			fprintf(stderr,
