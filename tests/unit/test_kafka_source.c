@@ -9,6 +9,7 @@
  * later rebalances up to session.timeout.ms - 1 s, hence the short
  * session timeout in every URL.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <inbox/inbox.h>
 #include <inbox/source.h>
 
+#include "source/kafka/kafka.h"
 #include "test.h"
 
 #define GROUP_OPTS                                                             \
@@ -672,6 +674,158 @@ TEST(broker_outage)
 	free(l.v);
 }
 
+/* The group.instance.id a source joins with (static membership). */
+static const char *instance_of(inbox_source *s)
+{
+	return ((kafka_source *)s)->instance_id;
+}
+
+static int open_as(inbox_source **s, const char *consumer, const char *query)
+{
+	char url[1024];
+	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
+	o.consumer = consumer;
+	snprintf(url, sizeof(url), "kafka://127.0.0.1:1/t?open_timeout_ms=0%s",
+	         query);
+	int rc = inbox_source_open(s, url, &o);
+	if (rc != INBOX_OK)
+		fprintf(stderr, "  open %s: %s\n", url,
+		        *s ? inbox_source_errmsg(*s) : inbox_err_name(rc));
+	return rc;
+}
+
+/* Static membership: ids derived from host and consumer, one per live
+ * member on this host and group, given back when it closes; given ones
+ * taken as they are; instance_id= (empty) is dynamic membership. */
+TEST(instance_ids)
+{
+	inbox_source *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+	char host[256], want[600];
+	ASSERT_EQ(gethostname(host, sizeof(host)), 0);
+	for (char *h = host; *h; h++)
+		if (!isalnum((unsigned char)*h) && !strchr("._-", *h))
+			*h = '_';
+	snprintf(want, sizeof(want), "%s-billing.kafka", host);
+	ASSERT_OK(open_as(&a, "billing.kafka", "&group=g1"));
+	ASSERT_STREQ(instance_of(a), want);
+	ASSERT_OK(open_as(&b, "billing.kafka", "&group=g1"));
+	snprintf(want, sizeof(want), "%s-billing.kafka-1", host);
+	ASSERT_STREQ(instance_of(b), want);
+	/* another group: ids only need to differ within one */
+	ASSERT_OK(open_as(&d, "billing.kafka", "&group=g2"));
+	snprintf(want, sizeof(want), "%s-billing.kafka", host);
+	ASSERT_STREQ(instance_of(d), want);
+	inbox_source_close(d);
+	d = NULL;
+	/* a's id is free again once a is gone: its restart gets it back */
+	inbox_source_close(a);
+	ASSERT_OK(open_as(&c, "billing.kafka", "&group=g1"));
+	ASSERT_STREQ(instance_of(c), want);
+	inbox_source_close(b);
+	inbox_source_close(c);
+	/* characters Kafka refuses; a name too long for an id */
+	ASSERT_OK(open_as(&a, "bill ing/x\xc3\xa9", ""));
+	snprintf(want, sizeof(want), "%s-bill_ing_x__", host);
+	ASSERT_STREQ(instance_of(a), want);
+	inbox_source_close(a);
+	char lng[400];
+	memset(lng, 'n', sizeof(lng) - 1);
+	lng[sizeof(lng) - 1] = '\0';
+	ASSERT_OK(open_as(&a, lng, ""));
+	ASSERT_TRUE(inbox__kafka_valid_instance_id(instance_of(a)));
+	ASSERT_TRUE(strlen(instance_of(a)) <= 245);
+	ASSERT_OK(open_as(&b, lng, ""));
+	ASSERT_TRUE(inbox__kafka_valid_instance_id(instance_of(b)));
+	ASSERT_TRUE(strcmp(instance_of(a), instance_of(b)) != 0);
+	inbox_source_close(a);
+	inbox_source_close(b);
+	/* given: as it is, twice (the caller's business); none */
+	ASSERT_OK(open_as(&a, "c", "&instance_id=pod-0.billing"));
+	ASSERT_STREQ(instance_of(a), "pod-0.billing");
+	ASSERT_OK(open_as(&b, "c", "&instance_id=pod-0.billing"));
+	ASSERT_STREQ(instance_of(b), "pod-0.billing");
+	inbox_source_close(a);
+	inbox_source_close(b);
+	ASSERT_OK(open_as(&a, "c", "&rdkafka.group.instance.id=raw-1"));
+	ASSERT_STREQ(instance_of(a), "raw-1");
+	inbox_source_close(a);
+	ASSERT_OK(open_as(&a, "c", "&instance_id="));
+	ASSERT_TRUE(instance_of(a) == NULL);
+	inbox_source_close(a);
+	char q[300] = "&instance_id=";
+	memset(q + 13, 'n', 250); /* one too many */
+	q[263] = '\0';
+	const char *const bad[] = {"&instance_id=a/b", "&instance_id=%20x", q};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		a = NULL;
+		ASSERT_EQ(open_as(&a, "c", bad[i]), INBOX_ERR_URL);
+		ASSERT_CONTAINS(inbox_source_errmsg(a), "instance_id");
+		inbox_source_close(a);
+	}
+}
+
+/* librdkafka < 2.3.0 aborts the process when it destroys a cooperative
+ * member that a JoinGroup gave an assignor but no SyncGroup ever assigned
+ * (librdkafka issue 4312) — a daemon stopped during its first rebalance.
+ * Every SyncGroup refused, the source is closed once its JoinGroup came
+ * back (the mock's first join waits ~3 s): close() must return. */
+TEST(close_before_first_assignment)
+{
+	const char *topic = "t-unassigned";
+	inbox_source *s = NULL;
+	log_t l = {0};
+	rd_kafka_resp_err_t refuse[40];
+	for (size_t i = 0; i < sizeof(refuse) / sizeof(*refuse); i++)
+		refuse[i] = RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+	ASSERT_OK(make_topic(topic, 2));
+	ASSERT_OK(produce_range(topic, 2, 0, 10));
+	rd_kafka_mock_push_request_errors_array(
+	    mock, 14 /* SyncGroup */, sizeof(refuse) / sizeof(*refuse), refuse);
+	ASSERT_OK(open_src(&s, topic, "g-unassigned", NULL, 100, 1024 * 1024));
+	int64_t end = now_ms() + 5000;
+	while (now_ms() < end)
+		round_trip(s, &l, applied, NULL, 100);
+	inbox_source_close(s);
+	rd_kafka_mock_clear_request_errors(mock, 14);
+	ASSERT_EQ(l.len, 0); /* never assigned indeed */
+	free(l.v);
+}
+
+/* A static member that another one with its id fenced off (a fatal
+ * error in librdkafka: the handle is dead) stops: poll() answers
+ * INBOX_ERR_CONFIG, which the runner does not retry, naming the id. The
+ * mock cluster never fences (it ignores instance ids): librdkafka's test
+ * hook raises the error. */
+TEST(fenced_member_stops)
+{
+	const char *topic = "t-fenced";
+	inbox_source *s = NULL;
+	log_t l = {0};
+	ASSERT_OK(make_topic(topic, 2));
+	ASSERT_OK(produce_range(topic, 2, 0, 10));
+	ASSERT_OK(open_src(&s, topic, "g-fenced", "&instance_id=fence-me", 100,
+	                   1024 * 1024));
+	drain(s, &l, 10, applied, NULL, 15000);
+	ASSERT_EQ(l.len, 10);
+	ASSERT_EQ(rd_kafka_test_fatal_error(
+	              ((kafka_source *)s)->rk,
+	              RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID, "test: fenced"),
+	          RD_KAFKA_RESP_ERR_NO_ERROR);
+	int rc = INBOX_OK;
+	int64_t end = now_ms() + 5000;
+	while (rc != INBOX_ERR_CONFIG && now_ms() < end) {
+		inbox_delivery d[8];
+		size_t n = 0;
+		rc = inbox_source_poll(s, d, 8, &n, 100, NULL);
+		ASSERT_EQ(n, 0);
+	}
+	ASSERT_EQ(rc, INBOX_ERR_CONFIG);
+	ASSERT_CONTAINS(inbox_source_errmsg(s), "\"fence-me\"");
+	ASSERT_CONTAINS(inbox_source_errmsg(s), "instance_id");
+	inbox_source_close(s);
+	free(l.v);
+}
+
 /* ------------------------------------------------------------------ */
 /* End to end: Kafka -> inbox_run -> store                               */
 /* ------------------------------------------------------------------ */
@@ -877,6 +1031,9 @@ int main(int argc, char **argv)
 	RUN_SOME(group_split_and_handover);
 	RUN_SOME(group_split_and_handover_eager);
 	RUN_SOME(broker_outage);
+	RUN_SOME(instance_ids);
+	RUN_SOME(close_before_first_assignment);
+	RUN_SOME(fenced_member_stops);
 	RUN_SOME(runner_sqlite);
 	RUN_SOME(runner_postgres);
 	stop_cluster();

@@ -23,6 +23,10 @@
  *   open_timeout_ms=N   open() waits up to N ms for a broker to answer
  *                       and fails with INBOX_ERR_CONNECT otherwise
  *                       (default 10000; 0 = do not wait).
+ *   instance_id=ID      this member's group.instance.id (static
+ *                       membership, below): 1 to 249 of [A-Za-z0-9._-].
+ *                       "instance_id=" (empty): dynamic membership, no
+ *                       instance id. Default: derived (below).
  *   rdkafka.PROP=VALUE  any librdkafka property (CONFIGURATION.md), e.g.
  *                       rdkafka.security.protocol=SASL_SSL. Applied after
  *                       the source's own settings. Refused because the
@@ -41,6 +45,40 @@
  * partitions that change owner; the others keep consuming and keep their
  * pending retry state, instead of every member stopping, committing and
  * restarting all its partitions on each rebalance.
+ *
+ * Group membership
+ *   Static (KIP-345) by default: the member joins with a
+ *   group.instance.id, so that a daemon restarted (crashed, killed,
+ *   redeployed) within session.timeout.ms comes back as the same member
+ *   and the broker hands it its partitions again without a rebalance;
+ *   the rest of the group never stops. A dynamic member that dies holds
+ *   the whole group in a rebalance until its session times out, and its
+ *   restart triggers another one.
+ *   The id, unless instance_id= or rdkafka.group.instance.id= gives it,
+ *   is derived from the host name and the consumer name:
+ *   "HOST-CONSUMER" (characters Kafka refuses become '_'; past 245
+ *   characters the tail is a hash), or "HOST-CONSUMER-N" (N = 1..99) when
+ *   another live process on this host (or another source of this
+ *   process) already has "HOST-CONSUMER" in this group: each id is held
+ *   by an abstract Unix socket named after a hash of group and id (Linux;
+ *   no file is created), which the kernel releases when the process
+ *   exits however it exits, so a restarted daemon gets its id back and
+ *   two running ones never share one. Stable across restarts as long as
+ *   the host name is (a StatefulSet pod, a VM; a container with a
+ *   random host name should set instance_id=).
+ *   The cost, by design of KIP-345: a static member does not leave the
+ *   group when it stops (close() sends no LeaveGroup), so a daemon
+ *   stopped for good keeps its partitions idle until its session times
+ *   out (session.timeout.ms, librdkafka's default 45 s; set it with
+ *   rdkafka.session.timeout.ms=). Two members with one id fence each
+ *   other: the older one gets a fatal error, reported by poll() as
+ *   INBOX_ERR_CONFIG with the id in errmsg (the runner stops; nothing is
+ *   lost, what it had settled was committed). The effective id is logged
+ *   once at open ({"event":"kafka_member","instance_id":...}).
+ *   Brokers older than 2.3 have no static membership: set instance_id=
+ *   (empty) there.
+ *   librdkafka's mock cluster (the tests' broker) accepts the id but
+ *   ignores it: a restart there is a rebalance either way.
  *
  * Deliveries
  *   payload = the message value (truncated to max_payload + 1 bytes when
@@ -66,6 +104,12 @@
  *   the group is already rebalancing) and the partition comes back to
  *   this member, it resumes after what it settled if that is beyond the
  *   committed offset — safe, as everything settled is in the inbox.
+ *   A partition handed to another member (a rebalance) or to the next
+ *   run of this one (a restart) therefore starts after what was
+ *   committed: what it sees again is only what was settled but whose
+ *   commit had not reached the broker (an asynchronous commit in flight
+ *   when the process died, or one the broker refused during a rebalance
+ *   and that poll() had not committed again yet); the inbox drops it.
  *   From the first non-ackable message of a partition on (all of the
  *   partition's messages when res is NULL) the rest of the batch is
  *   dropped, the partition is sought back to that message and paused for
@@ -77,6 +121,17 @@
  *   commits) are put in errmsg; librdkafka reconnects by itself. poll()
  *   still returns INBOX_OK when it has messages; with none, it returns
  *   INBOX_ERR_SOURCE after waiting its timeout. Partition EOF is ignored.
+ *   A fatal error (a static member fenced by another with its id) makes
+ *   every later poll() return INBOX_ERR_CONFIG.
+ *
+ * Closing
+ *   close() commits what was settled, then leaves (dynamic) or stops
+ *   (static) the member. With librdkafka < 2.3.0 and a cooperative
+ *   assignor, a member closed while its first rebalance was under way
+ *   (chosen an assignor, never assigned) cannot be destroyed: librdkafka
+ *   would abort the process (librdkafka issue 4312). close() then stops
+ *   it and leaves its handle to the process (its threads idle until exit)
+ *   rather than crash it.
  */
 #ifndef INBOX_SOURCE_KAFKA_H
 #define INBOX_SOURCE_KAFKA_H
@@ -146,7 +201,14 @@ typedef struct kafka_source {
 
 	int error_seen;    /* an error was reported during this poll */
 	int commit_failed; /* an async commit failed: commit again */
+	int fatal;         /* librdkafka reported a fatal error */
 	int closing;
+
+	/* Group membership (kafka_member.c) */
+	char *instance_id;  /* group.instance.id in use; NULL: dynamic */
+	int instance_given; /* the URL had instance_id= */
+	int member_name_fd; /* holds a derived id on this host; -1: none */
+	int assigned_once;  /* the group assigned us (maybe nothing) */
 } kafka_source;
 
 /* kafka_url.c: parse the URL and build the librdkafka configuration
@@ -157,6 +219,22 @@ int inbox__kafka_parse_url(kafka_source *ks, const char *url,
                            rd_kafka_conf_t **conf, int *open_timeout_ms);
 /* Free what the parse filled in (topic, id_header). */
 void inbox__kafka_url_clear(kafka_source *ks);
+
+/* kafka_member.c: group membership. */
+/* Kafka's rule for a group.instance.id; 1 if id keeps it. */
+int inbox__kafka_valid_instance_id(const char *id);
+/* Set group.instance.id in conf (given, derived, or none: see kafka.h),
+ * after the URL was parsed into it. INBOX_OK, NOMEM, CONFIG or URL with
+ * errmsg. */
+int inbox__kafka_member_setup(kafka_source *ks, rd_kafka_conf_t *conf,
+                              const char *consumer);
+/* librdkafka raised a fatal error (a fenced static member): the handle
+ * is dead; every later poll fails with INBOX_ERR_CONFIG. */
+void inbox__kafka_note_fatal(kafka_source *ks);
+/* Give up the derived id (close). */
+void inbox__kafka_member_release(kafka_source *ks);
+/* Before rd_kafka_consumer_close(): would rd_kafka_destroy() abort? */
+int inbox__kafka_destroy_would_abort(const kafka_source *ks);
 
 /* kafka_parts.c: partition state. */
 /* The state of partition p, grown on demand; NULL on NOMEM or p < 0. */

@@ -325,6 +325,7 @@ void inbox__kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
 	switch (err) {
 	case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+		ks->assigned_once = 1;
 		log_rebalance(ks, "kafka_assigned", parts);
 		on_assign(ks, rk, parts, coop);
 		break;

@@ -148,7 +148,11 @@ static int fill_text(kafka_source *ks, kafka_slot *s)
 static int take(kafka_source *ks, rd_kafka_message_t *m)
 {
 	if (m->err) {
-		if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+		/* a consumer's fatal errors come here, not to error_cb */
+		if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
+			inbox__kafka_note_fatal(ks);
+			ks->error_seen = 1;
+		} else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
 			inbox__source_seterr(
 			    &ks->base, "kafka: %s [%d]: %s",
 			    m->rkt ? rd_kafka_topic_name(m->rkt) : ks->topic,
@@ -257,6 +261,10 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		                          "before polling again");
 		return INBOX_ERR_STATE;
 	}
+	if (ks->fatal) { /* the handle is dead: nothing will come */
+		inbox__kafka_note_fatal(ks); /* its reason, not a later one */
+		return INBOX_ERR_CONFIG;
+	}
 	if (grow_slots(ks, max) < 0)
 		return INBOX_ERR_NOMEM;
 	ks->retry_delay_ms = src->opts.retry_delay_ms;
@@ -302,6 +310,10 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		to_delivery(ks, i, &out[i]);
 	*n = ks->nbatch;
 	ks->polled = ks->nbatch > 0;
+	if (*n == 0 && ks->fatal) {
+		inbox__kafka_note_fatal(ks);
+		return INBOX_ERR_CONFIG;
+	}
 	if (*n == 0 && ks->error_seen)
 		return INBOX_ERR_SOURCE;
 	return INBOX_OK;

@@ -18,10 +18,9 @@ void inbox__kafka_drop_batch(kafka_source *ks);
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	kafka_source *ks = opaque;
-	char fatal[256];
-	if (err == RD_KAFKA_RESP_ERR__FATAL &&
-	    rd_kafka_fatal_error(rk, fatal, sizeof(fatal)))
-		inbox__source_seterr(&ks->base, "kafka: fatal: %s", fatal);
+	(void)rk;
+	if (err == RD_KAFKA_RESP_ERR__FATAL)
+		inbox__kafka_note_fatal(ks);
 	else
 		inbox__source_seterr(
 		    &ks->base, "kafka: %s: %s",
@@ -88,6 +87,7 @@ static int kafka_open(inbox_source **out, const char *url,
 	if (!ks)
 		return INBOX_ERR_NOMEM;
 	*out = &ks->base;
+	ks->member_name_fd = -1;
 	ks->retry_delay_ms = opts->retry_delay_ms;
 	ks->max_payload = opts->max_payload;
 	ks->nslots = opts->max_batch;
@@ -97,6 +97,10 @@ static int kafka_open(inbox_source **out, const char *url,
 	int rc = inbox__kafka_parse_url(ks, url, opts, &conf, &open_timeout_ms);
 	if (rc < 0)
 		return rc;
+	if ((rc = inbox__kafka_member_setup(ks, conf, opts->consumer)) < 0) {
+		rd_kafka_conf_destroy(conf);
+		return rc;
+	}
 	rd_kafka_conf_set_opaque(conf, ks);
 	rd_kafka_conf_set_rebalance_cb(conf, inbox__kafka_rebalance_cb);
 	rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -123,9 +127,14 @@ static void kafka_close(inbox_source *src)
 		inbox__kafka_drop_batch(ks);
 		inbox__kafka_commit_settled(ks, NULL);
 		ks->closing = 1;
+		int would_abort = inbox__kafka_destroy_would_abort(ks);
 		rd_kafka_consumer_close(ks->rk);
-		rd_kafka_destroy(ks->rk);
+		/* See kafka.h, "Closing": left to the process rather than
+		 * abort it (unless close() served a first assignment). */
+		if (!would_abort || ks->assigned_once)
+			rd_kafka_destroy(ks->rk);
 	}
+	inbox__kafka_member_release(ks);
 	for (size_t i = 0; i < ks->nslots; i++)
 		inbox__buf_free(&ks->slots[i].text);
 	free(ks->slots);

@@ -113,6 +113,19 @@ static int apply_param(const char *name, const char *value, void *payload)
 		}
 		return inbox__url_set_str(&u->offset_reset, value);
 	}
+	if (strcmp(name, "instance_id") == 0) { /* "instance_id=": none */
+		if (*value && !inbox__kafka_valid_instance_id(value)) {
+			inbox__source_seterr(
+			    &ks->base, "kafka: instance_id must be 1 to 249 "
+			               "letters, digits, '.', '_' or '-'");
+			return INBOX_ERR_URL;
+		}
+		free(ks->instance_id);
+		ks->instance_id = NULL;
+		ks->instance_given = 1;
+		return *value ? inbox__url_set_str(&ks->instance_id, value)
+		              : INBOX_OK;
+	}
 	if (strcmp(name, "open_timeout_ms") == 0) {
 		rc = inbox__url_int_param(&x, &ks->base, "kafka", name, value,
 		                          0, 600000);
@@ -124,8 +137,8 @@ static int apply_param(const char *name, const char *value, void *payload)
 		return pass_through(u, name + 8, value);
 	inbox__source_seterr(&ks->base,
 	                     "kafka: unknown URL parameter \"%.60s\" (known: "
-	                     "group, id_header, offset_reset, open_timeout_ms, "
-	                     "rdkafka.<property>)",
+	                     "group, id_header, instance_id, offset_reset, "
+	                     "open_timeout_ms, rdkafka.<property>)",
 	                     name);
 	return INBOX_ERR_URL;
 }
