@@ -16,7 +16,14 @@
  * the broker default partition count); the first consumer group join
  * waits ~3 s (group.initial.rebalance.delay.ms); later rebalances wait up
  * to session.timeout.ms - 1 s for members to rejoin, so tests should set a
- * short rdkafka.session.timeout.ms.
+ * short rdkafka.session.timeout.ms. Every JoinGroup starts a rebalance
+ * again, even one from a member already in the group. Static membership
+ * (KIP-345) is not implemented: librdkafka 2.0.2's mock reads a
+ * JoinGroup's group.instance.id and drops it (rdkafka_mock_cgrp.c finds
+ * members by member id only), so a restarted static member joins as a new
+ * member and its old self stays until its session times out, as a dynamic
+ * one would. (Later mocks use the id only to elect the leader, and
+ * implement static membership only for the KIP-848 protocol.)
  */
 #include <errno.h>
 #include <limits.h>

@@ -6,7 +6,7 @@
 # redeliveries and producer retries under new ids), produced at RATE
 # orders a second while they run (RATE 0: all before they start). While
 # they do, a member chosen at random is stopped every KILL_MIN..KILL_MAX
-# ms — SIGKILL, and every other time SIGTERM to the member restarted
+# ms — SIGKILL, and every TERMS-th time SIGTERM to the member restarted
 # last (a restart while it joins: it must drain and exit 0, even in the
 # middle of its first rebalance) — and restarted at
 # once with the same configuration: the same consumer name on the same
@@ -27,6 +27,7 @@
 #
 # Knobs (environment, CHURN_ prefix): KEYS (1500), RATE (150), MEMBERS
 # (3), PARTS (6), KILL_MIN / KILL_MAX (1000 / 4000 ms), KILL_FOR (16 s),
+# TERMS (2: every other stop is a SIGTERM; 0: SIGKILL only),
 # DEADLINE (120 s for the whole stream), SETTLE_MAX (45 s), REPORT (5 s),
 # BATCH (20), URL (extra kafka URL parameters, e.g. "instance_id=" for
 # dynamic membership), SESSION_MS (the session.timeout.ms the daemons
@@ -54,6 +55,7 @@ PARTS=${CHURN_PARTS:-6}
 KILL_MIN=${CHURN_KILL_MIN:-1000}
 KILL_MAX=${CHURN_KILL_MAX:-4000}
 KILL_FOR=${CHURN_KILL_FOR:-16}
+TERMS=${CHURN_TERMS:-2}
 DEADLINE=${CHURN_DEADLINE:-120}
 SETTLE_MAX=${CHURN_SETTLE_MAX:-45}
 REPORT=${CHURN_REPORT:-5}
@@ -147,7 +149,7 @@ while :; do
 		killing=0
 	if [ $killing -eq 1 ] && [ "$now" -ge "$next_kill" ]; then
 		v=$(rand_between 1 "$MEMBERS")
-		if [ $((kills % 2)) -eq 1 ]; then
+		if [ "$TERMS" -gt 0 ] && [ $((kills % TERMS)) -eq $((TERMS - 1)) ]; then
 			# the member restarted last, most likely still in its
 			# first rebalance
 			v=$newest
