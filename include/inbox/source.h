@@ -5,7 +5,7 @@
  * A source is chosen by URL scheme:
  *   jsonl:PATH[?follow=1&checkpoint=FILE&from=beginning]
  *                       one JSON message per line; jsonl:- is stdin
- *   kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&id_header=H]
+ *   kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&id_header=H&instance_id=ID]
  *   amqp://[USER[:PASS]@]HOST[:PORT]/[VHOST/]QUEUE[?prefetch=&retry=ttl|requeue]
  *   redis://[[USER]:PASS@]HOST[:PORT][/DB]/STREAM?group=G[&claim_idle=]
  *   nats://[USER:PASS@]HOST:PORT/STREAM?durable=D[&ack_wait=]
