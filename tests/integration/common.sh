@@ -1,5 +1,7 @@
 # What every integration test shares (sourced by each group's lib.sh as
-# "$(dirname "$0")/../common.sh"; POSIX sh, the tests run under dash).
+# "$(dirname "$0")/../common.sh"; POSIX sh, the tests run under dash). A
+# script outside tests/integration (tests/chaos) that sources a group's
+# lib.sh sets INBOX_IT_DIR to this directory first.
 # A test prints one line per check and ends with "N passed, N failed";
 # it exits 0 only if every check passed, 1 otherwise, 77 when skipped (a
 # server it needs is not configured). Processes it starts are stopped by
@@ -8,7 +10,7 @@
 passed=0
 failed=0
 daemons="" # PIDs of the background daemons not yet waited for
-servers=$(cd "$(dirname "$0")/../../servers" && pwd) # tests/servers
+servers=$(cd "${INBOX_IT_DIR:-$(dirname "$0")/..}/../servers" && pwd) # tests/servers
 
 # --- Checks and the closing line -------------------------------------------
 
@@ -276,9 +278,11 @@ run_to_end() {
 	done
 }
 
-# alive PID: running (not exited, not a zombie)?
+# alive PID: running (not exited, not a zombie)? (Read once: a process
+# that exits between a test of its stat file and a read is not alive.)
 alive() {
-	[ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"
+	_st=$(cat "/proc/$1/stat" 2>/dev/null) && [ -n "$_st" ] &&
+		! echo "$_st" | grep -q '^[0-9]* ([^)]*) Z'
 }
 
 # daemon_alive: is one of $daemons still running?
@@ -303,6 +307,27 @@ wait_count() {
 		fi
 		sleep 0.1
 	done
+}
+
+# wait_quiet SECONDS MS LOG...: until no LOG grew for MS milliseconds (the
+# stream, duplicates included, is consumed), or SECONDS passed.
+wait_quiet() {
+	_end=$(($(date +%s) + $1))
+	_q=$2
+	shift 2
+	_last=$(cat "$@" 2>/dev/null | wc -c)
+	_since=$(now_ms)
+	while [ "$(date +%s)" -lt "$_end" ]; do
+		sleep 0.1
+		_cur=$(cat "$@" 2>/dev/null | wc -c)
+		if [ "$_cur" != "$_last" ]; then
+			_last=$_cur
+			_since=$(now_ms)
+		elif [ $(($(now_ms) - _since)) -ge "$_q" ]; then
+			return 0
+		fi
+	done
+	return 1
 }
 
 # --- The daemons' logs -----------------------------------------------------

@@ -8,6 +8,8 @@
 #   rabbitmq.sh restart DIR     -> stop the node (not epmd) and start it
 #                                  again on the same data (durable queues
 #                                  and persistent messages survive)
+#   rabbitmq.sh kill DIR        -> SIGKILL the node (a crash; epmd stays):
+#                                  `restart` starts it again
 # Everything the node writes (mnesia, logs, cookie, config) lives in DIR;
 # /etc/rabbitmq and the system's epmd are not used. Runs as root or not.
 set -eu
@@ -75,13 +77,18 @@ start_node() {
 	done
 }
 
-# Stop by PID: TERM to the wrapper (it stops the VM cleanly), then KILL
-# whatever is left, the VM included (its PID is in rabbit.pid).
-stop_node() {
+# Stop by PID. halt_node TERM: TERM to the wrapper (it stops the VM
+# cleanly), 30 s at most; halt_node KILL: a crash, SIGKILL to the wrapper
+# and the VM (its PID is in rabbit.pid). Then KILL whatever is left.
+halt_node() {
 	[ -f "$dir/server.pid" ] || return 0
 	pid=$(cat "$dir/server.pid")
 	vm=$(cat "$dir/rabbit.pid" 2>/dev/null || true)
-	kill -TERM "$pid" 2>/dev/null || true
+	if [ "$1" = KILL ]; then
+		kill -KILL "$pid" ${vm:+"$vm"} 2>/dev/null || true
+	else
+		kill -TERM "$pid" 2>/dev/null || true
+	fi
 	i=0
 	while { kill -0 "$pid" 2>/dev/null ||
 		{ [ -n "$vm" ] && kill -0 "$vm" 2>/dev/null; }; } &&
@@ -121,12 +128,16 @@ start)
 	;;
 restart)
 	dir=$(cd "$dir" && pwd)
-	stop_node
+	halt_node TERM
 	start_node
+	;;
+kill)
+	dir=$(cd "$dir" && pwd)
+	halt_node KILL
 	;;
 stop)
 	[ -d "$dir" ] || exit 0
-	stop_node
+	halt_node TERM
 	if [ -f "$dir/epmd.pid" ]; then
 		pid=$(cat "$dir/epmd.pid")
 		kill -TERM "$pid" 2>/dev/null || true
@@ -136,7 +147,7 @@ stop)
 	fi
 	;;
 *)
-	echo "usage: rabbitmq.sh start DIR PORT | stop DIR | restart DIR" >&2
+	echo "usage: rabbitmq.sh start DIR PORT | stop DIR | restart DIR | kill DIR" >&2
 	exit 2
 	;;
 esac

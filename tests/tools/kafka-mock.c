@@ -11,6 +11,14 @@
  * test that holds the pipe). Exit status 0 on a clean stop, 2 on bad
  * arguments, 1 if the cluster could not be started.
  *
+ * With --stdin-lifetime, lines written to standard input are commands:
+ *   down   every broker closes its connections and refuses new ones (an
+ *          outage of the whole cluster; the topics and the committed
+ *          offsets are kept, as by brokers that fsync their logs)
+ *   up     the brokers accept connections again
+ * Each command is answered by the same word on stdout (flushed) once it
+ * took effect; an unknown line is answered "error LINE".
+ *
  * Mock cluster quirks worth knowing: the admin API (CreateTopics) is not
  * supported (topics come from the command line, or are auto-created with
  * the broker default partition count); the first consumer group join
@@ -62,9 +70,31 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 	return 0;
 }
 
-/* Wait for a signal, or for EOF on stdin when watch_stdin. */
-static void wait_for_stop(int watch_stdin)
+/* One command line from stdin (see the top of the file). */
+static void command(rd_kafka_mock_cluster_t *mc, const char *line)
 {
+	rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+	if (strcmp(line, "down") == 0)
+		err = rd_kafka_mock_broker_set_down(mc, -1);
+	else if (strcmp(line, "up") == 0)
+		err = rd_kafka_mock_broker_set_up(mc, -1);
+	else if (*line)
+		err = RD_KAFKA_RESP_ERR__INVALID_ARG;
+	else
+		return;
+	if (err)
+		printf("error %s\n", line);
+	else
+		printf("%s\n", line);
+	fflush(stdout);
+}
+
+/* Wait for a signal, or for EOF on stdin when watch_stdin (running the
+ * commands read meanwhile). */
+static void wait_for_stop(rd_kafka_mock_cluster_t *mc, int watch_stdin)
+{
+	char line[64];
+	size_t len = 0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -80,6 +110,15 @@ static void wait_for_stop(int watch_stdin)
 			if (n == 0 ||
 			    (n < 0 && errno != EINTR && errno != EAGAIN))
 				break;
+			for (ssize_t k = 0; k < n; k++) {
+				if (buf[k] == '\n') {
+					line[len] = '\0';
+					command(mc, line);
+					len = 0;
+				} else if (len + 1 < sizeof(line)) {
+					line[len++] = buf[k];
+				}
+			}
 		}
 	}
 }
@@ -148,7 +187,7 @@ int main(int argc, char **argv)
 	if (rc == 0) {
 		printf("bootstrap=%s\n", rd_kafka_mock_cluster_bootstraps(mc));
 		fflush(stdout);
-		wait_for_stop(watch_stdin);
+		wait_for_stop(mc, watch_stdin);
 	}
 	rd_kafka_mock_cluster_destroy(mc);
 	rd_kafka_destroy(rk);

@@ -3,7 +3,7 @@
 # group shares).
 #   BIN = the inbox binary, PUB = amqp-publish, set by the test.
 group=amqp
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 queues=""
 orders_seed=7
 exit_trap=cleanup

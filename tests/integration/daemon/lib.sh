@@ -2,7 +2,7 @@
 # closing line and what every group shares): the consumer's config and
 # what a JSONL file of orders holds.
 group=daemon
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 
 # write_config FILE STORE_URL SOURCE_URL TABLE PREFIX BATCH PAUSE [NAME]:
 # one consumer billing orders into TABLE (no unique constraint: a double

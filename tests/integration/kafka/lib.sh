@@ -13,7 +13,7 @@
 # partitions until session.timeout.ms; a rebalance waits for every member
 # to rejoin. GROUP_OPTS keeps those short.
 group=kafka
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 mock_pid=""
 exit_trap=cleanup
 
@@ -173,25 +173,4 @@ wait_batches() {
 		[ "$(date +%s)" -ge "$_end" ] && return 1
 		sleep 0.02
 	done
-}
-
-# wait_quiet SECONDS MS LOG...: until no LOG grew for MS milliseconds (the
-# stream, duplicates included, is consumed), or SECONDS passed.
-wait_quiet() {
-	_end=$(($(date +%s) + $1))
-	_q=$2
-	shift 2
-	_last=$(cat "$@" 2>/dev/null | wc -c)
-	_since=$(now_ms)
-	while [ "$(date +%s)" -lt "$_end" ]; do
-		sleep 0.1
-		_cur=$(cat "$@" 2>/dev/null | wc -c)
-		if [ "$_cur" != "$_last" ]; then
-			_last=$_cur
-			_since=$(now_ms)
-		elif [ $(($(now_ms) - _since)) -ge "$_q" ]; then
-			return 0
-		fi
-	done
-	return 1
 }

@@ -4,7 +4,7 @@
 # nats.sh) on a free loopback port in its own temp dir, so restarting or
 # killing it disturbs no other test.
 group=nats
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 orders_seed=7
 exit_trap=cleanup
 

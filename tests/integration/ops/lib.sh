@@ -7,7 +7,7 @@
 # Set before use: KIND (sqlite|pg), dir, tag. ops_setup sets STORE; q runs
 # one SQL statement on the store (values | separated).
 group=ops
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 
 ops_setup() {
 	case "$KIND" in

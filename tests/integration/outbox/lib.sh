@@ -2,7 +2,7 @@
 # closing line and what every group shares): the test provider, its
 # counters, configs with external effects.
 group=outbox
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 
 # start_provider DIR [ARGS...]: start the provider, set PROV_PID and
 # PROV_PORT. Stopped by stop_provider (by PID).

@@ -6,7 +6,7 @@
 # once the group is drained (no new entry, nothing pending in the whole
 # group, no retry waiting), and the daemon exits 0.
 group=redis
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 
 need_redis() {
 	need_suite_server INBOX_TEST_REDIS_URL redis-server redis.sh
