@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test test-fast demo bench install clean format
+.PHONY: all deps build build-asan test test-fast chaos demo bench install clean format
 
 all: build
 
@@ -29,6 +29,14 @@ test: build build-asan
 # Only the plain build (quicker while developing).
 test-fast: build
 	sh tests/run-suite.sh $(BUILD)
+
+# The chaos matrix (tests/chaos/run.sh, docs/reliability.md): every store x
+# source under SIGKILLs, PostgreSQL and broker restarts, backend
+# terminations and SIGSTOPs, then the checker. Bounded by CHAOS_MINUTES
+# (default 10); CHAOS_CELLS="pg+amqp sqlite+jsonl" narrows it. Not part
+# of make test.
+chaos: build
+	sh tests/chaos/run.sh $(BUILD)
 
 demo: build
 	sh scripts/demo.sh $(BUILD)
