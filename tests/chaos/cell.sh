@@ -3,11 +3,11 @@
 # kafka, amqp, redis, nats), DAEMONS `inbox run` daemons on one consumer,
 # a producer publishing a stream of orders with redeliveries, producer
 # retries, malformed and effect-rejected messages, and faults for SECONDS:
-#   - SIGKILL of a daemon (restarted 0.1-1 s later), every 0.5-2.5 s
+#   - SIGKILL of a daemon (restarted 0.1-1 s later), every 0.4-2 s
 #   - SIGSTOP of a daemon past the lease and the brokers' redelivery
 #     timeouts (3-5 s), then SIGCONT, every 8-16 s
 #   - pg: an immediate shutdown of PostgreSQL, down 0.2-2 s, started again
-#     plainly or in a PID namespace (CHAOS_PG_NS), every 5-12 s; one in a
+#     plainly or in a PID namespace (CHAOS_PG_NS), every 4-9 s; one in a
 #     namespace is followed 1.5-3 s later by another one (a crash loop:
 #     the daemons' new connections likely get the PIDs they had)
 #   - pg: pg_terminate_backend of some of the daemons' connections, every
@@ -181,7 +181,7 @@ producer_pid=$!
 t_end=$((t0 + SECONDS_CHAOS * 1000))
 t_prod=$((t0 + produce_s * 1000))
 after() { echo $(($(now_ms) + $(rand_between "$1" "$2"))); }
-next_kill=$(after 500 2500)
+next_kill=$(after 400 2000)
 next_stop=$(after 4000 10000)
 next_pgr=$(after 2000 6000)
 next_term=$(after 1500 5000)
@@ -312,7 +312,7 @@ while :; do
 			fi
 			eval "down_$s=$(after 100 1000)"
 		fi
-		next_kill=$(after 500 2500)
+		next_kill=$(after 400 2000)
 	fi
 	if [ "$n" -ge "$next_stop" ] && [ -z "$stopped" ]; then
 		s=$(pick)
@@ -327,7 +327,7 @@ while :; do
 	if [ "$n" -lt "$t_prod" ] && ! outage_running; then
 		if [ "$STORE" = pg ] && [ "$n" -ge "$next_pgr" ]; then
 			outage pg_outage
-			next_pgr=$(after 5000 12000)
+			next_pgr=$(after 4000 9000)
 		elif [ "$SOURCE" != jsonl ] && [ "$n" -ge "$next_brk" ]; then
 			outage broker_outage
 			next_brk=$(after 8000 16000)
@@ -391,8 +391,10 @@ fi
 t_settled=$(now_ms)
 
 stop_fails=0
+housekeeping # (a daemon that exited by itself just now is counted there)
 for i in $(seq 1 "$DAEMONS"); do
-	eval "p=\$pid_$i"
+	eval "p=\$pid_$i d=\$down_$i"
+	[ -z "$d" ] || continue
 	stop_daemon "$p"
 	if [ "$rc" -ne 0 ]; then
 		stop_fails=$((stop_fails + 1))
@@ -411,6 +413,9 @@ sigstops=$(count_faults sigstop)
 check_cell "$dir"
 . "$dir/check"
 rec=$(recovery "$dir")
+# each outage's recovery, for run.sh's figures over the whole matrix
+[ -n "${CHAOS_OUT:-}" ] &&
+	sed "s/^/$STORE $SOURCE /" "$dir/recovery" >>"$CHAOS_OUT.recovery"
 errors=$(cat "$dir"/d*.log | grep -c '"level":"error"')
 sanitizer=$(cat "$dir"/d*.log | grep -c -e 'Sanitizer' -e 'runtime error:')
 republished=$(grep -c ' fail ' "$dir/producer.log")

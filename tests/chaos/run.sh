@@ -67,7 +67,7 @@ export INBOX_TEST_TMP="$tmp"
 t_start=$(now_ms)
 deadline=$(awk -v m="$MINUTES" -v t="$t_start" 'BEGIN {
 	if (m !~ /^[0-9]+(\.[0-9]+)?$/ || m == 0) exit 1
-	printf("%d", t + m * 60000) }') || {
+	printf("%.0f", t + m * 60000) }') || {
 	echo "chaos: CHAOS_MINUTES must be a positive number of minutes" >&2
 	exit 2
 }
@@ -115,5 +115,25 @@ END {
 	    t["pg_terminations"], t["broker_restarts"], t["lost"], t["doubled"],
 	    t["dl_expected"], t["dl_found"], pass, n)
 }' "$out"
+
+# --- Recovery over the whole matrix ------------------------------------------
+# (lines "STORE SOURCE KIND START END MS" from every cell; MS "-" when no
+# row followed the outage)
+echo
+if [ -s "$out.recovery" ]; then
+	echo "| recovery (ms) | outages | followed by a row | p50 | p90 | max |"
+	echo "|---|---|---|---|---|---|"
+	for kind in pg_restart pg_terminate broker_restart sigstop; do
+		awk -v k="$kind" '$3 == k { n++ } $3 == k && $6 != "-" { print $6 }' "$out.recovery" |
+			sort -n | awk -v k="$kind" -v all="$(grep -c " $kind " "$out.recovery")" '
+			{ v[n++] = $1 }
+			END {
+				if (all == 0) exit
+				if (n == 0) { printf("| %s | %d | 0 | - | - | - |\n", k, all); exit }
+				printf("| %s | %d | %d | %d | %d | %d |\n", k, all, n,
+				    v[int((n - 1) * 0.5)], v[int((n - 1) * 0.9)], v[n - 1])
+			}'
+	done
+fi
 [ -n "${CHAOS_OUT:-}" ] && cat "$out" >>"$CHAOS_OUT"
 exit $status
