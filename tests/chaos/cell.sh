@@ -7,13 +7,15 @@
 #   - SIGSTOP of a daemon past the lease and the brokers' redelivery
 #     timeouts (3-5 s), then SIGCONT, every 8-16 s
 #   - pg: an immediate shutdown of PostgreSQL, down 0.2-2 s, started again
-#     plainly or in a PID namespace (CHAOS_PG_NS), every 4-9 s; one in a
-#     namespace is followed 1.5-3 s later by another one (a crash loop:
-#     the daemons' new connections likely get the PIDs they had)
+#     plainly or in a PID namespace (CHAOS_PG_NS), 4-9 s after the previous
+#     one ended; one in a namespace is followed 1.5-3 s later by another
+#     one (a crash loop: the daemons' new connections likely get the PIDs
+#     they had)
 #   - pg: pg_terminate_backend of some of the daemons' connections, every
 #     3-8 s
 #   - brokers: kill -9 of the broker (the Kafka mock: every broker set
-#     down), down 0.2-2 s, started again on its data, every 8-16 s
+#     down), down 0.2-2 s, started again on its data, 8-16 s after the
+#     previous one ended (and 2-4 s at least after a PostgreSQL restart)
 # Outages (PostgreSQL, broker) happen while the producer runs, so that a
 # row can follow each of them. A daemon that exits by itself (exit 4:
 # store or source unreachable at start-up) is started again 0.5 s later,
@@ -240,9 +242,23 @@ housekeeping() {
 # or "outage_failed" when the server did not come back.
 outage_pid=""
 outage_fn=""
+# outage_running: one is in progress; when it has just ended, the next
+# one of its kind is due an interval after its end (not after its start:
+# a RabbitMQ node may take 20 s to start here, and the next outage would
+# follow at once, with no row in between)
 outage_running() {
 	[ -n "$outage_pid" ] && alive "$outage_pid" && return 0
-	[ -n "$outage_pid" ] && wait "$outage_pid" 2>/dev/null
+	if [ -n "$outage_pid" ]; then
+		wait "$outage_pid" 2>/dev/null
+		case "$outage_fn" in
+		pg_outage) next_pgr=$(after 4000 9000) ;;
+		broker_outage) next_brk=$(after 8000 16000) ;;
+		esac
+		# either kind waits 2-4 s after the other
+		_g=$(after 2000 4000)
+		[ "$next_pgr" -lt "$_g" ] && next_pgr=$_g
+		[ "$next_brk" -lt "$_g" ] && next_brk=$_g
+	fi
 	outage_pid=""
 	return 1
 }
@@ -327,16 +343,14 @@ while :; do
 	if [ "$n" -lt "$t_prod" ] && ! outage_running; then
 		if [ "$STORE" = pg ] && [ "$n" -ge "$next_pgr" ]; then
 			outage pg_outage
-			next_pgr=$(after 4000 9000)
 		elif [ "$SOURCE" != jsonl ] && [ "$n" -ge "$next_brk" ]; then
 			outage broker_outage
-			next_brk=$(after 8000 16000)
 		fi
 	fi
-	# backend terminations: not while PostgreSQL restarts
+	# backend terminations: not during an outage either (the time to the
+	# next row would be the outage's)
 	if [ "$STORE" = pg ] && [ "$n" -lt "$t_prod" ] &&
-		[ "$n" -ge "$next_term" ] &&
-		{ ! outage_running || [ "$outage_fn" != pg_outage ]; }; then
+		[ "$n" -ge "$next_term" ] && ! outage_running; then
 		_s=$(now_ms)
 		t=$(pg_terminate)
 		[ "${t:-0}" -gt 0 ] &&
