@@ -312,6 +312,25 @@ int inbox_providers_set(inbox_providers *r, const char *url,
  * a host, or the name does not fit. */
 int inbox_provider_name(const char *url, char *out, size_t len);
 
+/* What a provider's breaker and pauses do, for logs. */
+typedef enum inbox_provider_event {
+	INBOX_PROVIDER_OPENED = 1,    /* the breaker opened; ms: for how long */
+	INBOX_PROVIDER_HALF_OPEN = 2, /* its open time is over: a trial goes */
+	INBOX_PROVIDER_CLOSED = 3,    /* the trial was answered: calls go */
+	INBOX_PROVIDER_HELD = 4       /* a Retry-After pause began; ms: its
+	                                 length */
+} inbox_provider_event;
+
+typedef void (*inbox_provider_event_fn)(const char *provider,
+                                        inbox_provider_event ev, int64_t ms,
+                                        void *payload);
+
+/* Call fn (NULL: none) on those events, from the dispatcher thread that
+ * caused them, with no lock of the registry held. Set it before the
+ * registry is used. Errors: INVALID. */
+int inbox_providers_on_event(inbox_providers *r, inbox_provider_event_fn fn,
+                             void *payload);
+
 /* Free the registry. Every dispatcher using it must be closed first.
  * NULL is a no-op. */
 void inbox_providers_close(inbox_providers *r);

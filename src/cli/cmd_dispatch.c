@@ -92,6 +92,10 @@ static void on_event(const inbox_outbox_item *it,
 	                    st == INBOX_OUTBOX_IN_FLIGHT
 	                ? INBOX_LOG_WARN
 	                : INBOX_LOG_INFO;
+	/* A row put back unperformed (its provider paused, a stop): the
+	 * provider's own line says why, once (on_provider). */
+	if (!res && reason && !strncmp(reason, "released unperformed", 20))
+		level = INBOX_LOG_DEBUG;
 	const char *event =
 	    st == INBOX_OUTBOX_IN_FLIGHT ? "outbox_fenced" : "outbox";
 	inbox__log(level, it->consumer,
@@ -227,10 +231,28 @@ static int open_worker(dworker *w)
 	return irc == INBOX_ERR_INVALID ? CLI_EXIT_CONFIG : CLI_EXIT_RUNTIME;
 }
 
+/* A provider's breaker changed, or it asked for a pause. */
+static void on_provider(const char *provider, inbox_provider_event ev,
+                        int64_t ms, void *payload)
+{
+	(void)payload;
+	static const char *const names[] = {"", "breaker_open",
+	                                    "breaker_half_open",
+	                                    "breaker_closed", "retry_after"};
+	int warn = ev == INBOX_PROVIDER_OPENED || ev == INBOX_PROVIDER_HELD;
+	inbox__log(warn ? INBOX_LOG_WARN : INBOX_LOG_INFO, NULL,
+	           "\"event\":\"provider\",\"provider\":\"%s\","
+	           "\"state\":\"%s\",\"ms\":%lld",
+	           inbox__log_escape(provider),
+	           ev >= 1 && ev <= 4 ? names[ev] : "?", (long long)ms);
+}
+
 /* The process's provider registry, with the providers: of cfg. */
 static int open_providers(const cli_config *cfg, inbox_providers **out)
 {
 	int rc = inbox_providers_open(out, NULL);
+	if (rc == INBOX_OK)
+		rc = inbox_providers_on_event(*out, on_provider, NULL);
 	for (int i = 0; rc == INBOX_OK && i < cfg->nproviders; i++) {
 		const cli_provider *p = &cfg->providers[i];
 		inbox_provider_options o = INBOX_PROVIDER_OPTIONS_INIT;

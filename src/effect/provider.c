@@ -72,7 +72,33 @@ struct inbox_providers {
 	inbox_provider_options def;
 	inbox__prov *list, *tail;
 	rule *rules;
+	inbox_provider_event_fn on_event; /* set before use */
+	void *event_payload;
 };
+
+/* What changed under the lock, told after it (the callback may log). */
+typedef struct change {
+	inbox_provider_event ev;
+	int64_t ms;
+} change;
+
+static void tell(const inbox__prov *p, const change *c)
+{
+	if (c->ev && p->r->on_event)
+		p->r->on_event(p->name, c->ev, c->ms, p->r->event_payload);
+}
+
+int inbox_providers_on_event(inbox_providers *r, inbox_provider_event_fn fn,
+                             void *payload)
+{
+	if (!r)
+		return INBOX_ERR_INVALID;
+	pthread_mutex_lock(&r->mu);
+	r->on_event = fn;
+	r->event_payload = payload;
+	pthread_mutex_unlock(&r->mu);
+	return INBOX_OK;
+}
 
 static int check(const inbox_provider_options *o)
 {
@@ -223,18 +249,25 @@ inbox__prov *inbox__provider_get(inbox_providers *r, const char *url)
 	return p;
 }
 
-/* Under mu: the breaker moves to `to`. */
-static void breaker_to(inbox__prov *p, inbox_breaker_state to, double now)
+/* Under mu: the breaker moves to `to`; *c says so. */
+static void breaker_to(inbox__prov *p, inbox_breaker_state to, double now,
+                       change *c)
 {
 	p->breaker = to;
 	p->gen++;
 	p->trial = 0;
+	c->ms = 0;
 	if (to == INBOX_BREAKER_OPEN) {
 		p->open_until = now + (double)p->open_ms;
 		p->opens++;
+		c->ev = INBOX_PROVIDER_OPENED;
+		c->ms = p->open_ms;
 	} else if (to == INBOX_BREAKER_CLOSED) {
 		p->failures = 0;
 		p->open_ms = p->o.breaker_open_ms;
+		c->ev = INBOX_PROVIDER_CLOSED;
+	} else {
+		c->ev = INBOX_PROVIDER_HALF_OPEN;
 	}
 }
 
@@ -243,11 +276,12 @@ inbox__admit inbox__provider_acquire(inbox__prov *p, double now, int mine,
                                      int64_t *wait_ms, const char **why)
 {
 	inbox__admit a = INBOX__ADMIT;
+	change c = {0};
 	*wait_ms = 0;
 	*why = "";
 	pthread_mutex_lock(&p->r->mu);
 	if (p->breaker == INBOX_BREAKER_OPEN && now >= p->open_until)
-		breaker_to(p, INBOX_BREAKER_HALF_OPEN, now);
+		breaker_to(p, INBOX_BREAKER_HALF_OPEN, now, &c);
 	if (p->hold_until > now) {
 		a = INBOX__REJECT;
 		*wait_ms = ceil_ms(p->hold_until - now);
@@ -298,20 +332,25 @@ inbox__admit inbox__provider_acquire(inbox__prov *p, double now, int mine,
 		p->rejected++;
 	}
 	pthread_mutex_unlock(&p->r->mu);
+	tell(p, &c);
 	return a;
 }
 
 void inbox__provider_release(inbox__prov *p, const inbox__ticket *t, double now,
                              inbox__verdict v, int64_t retry_after_ms)
 {
+	change c = {0}, held = {0};
 	pthread_mutex_lock(&p->r->mu);
 	p->in_flight--;
 	if (v == INBOX__CALL_FAILED)
 		p->fails++;
 	if (retry_after_ms > 0) {
 		int64_t cap = p->o.breaker_max_open_ms;
-		double until =
-		    now + (double)(retry_after_ms < cap ? retry_after_ms : cap);
+		int64_t ms = retry_after_ms < cap ? retry_after_ms : cap;
+		double until = now + (double)ms;
+		/* A new pause is told; one made longer is not. */
+		if (p->hold_until <= now)
+			held = (change){INBOX_PROVIDER_HELD, ms};
 		if (until > p->hold_until)
 			p->hold_until = until;
 		p->retry_after++;
@@ -321,23 +360,25 @@ void inbox__provider_release(inbox__prov *p, const inbox__ticket *t, double now,
 			p->trial = 0;
 		if (p->breaker == INBOX_BREAKER_HALF_OPEN && t->trial) {
 			if (v == INBOX__CALL_OK) {
-				breaker_to(p, INBOX_BREAKER_CLOSED, now);
+				breaker_to(p, INBOX_BREAKER_CLOSED, now, &c);
 			} else {
 				p->open_ms =
 				    p->open_ms * 2 < p->o.breaker_max_open_ms
 				        ? p->open_ms * 2
 				        : p->o.breaker_max_open_ms;
-				breaker_to(p, INBOX_BREAKER_OPEN, now);
+				breaker_to(p, INBOX_BREAKER_OPEN, now, &c);
 			}
 		} else if (p->breaker == INBOX_BREAKER_CLOSED) {
 			if (v == INBOX__CALL_OK)
 				p->failures = 0;
 			else if (++p->failures >= p->o.breaker_failures &&
 			         p->o.breaker_failures > 0)
-				breaker_to(p, INBOX_BREAKER_OPEN, now);
+				breaker_to(p, INBOX_BREAKER_OPEN, now, &c);
 		}
 	}
 	pthread_mutex_unlock(&p->r->mu);
+	tell(p, &held);
+	tell(p, &c);
 }
 
 void inbox__provider_cancel(inbox__prov *p, const inbox__ticket *t)

@@ -85,6 +85,19 @@ TEST(settings_are_checked)
 	inbox_providers_close(NULL);
 }
 
+/* The registry's events, as letters: O(pened) H(alf-open) C(losed)
+ * P(aused), each with its ms. */
+static char events[256];
+static void on_event(const char *provider, inbox_provider_event ev, int64_t ms,
+                     void *payload)
+{
+	(void)provider;
+	(void)payload;
+	size_t n = strlen(events);
+	snprintf(events + n, sizeof(events) - n, "%c%lld ", " OHCP"[ev],
+	         (long long)ms);
+}
+
 TEST(breaker_opens_half_opens_and_closes)
 {
 	inbox_providers *r = NULL;
@@ -93,6 +106,8 @@ TEST(breaker_opens_half_opens_and_closes)
 	o.breaker_open_ms = 100000; /* the test's clock moves, not time */
 	o.breaker_max_open_ms = 300000;
 	ASSERT_OK(inbox_providers_open(&r, &o));
+	events[0] = '\0';
+	ASSERT_OK(inbox_providers_on_event(r, on_event, NULL));
 	inbox__prov *p = inbox__provider_get(r, "http://b.example/pay");
 	ASSERT_TRUE(p != NULL);
 	ASSERT_TRUE(inbox__provider_get(r, "http://B.example:80/other") == p);
@@ -174,6 +189,7 @@ TEST(breaker_opens_half_opens_and_closes)
 	ASSERT_EQ(inbox__provider_acquire(p, t2, 0, 32, &tk[0], &wait, &why),
 	          INBOX__REJECT);
 	ASSERT_EQ(wait, 100000);
+	ASSERT_STREQ(events, "O100000 H0 O200000 H0 C0 O100000 ");
 	inbox_providers_close(r);
 }
 
@@ -261,6 +277,8 @@ TEST(retry_after_holds_every_call)
 	inbox_provider_options o = INBOX_PROVIDER_OPTIONS_INIT;
 	o.breaker_max_open_ms = 30000;
 	ASSERT_OK(inbox_providers_open(&r, &o));
+	events[0] = '\0';
+	ASSERT_OK(inbox_providers_on_event(r, on_event, NULL));
 	inbox__prov *p = inbox__provider_get(r, "https://f.example");
 	double t = inbox__mono_seconds() * 1000.0;
 	inbox__ticket tk = {0};
@@ -281,6 +299,7 @@ TEST(retry_after_holds_every_call)
 	          INBOX__REJECT);
 	ASSERT_EQ(wait, 30000);
 	ASSERT_EQ(info_of(r, "https://f.example:443").retry_after, 2);
+	ASSERT_STREQ(events, "P2000 P30000 "); /* one per pause */
 	inbox_providers_close(r);
 }
 

@@ -80,6 +80,9 @@ kill -TERM "$dpid" 2>/dev/null
 wait "$dpid" 2>/dev/null
 expect_eq "SIGTERM: dispatch exits 0" "$?" 0
 dpid=""
+states=$(sed -n 's/.*"event":"provider",.*"state":"\([a-z_]*\)".*/\1/p' "$dir/dispatch.log" | tr '\n' ' ')
+expect_eq "the breaker's changes are logged" "$states" \
+	"breaker_open breaker_half_open breaker_open breaker_half_open breaker_closed "
 
 # When the requests came: the 10 first attempts at once; then nothing for
 # the open time after the third failure (the breaker opened when its

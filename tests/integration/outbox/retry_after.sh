@@ -79,8 +79,8 @@ check "429 + Retry-After: 2 — the row is not tried again before 2 s" \
 	awk -v a="$again" -v b="$t429" 'BEGIN { exit !(a - b >= 2.0) }'
 check "429 + Retry-After: 2 — nothing is sent to the provider before 2 s" \
 	awk -v a="$tnext" -v b="$t429" 'BEGIN { exit !(a - b >= 2.0) }'
-check "the dispatcher logged the rows put back while paused" \
-	grep -q 'released unperformed: the provider asked to wait (Retry-After)' "$dir/seconds.dispatch.log"
+expect_eq "the dispatcher logged the pause, once" \
+	"$(grep -c '"event":"provider","provider":"http://127.0.0.1:'"$PROV_PORT"'","state":"retry_after","ms":2000' "$dir/seconds.dispatch.log")" 1
 
 pause_case date 503 date:3
 # The date is whole seconds: at least floor(t) + 3 of the refusal.
