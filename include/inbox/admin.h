@@ -141,8 +141,14 @@ typedef struct inbox_admin_dead_letter {
 	char *reason;
 	char *fingerprint;        /* or NULL */
 	char *stored_fingerprint; /* conflicts: the one recorded; else NULL */
-	int64_t created_at_ms;
-	int64_t replayed_at_ms; /* 0 = never replayed */
+	int64_t created_at_ms;    /* first seen */
+	int64_t replayed_at_ms;   /* 0 = never replayed (or seen again since) */
+	/* Deliveries it stands for: a message dead-lettered again (the same
+	 * key and bytes, delivered again, by this process or another, or
+	 * replayed and failing again) is counted here, never a second dead
+	 * letter; and when it was last seen (created_at_ms when once). */
+	int64_t deliveries;
+	int64_t last_seen_at_ms;
 } inbox_admin_dead_letter;
 
 void inbox_admin_dead_letter_free(inbox_admin_dead_letter *dl);
@@ -198,7 +204,9 @@ int inbox_admin_dlq_drop(inbox_store *st, int64_t id);
  *     that is `completed` gives DUPLICATE (or CONFLICT, dead-lettered
  *     again) and never a second effect;
  *   - unless the outcome is RETRY or IN_PROGRESS, replayed_at is set and
- *     the dead letter is kept.
+ *     the dead letter is kept; a message dead-lettered again is counted
+ *     on this same dead letter (res->dead_letter_id == id), which then
+ *     stays pending.
  * *res is the consumer's result (its pointers live until the next call on
  * `c`). On error (rc < 0) the dead letter is not marked and may be
  * replayed again; a record deleted before the failure is simply absent,

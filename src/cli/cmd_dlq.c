@@ -6,7 +6,10 @@
  * effect, same dedup): the key's `dead` record is released first, so a
  * message that was dead-lettered is processed again; a key that completed
  * meanwhile answers duplicate (or conflict) and nothing is applied twice.
- * Dead letters are kept after a replay, with replayed_at set.
+ * Dead letters are kept after a replay, with replayed_at set. A dead
+ * letter stands for every delivery of its message (DELIVERIES): one that
+ * fails again, delivered or replayed, is counted on it and is pending
+ * again.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -29,20 +32,23 @@ const char cli_dlq_usage[] =
     "       inbox dlq replay CONFIG --all [--consumer NAME]\n"
     "       inbox dlq drop CONFIG ID... [--consumer NAME]\n"
     "\n"
-    "list     the dead letters (id, time, attempts, key, reason); --pending "
-    "leaves\n         out the replayed ones; --limit N (default 1000) and "
-    "--after ID page.\n"
-    "show     one dead letter: reason, key, message id, attempts, source "
-    "position,\n         headers, fingerprints and the payload as it "
-    "arrived (bytes that are not\n         UTF-8 shown as \\xNN); --raw "
-    "writes the exact payload bytes only.\n"
+    "list     the dead letters (id, first seen, deliveries, attempts, key, "
+    "reason),\n         one per message however often it was delivered; "
+    "--pending leaves out\n         the replayed ones; --limit N (default "
+    "1000) and --after ID page.\n"
+    "show     one dead letter: reason, key, message id, attempts, "
+    "deliveries, first\n         and last seen, source position, headers, "
+    "fingerprints and the payload\n         as it arrived (bytes that are "
+    "not UTF-8 shown as \\xNN); --raw writes the\n         exact payload "
+    "bytes only.\n"
     "replay   process the stored message again through the consumer's "
     "effect and\n         dedup: prints applied, duplicate, conflict, "
-    "dead_lettered (again, with\n         the new id) or retry for each. "
-    "The key's dead inbox record is released\n         first; a completed "
-    "one makes the replay a duplicate, never a second\n         effect. "
-    "--all replays every pending dead letter. The dead letter is\n"
-    "         kept, marked replayed.\n"
+    "dead_lettered (again, with\n         the id: its own when the same "
+    "message fails again, counted and\n         pending again) or retry for "
+    "each. The key's dead inbox record is\n         released first; a "
+    "completed one makes the replay a duplicate, never a\n         second "
+    "effect. --all replays every pending dead letter. The dead\n         "
+    "letter is kept, marked replayed.\n"
     "drop     delete dead letters (the inbox record stays as it is).\n"
     "\n"
     "Exit codes: 0 ok; 1 a dead letter was not found, or a replay did not "
@@ -148,19 +154,22 @@ static int list_row(const inbox_admin_dead_letter *dl, void *payload)
 		cli_json_string(stdout, dl->consumer, strlen(dl->consumer));
 		printf(",\"key\":");
 		cli_json_string(stdout, dl->key, dl->key ? strlen(dl->key) : 0);
-		printf(",\"created_at_ms\":%lld,\"replayed_at_ms\":%lld,"
+		printf(",\"created_at_ms\":%lld,\"last_seen_at_ms\":%lld,"
+		       "\"replayed_at_ms\":%lld,\"deliveries\":%lld,"
 		       "\"attempts\":%d,\"payload_bytes\":%zu,\"conflict\":%s,"
 		       "\"reason\":",
 		       (long long)dl->created_at_ms,
-		       (long long)dl->replayed_at_ms, dl->attempts,
-		       dl->payload_len,
+		       (long long)dl->last_seen_at_ms,
+		       (long long)dl->replayed_at_ms, (long long)dl->deliveries,
+		       dl->attempts, dl->payload_len,
 		       dl->stored_fingerprint ? "true" : "false");
 		cli_json_string(stdout, dl->reason, strlen(dl->reason));
 		printf("}\n");
 		return 0;
 	}
-	printf("%-6lld %s  %-8d %-8s ", (long long)dl->id,
-	       cli_time_text(dl->created_at_ms, t, sizeof(t)), dl->attempts,
+	printf("%-6lld %s  %-10lld %-8d %-8s ", (long long)dl->id,
+	       cli_time_text(dl->created_at_ms, t, sizeof(t)),
+	       (long long)dl->deliveries, dl->attempts,
 	       dl->replayed_at_ms ? "yes" : "no");
 	cli_print_safe(stdout, dl->consumer, strlen(dl->consumer), 30);
 	fputs("  ", stdout);
@@ -175,8 +184,9 @@ static int cmd_list(dlq *q)
 {
 	list_out x = {q->json, 0};
 	if (!q->json)
-		printf("%-6s %-24s  %-8s %-8s %s  %s  %s\n", "ID", "CREATED",
-		       "ATTEMPTS", "REPLAYED", "CONSUMER", "KEY", "REASON");
+		printf("%-6s %-24s  %-10s %-8s %-8s %s  %s  %s\n", "ID",
+		       "FIRST SEEN", "DELIVERIES", "ATTEMPTS", "REPLAYED",
+		       "CONSUMER", "KEY", "REASON");
 	for (int i = 0; i < q->cfg.nconsumers; i++) {
 		if (!selected(q, i))
 			continue;
@@ -227,12 +237,14 @@ static void show_json(const inbox_admin_dead_letter *dl)
 		printf(",\"%s\":", s[i].name);
 		cli_json_string(stdout, s[i].v, s[i].v ? strlen(s[i].v) : 0);
 	}
-	printf(
-	    ",\"attempts\":%d,\"created_at_ms\":%lld,\"replayed_at_ms\":%lld,"
-	    "\"payload_bytes\":%zu,\"payload_utf8\":%s,\"payload\":",
-	    dl->attempts, (long long)dl->created_at_ms,
-	    (long long)dl->replayed_at_ms, dl->payload_len,
-	    inbox__utf8_valid(dl->payload, dl->payload_len) ? "true" : "false");
+	printf(",\"attempts\":%d,\"deliveries\":%lld,\"created_at_ms\":%lld,"
+	       "\"last_seen_at_ms\":%lld,\"replayed_at_ms\":%lld,"
+	       "\"payload_bytes\":%zu,\"payload_utf8\":%s,\"payload\":",
+	       dl->attempts, (long long)dl->deliveries,
+	       (long long)dl->created_at_ms, (long long)dl->last_seen_at_ms,
+	       (long long)dl->replayed_at_ms, dl->payload_len,
+	       inbox__utf8_valid(dl->payload, dl->payload_len) ? "true"
+	                                                       : "false");
 	cli_json_string(stdout, dl->payload, dl->payload_len);
 	printf("}\n");
 }
@@ -247,8 +259,10 @@ static void show_text(const inbox_admin_dead_letter *dl)
 	field("message id", dl->message_id);
 	field("reason", dl->reason);
 	printf("%-18s %d\n", "attempts", dl->attempts);
+	printf("%-18s %lld\n", "deliveries", (long long)dl->deliveries);
 	field("position", dl->position);
-	field("created", cli_time_text(dl->created_at_ms, t, sizeof(t)));
+	field("first seen", cli_time_text(dl->created_at_ms, t, sizeof(t)));
+	field("last seen", cli_time_text(dl->last_seen_at_ms, t, sizeof(t)));
 	field("replayed", dl->replayed_at_ms
 	                      ? cli_time_text(dl->replayed_at_ms, t, sizeof(t))
 	                      : "never");
@@ -366,8 +380,11 @@ static void print_result(int64_t id, const char *consumer,
 	}
 	printf("): %s", inbox_outcome_name(r->outcome));
 	if (r->dead_letter_id)
-		printf(" again as dead letter %lld",
-		       (long long)r->dead_letter_id);
+		printf(" again as dead letter %lld%s",
+		       (long long)r->dead_letter_id,
+		       r->dead_letter_id == id ? " (the same: counted, pending "
+		                                 "again)"
+		                               : "");
 	if (r->reason && r->outcome != INBOX_APPLIED &&
 	    r->outcome != INBOX_DUPLICATE) {
 		fputs(": ", stdout);

@@ -16,8 +16,9 @@
 #define DL_COLUMNS                                                             \
 	"id, consumer, key, message_id, {len:payload}, headers, position,"     \
 	" attempts, reason, fingerprint, stored_fingerprint,"                  \
-	" {ms:created_at}, {ms:replayed_at}"
-#define DL_NCOLS 13
+	" {ms:created_at}, {ms:replayed_at}, deliveries,"                      \
+	" {ms:coalesce(last_seen_at, created_at)}"
+#define DL_NCOLS 15
 
 void inbox_admin_dead_letter_free(inbox_admin_dead_letter *dl)
 {
@@ -51,6 +52,8 @@ static void fill(inbox_admin_dead_letter *dl, const char *const *v, int *oom)
 	dl->stored_fingerprint = inbox__admin_dup(v[10], oom);
 	dl->created_at_ms = inbox__admin_num(v[11]);
 	dl->replayed_at_ms = inbox__admin_num(v[12]);
+	dl->deliveries = inbox__admin_num(v[13]);
+	dl->last_seen_at_ms = inbox__admin_num(v[14]);
 }
 
 static void clear(inbox_admin_dead_letter *dl)
@@ -326,8 +329,10 @@ int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c, int64_t id,
 			inbox__store_seterr(st, "", "replay: %s",
 			                    inbox_consumer_errmsg(c));
 	}
+	/* Dead-lettered again into this very dead letter (the same key and
+	 * bytes): counted there and pending again, not replayed. */
 	if (rc == INBOX_OK && res->outcome != INBOX_RETRY &&
-	    res->outcome != INBOX_IN_PROGRESS)
+	    res->outcome != INBOX_IN_PROGRESS && res->dead_letter_id != id)
 		rc = inbox_admin_dlq_mark_replayed(st, id);
 	inbox_admin_dead_letter_free(dl);
 	return rc;

@@ -229,11 +229,32 @@ void inbox__observe(inbox_consumer *c, inbox_outcome o, double seconds,
 	}
 }
 
+/* What makes a dead letter the same message as an earlier one of the
+ * consumer (the store's unique key is (consumer, dedup_key)): its key,
+ * when it has one, and its raw bytes. A poison message delivered five
+ * times, by one daemon or by four, is one dead letter counting five
+ * deliveries; the replay of a dead letter that fails again is counted on
+ * it. Keyless ones are told apart by their bytes alone: two messages
+ * with the same bytes are the same message. (A key never holds a NUL,
+ * so "k" KEY NUL cannot be mistaken for the keyless "-" NUL.) */
+static void dedup_key(const inbox_msg *m, char hex[65])
+{
+	const inbox_delivery *d = m->d;
+	int keyed = m->key.len > 0;
+	const void *parts[4] = {keyed ? "k" : "-", keyed ? m->key.data : "", "",
+	                        d->payload};
+	size_t lens[4] = {1, keyed ? m->key.len : 0, 1,
+	                  d->payload ? d->payload_len : 0};
+	inbox__sha256_parts_hex(parts, lens, 4, hex);
+}
+
 int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
                              const char *reason, int32_t attempts,
                              const char *stored_fp, int64_t *id)
 {
 	const inbox_delivery *d = m->d;
+	char dk[65];
+	dedup_key(m, dk);
 	inbox_dead_letter dl = {
 	    .consumer = c->name,
 	    .key = m->key.len ? m->key.data : NULL,
@@ -246,6 +267,8 @@ int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
 	    .reason = reason,
 	    .fingerprint = m->fp[0] ? m->fp : NULL,
 	    .stored_fingerprint = stored_fp,
+	    /* "" only if OpenSSL failed: then a row of its own */
+	    .dedup_key = dk[0] ? dk : NULL,
 	};
 	return c->st->vt->dead_letter(c->st, &dl, id);
 }

@@ -6,7 +6,7 @@
 #include <inbox/sys/store.h>
 
 /* The schema version this library's stores migrate to. */
-#define INBOX__SCHEMA_VERSION 3
+#define INBOX__SCHEMA_VERSION 4
 
 /* Between a store and the consumer only, never returned by the public
  * API: the store lost the transaction's deferred statements; roll back

@@ -652,12 +652,11 @@ static int sha256(const void *data, size_t len, unsigned char *md,
 	                  sha256_md ? sha256_md : EVP_sha256(), NULL);
 }
 
-void inbox__sha256_hex(const void *data, size_t len, char hex[65])
+static void to_hex(const unsigned char *md, unsigned int mdlen, int ok,
+                   char hex[65])
 {
 	static const char digits[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	if (!sha256(data ? data : "", len, md, &mdlen) || mdlen != 32) {
+	if (!ok || mdlen != 32) {
 		/* Only on allocation failure inside OpenSSL: an empty string
 		 * never equals a real fingerprint. */
 		hex[0] = '\0';
@@ -668,4 +667,28 @@ void inbox__sha256_hex(const void *data, size_t len, char hex[65])
 		hex[2 * i + 1] = digits[md[i] & 0x0F];
 	}
 	hex[64] = '\0';
+}
+
+void inbox__sha256_hex(const void *data, size_t len, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int ok = sha256(data ? data : "", len, md, &mdlen);
+	to_hex(md, mdlen, ok, hex);
+}
+
+void inbox__sha256_parts_hex(const void *const *parts, const size_t *lens,
+                             int n, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	pthread_once(&sha256_once, sha256_fetch);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok = ctx && EVP_DigestInit_ex(
+	                    ctx, sha256_md ? sha256_md : EVP_sha256(), NULL);
+	for (int i = 0; ok && i < n; i++)
+		ok = EVP_DigestUpdate(ctx, parts[i] ? parts[i] : "", lens[i]);
+	ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen);
+	EVP_MD_CTX_free(ctx);
+	to_hex(md, mdlen, ok, hex);
 }

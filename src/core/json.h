@@ -45,8 +45,11 @@ int inbox__canon_append(inbox__buf *out, const json_t *v);
  * -1 on NOMEM. */
 int inbox__value_text(inbox__buf *out, const json_t *v);
 
-/* Lower-case hex SHA-256 of data. */
+/* Lower-case hex SHA-256 of data ("" in hex if OpenSSL fails). */
 void inbox__sha256_hex(const void *data, size_t len, char hex[65]);
+/* The same of the n parts one after the other. */
+void inbox__sha256_parts_hex(const void *const *parts, const size_t *lens,
+                             int n, char hex[65]);
 
 /* Key templates: literal text with {id} and {/json/pointer} placeholders,
  * "{{" and "}}" for literal braces. */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <inbox/admin.h>
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
@@ -1154,6 +1155,186 @@ TEST(refused_and_keyless_deliveries)
 	env_teardown(&e);
 }
 
+/* ---- dead letters are idempotent too ---- */
+
+static long dl_sum(const env *e, const char *where)
+{
+	return atol(
+	    scalar(e->st, "SELECT coalesce(sum(deliveries), 0) FROM %s%s%s",
+	           e->dl_tbl, where ? " WHERE " : "", where ? where : ""));
+}
+
+/* The same poison message delivered five times is one dead letter
+ * counting its deliveries, whether no key can be derived (malformed
+ * JSON, a missing key field: five), the handler rejects it (its dead
+ * record answers the repeats as duplicates: one) or it conflicts (the
+ * repeats inside one batch are duplicates of the first: three); distinct
+ * messages stay distinct;
+ * a replay that fails again is counted on the same dead letter, which is
+ * pending again. */
+TEST(dead_letters_are_idempotent)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h,
+	                  "create-invoice:{/data/orderId}", "/data");
+	ASSERT_TRUE(c);
+	const char *bad = "{\"id\":\"x\",\"data\":";
+	const char *nokey = "{\"id\":\"k\",\"data\":{\"totalCents\":1}}";
+	const char *neg =
+	    "{\"id\":\"n\",\"data\":{\"orderId\":\"o-neg\",\"totalCents\":-1}}";
+	char good[256], other[256];
+	order_json(good, sizeof(good), "g1", "o-c", 100);
+	order_json(other, sizeof(other), "g2", "o-c", 200); /* conflicts */
+	inbox_result r, first[4];
+	ASSERT_OK(process1(c, good, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	const char *msgs[4] = {bad, nokey, neg, other};
+	/* five deliveries each: one by one, then three in one batch */
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 4; i++) {
+			ASSERT_OK(process1(c, msgs[i], &r));
+			if (round == 0)
+				first[i] = r;
+			else
+				ASSERT_EQ(r.dead_letter_id,
+				          i == 2 ? 0 : first[i].dead_letter_id);
+		}
+	inbox_delivery d[12];
+	inbox_result rs[12];
+	for (int i = 0; i < 12; i++)
+		d[i] = delivery(msgs[i % 4]);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 12, rs));
+	/* in one batch, repeats of a key are duplicates of its first (the
+	 * conflict); what has no key is each a delivery of its own */
+	for (int i = 0; i < 12; i++)
+		ASSERT_EQ(rs[i].dead_letter_id,
+		          i % 4 == 2 || i == 7 || i == 11
+		              ? 0
+		              : first[i % 4].dead_letter_id);
+	ASSERT_EQ(first[0].outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(first[1].outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(first[2].outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(first[3].outcome, INBOX_CONFLICT);
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 4);
+	ASSERT_EQ(dl_sum(&e, "key IS NULL"), 10);
+	ASSERT_EQ(dl_sum(&e, "stored_fingerprint IS NOT NULL"), 3);
+	/* the rejected one: its repeats are duplicates of its dead record */
+	ASSERT_EQ(dl_sum(&e, "key = 'create-invoice:o-neg'"), 1);
+	/* no half-rendered key for the missing field */
+	ASSERT_EQ(count(e.st, e.dl_tbl, "key = 'create-invoice:'"), 0);
+	/* another malformed message is another dead letter */
+	ASSERT_OK(process1(c, "{\"id\":\"y\",\"data\":", &r));
+	ASSERT_NE(r.dead_letter_id, first[0].dead_letter_id);
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 5);
+	/* the admin API shows it once, with the count */
+	inbox_admin_dead_letter *dl = NULL;
+	ASSERT_OK(
+	    inbox_admin_dlq_get(e.st, first[0].dead_letter_id, NULL, &dl));
+	ASSERT_EQ(dl->deliveries, 5);
+	ASSERT_TRUE(dl->last_seen_at_ms >= dl->created_at_ms);
+	inbox_admin_dead_letter_free(dl);
+	inbox_admin_stats as;
+	ASSERT_OK(
+	    inbox_admin_stats_read(e.st, "billing.order-created.v1", &as));
+	ASSERT_EQ(as.dead_letters, 5);
+	ASSERT_EQ(as.dead_letters_pending, 5);
+	/* replay: fails again, counted on the same one, still pending */
+	ASSERT_OK(inbox_admin_dlq_replay(e.st, c, first[0].dead_letter_id, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r.dead_letter_id, first[0].dead_letter_id);
+	ASSERT_OK(inbox_admin_dlq_replay(e.st, c, first[2].dead_letter_id, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r.dead_letter_id, first[2].dead_letter_id);
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 5);
+	ASSERT_EQ(count(e.st, e.dl_tbl, "replayed_at IS NULL"), 5);
+	/* malformed 5 + 1 replay, no key 5, rejected 1 + 1 replay,
+	 * conflict 3, the other malformed one 1 */
+	ASSERT_EQ(dl_sum(&e, NULL), 6 + 5 + 2 + 3 + 1);
+	/* one replayed for good, then seen again: pending again */
+	ASSERT_OK(inbox_admin_dlq_mark_replayed(e.st, first[1].dead_letter_id));
+	ASSERT_EQ(count(e.st, e.dl_tbl, "replayed_at IS NULL"), 4);
+	ASSERT_OK(process1(c, nokey, &r));
+	ASSERT_EQ(count(e.st, e.dl_tbl, "replayed_at IS NULL"), 5);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* Four processes deliver the same 60 poison messages (each its own
+ * bytes) at the same time, in batches: 60 dead letters, 240 deliveries
+ * counted — not one row per delivery. */
+static int child_poison(const env *e, int go_fd, int nmsg)
+{
+	inbox_store *st = open_store(e);
+	if (!st)
+		return 100;
+	hctx h = {.e = e};
+	inbox_consumer *c = open_consumer(
+	    st, invoice_handler, &h, "create-invoice:{/data/orderId}", NULL);
+	if (!c)
+		return 101;
+	char b;
+	if (read(go_fd, &b, 1) != 1)
+		return 102;
+	static char js[64][64];
+	inbox_delivery d[64];
+	inbox_result r[64];
+	for (int i = 0; i < nmsg; i++) {
+		snprintf(js[i], sizeof(js[i]), "{\"id\":\"p-%d\",\"data\":", i);
+		d[i] = delivery(js[i]);
+	}
+	int rc = 0;
+	for (int i = 0; i < nmsg && rc == 0; i += 20)
+		rc = inbox_consumer_process_batch(
+		    c, d + i, nmsg - i < 20 ? nmsg - i : 20, r + i);
+	for (int i = 0; rc == 0 && i < nmsg; i++)
+		if (r[i].outcome != INBOX_DEAD_LETTERED)
+			rc = -1;
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+	return rc == 0 ? 0 : 103;
+}
+
+TEST(dead_letters_idempotent_across_processes)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	/* the tables exist before the children race to write them */
+	hctx h = {.e = &e};
+	inbox_consumer *c0 =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	ASSERT_TRUE(c0);
+	inbox_consumer_close(c0);
+	enum { KIDS = 4, MSGS = 60 };
+	int go[2];
+	ASSERT_OK(pipe(go));
+	pid_t kids[KIDS];
+	for (int i = 0; i < KIDS; i++) {
+		kids[i] = fork();
+		if (kids[i] == 0) {
+			close(go[1]);
+			_exit(child_poison(&e, go[0], MSGS));
+		}
+	}
+	close(go[0]);
+	sleep_ms(200);
+	ASSERT_EQ(write(go[1], "xxxx", KIDS), KIDS);
+	close(go[1]);
+	for (int i = 0; i < KIDS; i++) {
+		int status;
+		waitpid(kids[i], &status, 0);
+		ASSERT_TRUE(WIFEXITED(status));
+		ASSERT_EQ(WEXITSTATUS(status), 0);
+	}
+	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), MSGS);
+	ASSERT_EQ(dl_sum(&e, NULL), MSGS * KIDS);
+	ASSERT_EQ(count(e.st, e.dl_tbl, "deliveries <> 4"), 0);
+	env_teardown(&e);
+}
+
 /* ---- delivery counts from the broker feed attempts ---- */
 TEST(broker_delivery_count_feeds_attempts)
 {
@@ -1501,6 +1682,8 @@ int main(int argc, char **argv)
 	RUN(nul_in_an_id_is_never_cut);
 	RUN(nul_in_a_value_is_never_cut);
 	RUN(refused_and_keyless_deliveries);
+	RUN(dead_letters_are_idempotent);
+	RUN(dead_letters_idempotent_across_processes);
 	RUN(broker_delivery_count_feeds_attempts);
 	RUN(handler_statement_failure_is_retry);
 	RUN(no_handler_deduplicates_only);

@@ -10,6 +10,7 @@
 
 #include <libpq-fe.h>
 
+#include <inbox/admin.h>
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
@@ -143,11 +144,12 @@ TEST(migrate_idempotent)
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 3); /* 2: the outbox, 3: generations */
+	/* 2: the outbox, 3: generations, 4: idempotent dead letters */
+	ASSERT_EQ(v, 4);
 	char sql[256];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
 	         pfx);
-	ASSERT_EQ(scalar(sql), 3); /* one row per version applied */
+	ASSERT_EQ(scalar(sql), 4); /* one row per version applied */
 	inbox_store_close(st);
 }
 
@@ -175,7 +177,7 @@ TEST(migrate_concurrent)
 	char sql[256];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
 	         pfx);
-	ASSERT_EQ(scalar(sql), 3); /* versions 1 to 3, once each */
+	ASSERT_EQ(scalar(sql), 4); /* versions 1 to 4, once each */
 }
 
 TEST(claim_new_then_duplicate)
@@ -515,6 +517,143 @@ TEST(dead_letter_binary_payload)
 	ASSERT_OK(VT(st)->query(st, sql, 1, p, first_row, &f));
 	ASSERT_EQ(f.rows, 1);
 	ASSERT_EQ(f.null, 1);
+	inbox_store_close(st);
+}
+
+/* Schema 4: the dedup_key of an earlier dead letter of the consumer adds
+ * no row; writers of the same key at once (three processes, each the
+ * same 40 keys in one transaction) end with one row each, every delivery
+ * counted. */
+TEST(dead_letter_dedup)
+{
+	char pfx[64];
+	snprintf(pfx, sizeof(pfx), "%sdd_", prefix);
+	inbox_store *st = open_with(pfx, NULL, 1);
+	ASSERT_TRUE(st != NULL);
+	inbox_dead_letter dl = {.consumer = "c",
+	                        .payload = "{bad",
+	                        .payload_len = 4,
+	                        .attempts = 1,
+	                        .reason = "malformed JSON",
+	                        .dedup_key = FP_A};
+	int64_t a = 0, b = 0, c = 0, d = 0;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(VT(st)->dead_letter(st, &dl, &a));
+	dl.reason = "malformed JSON, again";
+	dl.attempts = 4;
+	ASSERT_OK(VT(st)->dead_letter(st, &dl, &b));
+	dl.consumer = "other";
+	ASSERT_OK(VT(st)->dead_letter(st, &dl, &c));
+	dl.consumer = "c";
+	dl.dedup_key = NULL;
+	ASSERT_OK(VT(st)->dead_letter(st, &dl, &d));
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_EQ(b, a);
+	ASSERT_TRUE(c != a && d != a && d != c);
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM \"%sdead_letters\" WHERE id = %lld AND "
+	         "deliveries = 2 AND attempts = 4 AND reason = 'malformed "
+	         "JSON, again' AND last_seen_at >= created_at",
+	         pfx, (long long)a);
+	ASSERT_EQ(scalar(sql), 1);
+	enum { KIDS = 3, KEYS = 40 };
+	pid_t kids[KIDS];
+	for (int k = 0; k < KIDS; k++) {
+		kids[k] = fork();
+		ASSERT_TRUE(kids[k] >= 0);
+		if (kids[k] == 0) {
+			inbox_store *cs = open_with(pfx, NULL, 0);
+			int bad = !cs || VT(cs)->begin(cs) != 0;
+			char key[65];
+			for (int i = 0; !bad && i < KEYS; i++) {
+				int64_t id;
+				snprintf(key, sizeof(key), "%064d", i);
+				inbox_dead_letter x = dl;
+				x.consumer = "race";
+				x.dedup_key = key;
+				bad = VT(cs)->dead_letter(cs, &x, &id) != 0;
+				sleep_ms(1);
+			}
+			bad = bad || VT(cs)->commit(cs) != 0;
+			inbox_store_close(cs);
+			_exit(bad ? 1 : 0);
+		}
+	}
+	for (int k = 0; k < KIDS; k++) {
+		int status = 0;
+		ASSERT_EQ(waitpid(kids[k], &status, 0), kids[k]);
+		ASSERT_TRUE(WIFEXITED(status));
+		ASSERT_EQ(WEXITSTATUS(status), 0);
+	}
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) * 1000 + sum(deliveries) FROM "
+	         "\"%sdead_letters\" WHERE consumer = 'race'",
+	         pfx);
+	ASSERT_EQ(scalar(sql), KEYS * 1000 + KEYS * KIDS);
+	inbox_store_close(st);
+}
+
+/* A v3 database upgrades in place: its dead letters are kept (repeats
+ * too, as rows of their own), read as seen once at their creation; new
+ * ones are idempotent. */
+TEST(upgrade_from_v3)
+{
+	char pfx[64], sql[512];
+	snprintf(pfx, sizeof(pfx), "%sv3_", prefix);
+	inbox_store *st = open_with(pfx, NULL, 0);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(inbox__pg_migrate_to(st, 3));
+	int v = 0;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 3);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO \"%sdead_letters\" (consumer, payload, attempts,"
+	         " reason, created_at) SELECT 'c', '\\x7b626164', 1,"
+	         " 'malformed JSON', '2023-11-14 22:13:20+00'"
+	         " FROM generate_series(1, 2)",
+	         pfx);
+	ASSERT_OK(admin_exec(sql));
+	inbox_store_close(st);
+	st = open_with(pfx, NULL, 1);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 4);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM \"%sdead_letters\" WHERE deliveries = 1"
+	         " AND dedup_key IS NULL AND last_seen_at IS NULL",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 2);
+	snprintf(sql, sizeof(sql), "SELECT min(id) FROM \"%sdead_letters\"",
+	         pfx);
+	int64_t first = scalar(sql);
+	inbox_admin_dead_letter *got = NULL;
+	ASSERT_OK(inbox_admin_dlq_get(st, first, NULL, &got));
+	ASSERT_EQ(got->deliveries, 1);
+	ASSERT_EQ(got->created_at_ms, 1700000000000LL);
+	ASSERT_EQ(got->last_seen_at_ms, 1700000000000LL);
+	ASSERT_EQ(got->payload_len, 4);
+	ASSERT_STREQ(got->payload, "{bad");
+	inbox_admin_dead_letter_free(got);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "c";
+	inbox_consumer *c = NULL;
+	char err[256];
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
+	inbox_delivery d = {0};
+	d.payload = "{bad";
+	d.payload_len = 4;
+	inbox_result r1, r2;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r1));
+	ASSERT_OK(inbox_consumer_process(c, &d, &r2));
+	ASSERT_EQ(r1.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r2.dead_letter_id, r1.dead_letter_id);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) * 10 + max(deliveries) FROM "
+	         "\"%sdead_letters\"",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 32);
+	inbox_consumer_close(c);
 	inbox_store_close(st);
 }
 
@@ -938,7 +1077,7 @@ TEST(schema_option)
 	ASSERT_TRUE(st != NULL);
 	int v = 0;
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 3);
+	ASSERT_EQ(v, 4);
 	inbox_claim cl;
 	ASSERT_OK(VT(st)->begin(st));
 	ASSERT_OK(claim1(st, "sc", &cl, "S1", FP_A, INBOX_ST_COMPLETED, 0));
@@ -1367,6 +1506,8 @@ int main(void)
 	RUN(reclaim_concurrent);
 	RUN(lease_expiry_and_fence);
 	RUN(dead_letter_binary_payload);
+	RUN(dead_letter_dedup);
+	RUN(upgrade_from_v3);
 	RUN(purge_batches);
 	RUN(purge_busy);
 	RUN(transient_and_reconnect);

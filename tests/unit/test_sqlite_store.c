@@ -11,6 +11,9 @@
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
+#include <inbox/admin.h>
+
+#include "store/sqlite/sqlite_store.h"
 #include "test.h"
 
 static char tmpdir[] = "/tmp/inbox-sqlite-test-XXXXXX";
@@ -193,17 +196,17 @@ TEST(migrate_twice)
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(
-	    v,
-	    3); /* 2: the outbox, 3: nothing (generations are PostgreSQL's) */
+	/* 2: the outbox, 3: nothing (generations are PostgreSQL's), 4:
+	 * idempotent dead letters */
+	ASSERT_EQ(v, 4);
 	/* one row per version applied */
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM schema_version"), 3);
+	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM schema_version"), 4);
 	inbox_store_close(st);
 
 	ASSERT_OK(inbox_store_open(&st, db_url("mig.db"), &o));
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 3);
+	ASSERT_EQ(v, 4);
 	/* a newer schema is refused */
 	ASSERT_OK(exec0(st, "INSERT INTO schema_version VALUES (99, 0)"));
 	ASSERT_EQ(inbox_store_migrate(st), INBOX_ERR_SCHEMA);
@@ -624,6 +627,121 @@ TEST(dead_letter_blob)
 	inbox_store_close(st);
 }
 
+/* Schema 4: a dead letter with the dedup_key of an earlier one of the
+ * consumer adds no row: it counts a delivery there, takes the newer
+ * reason and attempts, and is pending again. */
+TEST(dead_letter_dedup)
+{
+	inbox_store *st = open_db("dedup.db");
+	ASSERT_TRUE(st != NULL);
+	const inbox_store_vtable *vt = VT(st);
+	inbox_dead_letter dl = {0};
+	int64_t a = 0, b = 0, c = 0, d = 0, e = 0;
+	dl.consumer = "c";
+	dl.payload = "{bad";
+	dl.payload_len = 4;
+	dl.reason = "malformed JSON";
+	dl.attempts = 1;
+	dl.dedup_key = FP_A;
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(vt->dead_letter(st, &dl, &a));
+	dl.reason = "malformed JSON, again";
+	dl.attempts = 2;
+	ASSERT_OK(vt->dead_letter(st, &dl, &b)); /* the same transaction */
+	ASSERT_OK(vt->commit(st));
+	ASSERT_EQ(b, a);
+	ASSERT_OK(exec0(st, "UPDATE dead_letters SET replayed_at = 1"));
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(vt->dead_letter(st, &dl, &c)); /* another one */
+	dl.consumer = "other";                   /* another consumer's */
+	ASSERT_OK(vt->dead_letter(st, &dl, &d));
+	dl.consumer = "c";
+	dl.dedup_key = NULL; /* no identity: a row of its own, always */
+	ASSERT_OK(vt->dead_letter(st, &dl, &e));
+	ASSERT_OK(vt->commit(st));
+	ASSERT_EQ(c, a);
+	ASSERT_TRUE(d != a && e != a && e != d);
+	rows r;
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%lld", (long long)a);
+	const char *p[] = {ids};
+	ASSERT_OK(q(st,
+	            "SELECT deliveries, reason || '|' || attempts || '|' || "
+	            "coalesce(replayed_at, 'pending') || '|' || "
+	            "(last_seen_at >= created_at) FROM dead_letters "
+	            "WHERE id = $1",
+	            1, p, &r));
+	ASSERT_STREQ(r.first[0], "3");
+	ASSERT_STREQ(r.second, "malformed JSON, again|2|pending|1");
+	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM dead_letters"), 3);
+	/* the admin view */
+	inbox_admin_dead_letter *got = NULL;
+	ASSERT_OK(inbox_admin_dlq_get(st, a, NULL, &got));
+	ASSERT_EQ(got->deliveries, 3);
+	ASSERT_TRUE(got->last_seen_at_ms >= got->created_at_ms);
+	ASSERT_TRUE(got->created_at_ms > 0);
+	inbox_admin_dead_letter_free(got);
+	inbox_store_close(st);
+}
+
+/* A v3 database (dead letters without the v4 columns, repeats as rows
+ * of their own) upgrades in place: its rows are kept, read as seen once
+ * at their creation, and new dead letters are idempotent. */
+TEST(upgrade_from_v3)
+{
+	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
+	inbox_store *st = NULL;
+	int v = 0;
+	o.auto_migrate = 0;
+	ASSERT_OK(inbox_store_open(&st, db_url("v3.db"), &o));
+	ASSERT_OK(inbox__sq_migrate_to(st, 3));
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 3);
+	for (int i = 0; i < 2; i++)
+		ASSERT_OK(exec0(st, "INSERT INTO dead_letters (consumer, key,"
+		                    " payload, attempts, reason, created_at)"
+		                    " VALUES ('c', NULL, X'7b626164', 1,"
+		                    " 'malformed JSON', 1700000000000)"));
+	ASSERT_NE(exec0(st, "SELECT deliveries FROM dead_letters"), 0);
+	inbox_store_close(st);
+	/* opening with auto_migrate upgrades it */
+	ASSERT_OK(inbox_store_open(&st, db_url("v3.db"), NULL));
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 4);
+	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM schema_version"), 4);
+	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM dead_letters WHERE "
+	                         "deliveries = 1 AND dedup_key IS NULL AND "
+	                         "last_seen_at IS NULL"),
+	          2);
+	inbox_admin_dead_letter *got = NULL;
+	ASSERT_OK(inbox_admin_dlq_get(st, 1, NULL, &got));
+	ASSERT_EQ(got->deliveries, 1);
+	ASSERT_EQ(got->created_at_ms, 1700000000000LL);
+	ASSERT_EQ(got->last_seen_at_ms, 1700000000000LL);
+	ASSERT_STREQ(got->payload, "{bad");
+	inbox_admin_dead_letter_free(got);
+	/* consumers run on it, and their dead letters are idempotent */
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "c";
+	inbox_consumer *c = NULL;
+	char err[256];
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
+	inbox_delivery d = {0};
+	d.payload = "{bad";
+	d.payload_len = 4;
+	inbox_result r1, r2;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r1));
+	ASSERT_OK(inbox_consumer_process(c, &d, &r2));
+	ASSERT_EQ(r1.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r2.dead_letter_id, r1.dead_letter_id);
+	ASSERT_TRUE(r1.dead_letter_id > 2);
+	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM dead_letters"), 3);
+	ASSERT_EQ(count_rows(st, "SELECT max(deliveries) FROM dead_letters"),
+	          2);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
 /* Rows with keys from `keys`, then made `age_s` seconds old. */
 static int seed(inbox_store *st, const char *consumer, const char *prefix,
                 int count, inbox_status final, int64_t age_s)
@@ -842,17 +960,18 @@ TEST(prefix)
 	            "SELECT name FROM sqlite_master WHERE name NOT LIKE "
 	            "'sqlite%' ORDER BY name",
 	            0, NULL, &r));
-	ASSERT_EQ(r.n, 10);
+	ASSERT_EQ(r.n, 11);
 	ASSERT_STREQ(r.first[0], "billing_consumers");
 	ASSERT_STREQ(r.first[1], "billing_dead_letters");
 	ASSERT_STREQ(r.first[2], "billing_dead_letters_created_idx");
-	ASSERT_STREQ(r.first[3], "billing_inbox");
-	ASSERT_STREQ(r.first[4], "billing_inbox_processed_idx");
-	ASSERT_STREQ(r.first[5], "billing_outbox");
-	ASSERT_STREQ(r.first[6], "billing_outbox_done_idx");
-	ASSERT_STREQ(r.first[7], "billing_outbox_due_idx");
-	ASSERT_STREQ(r.first[8], "billing_outbox_state_idx");
-	ASSERT_STREQ(r.first[9], "billing_schema_version");
+	ASSERT_STREQ(r.first[3], "billing_dead_letters_dedup_idx");
+	ASSERT_STREQ(r.first[4], "billing_inbox");
+	ASSERT_STREQ(r.first[5], "billing_inbox_processed_idx");
+	ASSERT_STREQ(r.first[6], "billing_outbox");
+	ASSERT_STREQ(r.first[7], "billing_outbox_done_idx");
+	ASSERT_STREQ(r.first[8], "billing_outbox_due_idx");
+	ASSERT_STREQ(r.first[9], "billing_outbox_state_idx");
+	ASSERT_STREQ(r.first[10], "billing_schema_version");
 	/* the backend's own statements use the prefixed tables */
 	inbox_claim c;
 	int64_t n;
@@ -865,14 +984,14 @@ TEST(prefix)
 	ASSERT_OK(inbox_store_purge(st, "c", 0, 10, 0, &n));
 	int v = 0;
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 3);
+	ASSERT_EQ(v, 4);
 	inbox_store_close(st);
 
 	/* another prefix in the same file is another, empty inbox */
 	o.table_prefix = "x_";
 	ASSERT_OK(inbox_store_open(&st, db_url("prefix.db"), &o));
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 3);
+	ASSERT_EQ(v, 4);
 	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM x_inbox"), 0);
 	inbox_store_close(st);
 }
@@ -911,6 +1030,8 @@ int main(void)
 	RUN(reclaim_failed);
 	RUN(lease_and_fence);
 	RUN(dead_letter_blob);
+	RUN(dead_letter_dedup);
+	RUN(upgrade_from_v3);
 	RUN(purge_batches);
 	RUN(two_processes);
 	RUN(busy_is_transient);

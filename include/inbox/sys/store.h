@@ -14,7 +14,9 @@
  *         PRIMARY KEY (consumer, key); index (consumer, processed_at)
  *   dead_letters(id, consumer, key, message_id, payload BLOB/bytea,
  *         headers, position, attempts, reason, fingerprint,
- *         stored_fingerprint, created_at, replayed_at)
+ *         stored_fingerprint, created_at, replayed_at,
+ *         dedup_key, deliveries, last_seen_at)   (the last three: v4)
+ *         UNIQUE (consumer, dedup_key)            (schema version 4)
  *   consumers(name PRIMARY KEY, retention_seconds, updated_at)
  *   outbox(id, consumer, key, step, idempotency_key, kind, method, target,
  *         headers, key_header, body BLOB/bytea, idempotent, reconcile_url,
@@ -77,6 +79,13 @@ typedef struct inbox_dead_letter {
 	const char *reason;
 	const char *fingerprint;        /* or NULL */
 	const char *stored_fingerprint; /* conflicts: the recorded one */
+	/* What makes the dead letter the same as an earlier one of the
+	 * consumer (schema version 4; 64 hex digits): when the consumer has
+	 * one with this dedup_key already, no row is added — that one counts
+	 * the delivery (deliveries + 1, last_seen_at = now), takes this
+	 * reason and attempts, and is pending again (replayed_at NULL). NULL:
+	 * always a new row (the outbox's dead letters). */
+	const char *dedup_key;
 } inbox_dead_letter;
 
 typedef struct inbox_store_vtable inbox_store_vtable;
@@ -181,7 +190,9 @@ struct inbox_store_vtable {
 	int (*extend)(inbox_store *st, const char *consumer, const char *key,
 	              int64_t fence, int64_t lease_ms, int64_t *rows);
 
-	/* In the open transaction: write a dead letter; *id its id. */
+	/* In the open transaction: write a dead letter, or count a repeat of
+	 * one (see inbox_dead_letter.dedup_key: concurrent writers of the
+	 * same dedup_key end with one row, counted twice); *id its id. */
 	int (*dead_letter)(inbox_store *st, const inbox_dead_letter *dl,
 	                   int64_t *id);
 

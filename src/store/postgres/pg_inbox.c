@@ -338,22 +338,24 @@ int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 	}
 	char att[16];
 	snprintf(att, sizeof(att), "%d", (int)dl->attempts);
-	const char *v[10] = {dl->consumer,
-	                     dl->key,
-	                     dl->message_id,
-	                     dl->payload ? dl->payload : "",
-	                     dl->headers,
-	                     dl->position,
-	                     att,
-	                     dl->reason ? dl->reason : "unknown",
-	                     dl->fingerprint,
-	                     dl->stored_fingerprint};
-	inbox__buf tmp[10] = {INBOX__BUF_INIT};
+	enum { N = 11 };
+	const char *v[N] = {dl->consumer,
+	                    dl->key,
+	                    dl->message_id,
+	                    dl->payload ? dl->payload : "",
+	                    dl->headers,
+	                    dl->position,
+	                    att,
+	                    dl->reason ? dl->reason : "unknown",
+	                    dl->fingerprint,
+	                    dl->stored_fingerprint,
+	                    dl->dedup_key};
+	inbox__buf tmp[N] = {INBOX__BUF_INIT};
 	int nomem = 0, rc;
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < N; i++)
 		if (i != 3)
 			v[i] = utf8_text(v[i], &tmp[i], &nomem);
-	int lengths[10] = {0}, formats[10] = {0};
+	int lengths[N] = {0}, formats[N] = {0};
 	lengths[3] = dl->payload ? (int)dl->payload_len : 0;
 	formats[3] = 1; /* binary: the payload may be any bytes */
 	PGresult *r = NULL;
@@ -364,7 +366,7 @@ int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 		inbox__store_seterr(st, "", "dead_letter: payload too large");
 		rc = INBOX_ERR_INVALID;
 	} else {
-		r = inbox__pg_run(s, PGQ_DEAD_LETTER, NULL, 10, v, lengths,
+		r = inbox__pg_run(s, PGQ_DEAD_LETTER, NULL, N, v, lengths,
 		                  formats, "dead_letter", &rc);
 	}
 	if (r) {
@@ -372,7 +374,7 @@ int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 			*id = inbox__pg_int(r, 0, 0);
 		PQclear(r);
 	}
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < N; i++)
 		inbox__buf_free(&tmp[i]);
 	return rc;
 }

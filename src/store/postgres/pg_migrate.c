@@ -32,9 +32,8 @@ static int current_version(pg_store *s, int *version)
 	return rc;
 }
 
-static int apply_v1(pg_store *s)
+static int apply(pg_store *s, char *ddl)
 {
-	char *ddl = inbox__pg_schema_v1(s);
 	if (!ddl)
 		return INBOX_ERR_NOMEM;
 	int rc = step(s, ddl, NULL, NULL);
@@ -66,7 +65,7 @@ static int create_schema(pg_store *s)
 	return rc;
 }
 
-static int migrate_locked(pg_store *s)
+static int migrate_locked(pg_store *s, int target)
 {
 	char key[32];
 	int version = 0;
@@ -87,20 +86,30 @@ static int migrate_locked(pg_store *s)
 		    version, INBOX_PG_SCHEMA_VERSION);
 		return INBOX_ERR_SCHEMA;
 	}
-	if (version < 1 && (rc = apply_v1(s)) == INBOX_OK)
+	if (target >= 1 && version < 1 &&
+	    (rc = apply(s, inbox__pg_schema_v1(s))) == INBOX_OK)
 		rc = record_version(s, 1);
 	/* v2: the outbox; a v1 database upgrades in place. */
-	if (rc == INBOX_OK && version < 2 &&
+	if (rc == INBOX_OK && target >= 2 && version < 2 &&
 	    (rc = inbox__pg_outbox_migrate(s)) == INBOX_OK)
 		rc = record_version(s, 2);
 	/* v3: the inbox in generations (pg_gens.c). */
-	if (rc == INBOX_OK && version < 3 &&
+	if (rc == INBOX_OK && target >= 3 && version < 3 &&
 	    (rc = inbox__pg_gens_migrate(s)) == INBOX_OK)
 		rc = record_version(s, 3);
+	/* v4: idempotent dead letters, in place (pg_sql.c). */
+	if (rc == INBOX_OK && target >= 4 && version < 4 &&
+	    (rc = apply(s, inbox__pg_schema_v4(s))) == INBOX_OK)
+		rc = record_version(s, 4);
 	return rc;
 }
 
 int inbox__pg_migrate(inbox_store *st)
+{
+	return inbox__pg_migrate_to(st, INBOX_PG_SCHEMA_VERSION);
+}
+
+int inbox__pg_migrate_to(inbox_store *st, int target)
 {
 	pg_store *s = (pg_store *)st;
 	if (st->in_txn) {
@@ -114,7 +123,7 @@ int inbox__pg_migrate(inbox_store *st)
 	int rc = step(s, "BEGIN", NULL, NULL);
 	if (rc < 0)
 		return rc;
-	rc = migrate_locked(s);
+	rc = migrate_locked(s, target);
 	if (rc == INBOX_OK)
 		rc = step(s, "COMMIT", NULL, NULL);
 	if (rc < 0)

@@ -128,10 +128,20 @@ static const char *const templates[PGQ_COUNT] = {
 	" WHERE consumer = $1 AND key = $2 AND fence = $3"
 	" AND status = 'processing'",
 
+	/* One row per (consumer, dedup_key): a repeat is counted on the
+	 * row there is, which is pending again. ON CONFLICT makes writers
+	 * of the same dedup_key wait for each other, then the later one
+	 * counts: never two rows (a NULL dedup_key never conflicts). */
 	[PGQ_DEAD_LETTER] =
-	"INSERT INTO {D} (consumer, key, message_id, payload, headers,"
-	" position, attempts, reason, fingerprint, stored_fingerprint)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+	"INSERT INTO {D} AS d (consumer, key, message_id, payload, headers,"
+	" position, attempts, reason, fingerprint, stored_fingerprint,"
+	" dedup_key, last_seen_at)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())"
+	" ON CONFLICT (consumer, dedup_key) DO UPDATE"
+	" SET deliveries = d.deliveries + 1, last_seen_at = now(),"
+	" attempts = excluded.attempts, reason = excluded.reason,"
+	" replayed_at = NULL"
+	" RETURNING id",
 
 	[PGQ_REGISTER] =
 	"INSERT INTO {C} AS c (name, retention_seconds) VALUES ($1, $2)"
@@ -180,8 +190,9 @@ static const Oid t_reclaim[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_INT8};
 static const Oid t_finish[] = {OID_TEXT, OID_TEXT, OID_TEXT,
                                OID_INT4, OID_INT8, OID_TEXT};
 static const Oid t_extend[] = {OID_TEXT, OID_TEXT, OID_INT8, OID_INT8};
-static const Oid t_dl[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA, OID_TEXT,
-                           OID_TEXT, OID_INT4, OID_TEXT, OID_TEXT,  OID_TEXT};
+static const Oid t_dl[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_BYTEA,
+                           OID_TEXT, OID_TEXT, OID_INT4, OID_TEXT,
+                           OID_TEXT, OID_TEXT, OID_TEXT};
 static const Oid t_register[] = {OID_TEXT, OID_INT8};
 static const Oid t_text[] = {OID_TEXT};
 static const Oid t_purge[] = {OID_TEXT, OID_INT8, OID_INT4};
@@ -192,7 +203,7 @@ const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
     [PGQ_CLAIM] = {9, t_claim},         [PGQ_CLAIM_NEWEST] = {9, t_claim},
     [PGQ_CLAIM_REREAD] = {2, t_reread}, [PGQ_RECLAIM] = {4, t_reclaim},
     [PGQ_FINISH] = {6, t_finish},       [PGQ_EXTEND] = {4, t_extend},
-    [PGQ_DEAD_LETTER] = {10, t_dl},     [PGQ_REGISTER] = {2, t_register},
+    [PGQ_DEAD_LETTER] = {11, t_dl},     [PGQ_REGISTER] = {2, t_register},
     [PGQ_RETENTION] = {1, t_text},      [PGQ_CONSUMERS] = {0, NULL},
     [PGQ_PURGE_DELETE] = {3, t_purge},  [PGQ_PURGE_COUNT] = {2, t_count},
     [PGQ_VERSION] = {0, NULL},          [PGQ_OUTBOX_ADD] = {13, NULL},
@@ -237,6 +248,15 @@ static const char schema_v1[] =
 	" retention_seconds bigint NOT NULL,"
 	" created_at timestamptz NOT NULL DEFAULT now(),"
 	" updated_at timestamptz NOT NULL DEFAULT now());\n";
+/* v4: dead letters are idempotent (pg_inbox.c). Only columns and an
+ * index are added: existing rows keep their values (deliveries 1; a NULL
+ * last_seen_at reads as created_at; a NULL dedup_key never conflicts). */
+static const char schema_v4[] =
+	"ALTER TABLE {D} ADD COLUMN IF NOT EXISTS dedup_key text,"
+	" ADD COLUMN IF NOT EXISTS deliveries int NOT NULL DEFAULT 1,"
+	" ADD COLUMN IF NOT EXISTS last_seen_at timestamptz;\n"
+	"CREATE UNIQUE INDEX IF NOT EXISTS \"{P}dead_letters_dedup_idx\""
+	" ON {D} (consumer, dedup_key);\n";
 /* clang-format on */
 
 int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out)
@@ -330,14 +350,24 @@ void inbox__pg_free_sql(pg_store *s)
 	inbox__buf_free(&s->t_gens);
 }
 
-char *inbox__pg_schema_v1(const pg_store *s)
+static char *expanded(const pg_store *s, const char *tmpl)
 {
 	inbox__buf b = INBOX__BUF_INIT;
-	if (inbox__pg_expand(s, schema_v1, &b) < 0) {
+	if (inbox__pg_expand(s, tmpl, &b) < 0) {
 		inbox__buf_free(&b);
 		return NULL;
 	}
 	return b.data;
+}
+
+char *inbox__pg_schema_v1(const pg_store *s)
+{
+	return expanded(s, schema_v1);
+}
+
+char *inbox__pg_schema_v4(const pg_store *s)
+{
+	return expanded(s, schema_v4);
 }
 
 int64_t inbox__pg_lock_key(const inbox_store *st, const char *purpose)

@@ -148,8 +148,10 @@ extern const pg_qdef inbox__pg_qdefs[PGQ_COUNT];
  * {V} schema_version, {O} outbox (qualified, quoted) and {P} the bare
  * prefix substituted. 0 or -1 (no memory). */
 int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out);
-/* The v1 schema as one multi-statement text; malloc'ed, or NULL. */
+/* The v1 schema, the v4 upgrade, as multi-statement texts; malloc'ed,
+ * or NULL. */
 char *inbox__pg_schema_v1(const pg_store *s);
+char *inbox__pg_schema_v4(const pg_store *s);
 
 /* Advisory lock key of this handle's tables for `purpose` ("migrate",
  * "purge"): FNV-1a 64 of "libinbox:<purpose>:<schema>.<prefix>". The
@@ -235,6 +237,9 @@ int inbox__pg_seal(inbox_store *st, int64_t min_rows, int *sealed);
 
 /* pg_migrate.c */
 int inbox__pg_migrate(inbox_store *st);
+/* Migrate to `version` (<= INBOX_PG_SCHEMA_VERSION) only: the upgrade
+ * tests build an older schema with it. */
+int inbox__pg_migrate_to(inbox_store *st, int version);
 int inbox__pg_schema_version(inbox_store *st, int *version);
 
 /* pg_inbox.c */

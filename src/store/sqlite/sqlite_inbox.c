@@ -254,6 +254,7 @@ int inbox__sq_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 	inbox__sq_bind_str(stmt, 9, dl->fingerprint);
 	inbox__sq_bind_str(stmt, 10, dl->stored_fingerprint);
 	sqlite3_bind_int64(stmt, 11, inbox__now_ms());
+	inbox__sq_bind_str(stmt, 12, dl->dedup_key);
 	int rc = sqlite3_step(stmt);
 	if (rc == SQLITE_ROW) {
 		*id = sqlite3_column_int64(stmt, 0);

@@ -69,6 +69,15 @@ static const char *const migrations[SQ_SCHEMA_VERSION + 1] = {
     [2] = inbox__sq_outbox_schema,
     /* 3: PostgreSQL's inbox generations; nothing for SQLite. */
     [3] = "",
+    /* 4: idempotent dead letters (sqlite_inbox.c), in place: existing
+     * rows keep their values (deliveries 1, a NULL last_seen_at reads as
+     * created_at, a NULL dedup_key never conflicts). */
+    [4] = "ALTER TABLE {dead_letters} ADD COLUMN dedup_key TEXT;"
+          "ALTER TABLE {dead_letters} ADD COLUMN"
+          " deliveries INTEGER NOT NULL DEFAULT 1;"
+          "ALTER TABLE {dead_letters} ADD COLUMN last_seen_at INTEGER;"
+          "CREATE UNIQUE INDEX IF NOT EXISTS {dead_letters_dedup_idx}"
+          " ON {dead_letters} (consumer, dedup_key);",
 };
 
 static int exec_tmpl(sq_store *s, const char *tmpl, const char *what)
@@ -145,7 +154,7 @@ static int record_version(sq_store *s, int v)
 	return err;
 }
 
-static int upgrade(sq_store *s)
+static int upgrade(sq_store *s, int target)
 {
 	int v = 0;
 	int err = exec_tmpl(s,
@@ -162,7 +171,7 @@ static int upgrade(sq_store *s)
 		                    v, SQ_SCHEMA_VERSION);
 		return INBOX_ERR_SCHEMA;
 	}
-	for (int next = v + 1; next <= SQ_SCHEMA_VERSION; next++) {
+	for (int next = v + 1; next <= target; next++) {
 		if ((err = exec_tmpl(s, migrations[next], "migrate")) != 0 ||
 		    (err = record_version(s, next)) != 0)
 			return err;
@@ -174,7 +183,14 @@ static int upgrade(sq_store *s)
  * waits for the write lock, then finds the new version and does nothing. */
 int inbox__sq_migrate(inbox_store *st)
 {
+	return inbox__sq_migrate_to(st, SQ_SCHEMA_VERSION);
+}
+
+int inbox__sq_migrate_to(inbox_store *st, int target)
+{
 	sq_store *s = SQ(st);
+	if (target > SQ_SCHEMA_VERSION)
+		target = SQ_SCHEMA_VERSION;
 	if (st->in_txn) {
 		inbox__store_seterr(st, "", "migrate: a transaction is open");
 		return INBOX_ERR_STATE;
@@ -182,7 +198,7 @@ int inbox__sq_migrate(inbox_store *st)
 	int err = inbox__sq_begin(st);
 	if (err)
 		return err;
-	err = upgrade(s);
+	err = upgrade(s, target);
 	if (err) {
 		inbox__sq_rollback(st);
 		return err;

@@ -39,11 +39,18 @@ static const char *const fixed_sql[SQ_NFIXED] = {
     [SQ_EXTEND] = "UPDATE {inbox} SET lease_until = ?3, updated_at = ?4 "
                   "WHERE consumer = ?1 AND key = ?2 AND status = 'processing' "
                   "AND (?5 <= 0 OR fence = ?5)",
+    /* One row per (consumer, dedup_key): a repeat is counted on the row
+     * there is, which is pending again (a NULL dedup_key never
+     * conflicts). */
     [SQ_DEAD_LETTER] =
         "INSERT INTO {dead_letters} (consumer, key, message_id, "
         "payload, headers, position, attempts, reason, fingerprint, "
-        "stored_fingerprint, created_at) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+        "stored_fingerprint, created_at, dedup_key, last_seen_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?11) "
+        "ON CONFLICT (consumer, dedup_key) DO UPDATE SET "
+        "deliveries = deliveries + 1, last_seen_at = excluded.last_seen_at, "
+        "attempts = excluded.attempts, reason = excluded.reason, "
+        "replayed_at = NULL "
         "RETURNING id",
     [SQ_REGISTER] =
         "INSERT INTO {consumers} (name, retention_seconds, created_at, "

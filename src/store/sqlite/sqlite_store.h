@@ -107,6 +107,9 @@ int inbox__sq_rollback(inbox_store *st);
 
 /* Vtable slots implemented in the other files. */
 int inbox__sq_migrate(inbox_store *st);
+/* Migrate to `version` (<= SQ_SCHEMA_VERSION) only: the upgrade tests
+ * build an older schema with it. */
+int inbox__sq_migrate_to(inbox_store *st, int version);
 int inbox__sq_schema_version(inbox_store *st, int *version);
 int inbox__sq_exec(inbox_store *st, const char *sql, int nparams,
                    const char *const *params, int64_t *rows);

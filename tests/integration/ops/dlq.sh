@@ -7,7 +7,8 @@
 #     as \xNN; --raw gives the exact bytes), headers, position, attempts;
 #   - after the customer is created, replay applies the order once and
 #     sets replayed_at; replaying again is a duplicate (no second invoice);
-#   - replaying the conflict is a conflict again (nothing applied);
+#   - replaying the conflict is a conflict again (nothing applied),
+#     counted on the same dead letter, which stays pending;
 #   - replay --all on a pseudo-terminal shows a progress line;
 #   - drop removes a dead letter; inspect shows a record, exit 1 if none.
 #   dlq.sh INBOX_BIN sqlite|pg
@@ -79,7 +80,8 @@ check "the dead letter is kept" test -n "$(id_of "id = $dl4")"
 
 "$BIN" dlq replay "$dir/inbox.yaml" "$dlc" >"$dir/replayc.out" 2>&1
 expect_eq "replay of a conflict: exit 1" "$?" 1
-check "replay of a conflict: conflict again" grep -q "): conflict again as dead letter" "$dir/replayc.out"
+check "replay of a conflict: conflict again, counted on itself" \
+	grep -q "): conflict again as dead letter $dlc (the same: counted, pending again)" "$dir/replayc.out"
 expect_eq "ord-2 still billed once, with the first total" \
 	"$(q "SELECT count(*), min(total_cents) FROM ${tag}invoices WHERE order_id = 'ord-2'")" "1|102"
 
@@ -132,6 +134,12 @@ fi
 check "inspect: an expired lease is shown as expired" jqok '.status == "processing" and .lease_expired == true' "$dir/lease.json"
 
 "$BIN" stats "$dir/inbox.yaml" --json >"$dir/stats.json"
+# Replaying what fails again adds no dead letter: the conflict, replayed
+# three times, is one dead letter counting four deliveries, still pending.
+expect_eq "the conflict: one dead letter" \
+	"$(q "SELECT count(*) FROM ${tag}dead_letters WHERE stored_fingerprint IS NOT NULL")" 1
+expect_eq "the conflict: four deliveries, pending" \
+	"$(q "SELECT deliveries FROM ${tag}dead_letters WHERE id = $dlc AND replayed_at IS NULL")" 4
 check "stats --json: dead letters, pending, conflicts, replayed" \
-	jqok '.dead_letters >= 6 and .conflicts >= 1 and .replayed >= 5 and .processing == 1 and .retention_s == 604800' "$dir/stats.json"
+	jqok '.dead_letters == 5 and .pending == 1 and .conflicts == 1 and .replayed == 4 and .processing == 1 and .retention_s == 604800' "$dir/stats.json"
 summary
