@@ -895,7 +895,7 @@ TEST(headers_as_json)
 	e[7].key = amqp_cstring_bytes("dup");
 	e[7].value.kind = AMQP_FIELD_KIND_U16;
 	e[7].value.value.u16 = 9;
-	e[8].key = (amqp_bytes_t){1, (void *)raw}; /* not UTF-8: left out */
+	e[8].key = (amqp_bytes_t){3, (void *)raw}; /* not text: hex */
 	e[8].value.kind = AMQP_FIELD_KIND_I8;
 	e[8].value.value.i8 = 1;
 	amqp_table_t t = {9, e};
@@ -903,7 +903,8 @@ TEST(headers_as_json)
 	ASSERT_OK(inbox__amqp_table_json(&b, &t));
 	ASSERT_STREQ(b.data, "{\"a\":[{\"queue\":\"q\\\"1\\n\",\"count\":3},"
 	                     "false],\"bin\":\"hex:ff0041\",\"dec\":0.05,"
-	                     "\"f\":1.5,\"v\":null,\"t\":true,\"dup\":9}");
+	                     "\"f\":1.5,\"v\":null,\"t\":true,\"dup\":9,"
+	                     "\"hex:ff0041\":1}");
 	inbox__buf_free(&b);
 }
 

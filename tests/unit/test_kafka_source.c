@@ -340,7 +340,8 @@ TEST(delivery_fields)
 	              RD_KAFKA_V_HEADER("message-id", "hdr-1", -1),
 	              RD_KAFKA_V_HEADER("bin", bin, 3),
 	              RD_KAFKA_V_HEADER("nul", NULL, 0),
-	              RD_KAFKA_V_HEADER("q\"", "a\\b\n", -1), RD_KAFKA_V_END),
+	              RD_KAFKA_V_HEADER("q\"", "a\\b\n", -1),
+	              RD_KAFKA_V_HEADER("\xc3\x28", "v", -1), RD_KAFKA_V_END),
 	          0);
 	ASSERT_EQ(rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic),
 	                            RD_KAFKA_V_VALUE(big, sizeof(big)),
@@ -389,7 +390,8 @@ TEST(delivery_fields)
 	ASSERT_STREQ(d[0].position, "t-fields/0/0");
 	ASSERT_STREQ(d[0].headers,
 	             "{\"message-id\":\"hdr-1\",\"bin\":\"hex:ff0041\","
-	             "\"nul\":null,\"q\\\"\":\"a\\\\b\\n\"}");
+	             "\"nul\":null,\"q\\\"\":\"a\\\\b\\n\","
+	             "\"hex:c328\":\"v\"}");
 	ASSERT_TRUE(d[0].timestamp_ms > 1600000000000LL);
 	ASSERT_TRUE(d[0].delivery_count >= 1);
 	/* over max_payload: truncated to max_payload + 1, refused with its

@@ -12,13 +12,6 @@
 
 #define MAX_DEPTH 16
 
-/* Valid UTF-8 without NUL: usable as a name or an id. */
-static int is_text(amqp_bytes_t b)
-{
-	return (b.len == 0 || memchr(b.bytes, 0, b.len) == NULL) &&
-	       inbox__utf8_valid(b.bytes, b.len);
-}
-
 static int put_bytes(inbox__buf *out, amqp_bytes_t b)
 {
 	return inbox__src_json_text(out, b.bytes, b.len, 0);
@@ -119,8 +112,8 @@ static int put_table(inbox__buf *out, const amqp_table_t *t, int depth)
 	for (int i = 0; i < t->num_entries; i++) {
 		const amqp_table_entry_t *e = &t->entries[i];
 		int later = 0;
-		if (!is_text(e->key))
-			continue;
+		/* A name that is not text (a NUL byte, not UTF-8) is kept
+		 * too, as "hex:" + its bytes (put_bytes), never dropped. */
 		for (int j = i + 1; j < t->num_entries && !later; j++)
 			later = same_key(e->key, t->entries[j].key);
 		if (later) /* the last value of a repeated name wins */

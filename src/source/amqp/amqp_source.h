@@ -63,17 +63,20 @@
  *   broker as HOST:PORT/VHOST, never with the password.
  *
  * Deliveries
- *   payload = the body (truncated to max_payload + 1 bytes when larger, so
- *   the consumer dead-letters it as over-size; max_payload 0 = no limit;
+ *   payload = the body (truncated to max_payload + 1 bytes when larger,
+ *   and refused, INBOX_DELIVERY_REFUSED, with its real size, so the
+ *   consumer dead-letters it as over-size; max_payload 0 = no limit;
  *   retry and dead-letter copies always carry the whole body),
- *   id = the message-id property (NULL when absent, empty, not UTF-8 or
- *   containing NUL: the consumer takes it from the payload),
+ *   id = the message-id property (NULL when absent or empty: the consumer
+ *   takes it from the payload; one that is not UTF-8 or holds a NUL byte
+ *   is refused with the reason, never cut nor replaced),
  *   headers = the headers table as a JSON object text (NULL when none):
  *   strings (S, x) as JSON strings when valid UTF-8 without NUL, else
  *   "hex:" + lower-case hex; integers and timestamps as numbers, floats as
  *   numbers (null if not finite), decimals as numbers, booleans, void as
  *   null, arrays and nested tables (x-death) as arrays and objects; of a
- *   repeated name the last value; names that are not UTF-8 are left out,
+ *   repeated name the last value; names that are not UTF-8 or hold a NUL
+ *   byte as "hex:" + lower-case hex,
  *   position = "QUEUE/DELIVERY_TAG", plus " redelivered" when the broker
  *   set the redelivered flag (delivery tags are per channel: they start
  *   again after a reconnect),

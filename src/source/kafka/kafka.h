@@ -83,14 +83,15 @@
  * Deliveries
  *   payload = the message value (truncated to max_payload + 1 bytes when
  *   larger, and refused with its real size, so the consumer dead-letters
- *   it as over-size; max_payload 0 = no limit), id = see id_header, headers = a
- * JSON object text of all headers (the last value of a repeated name; valid
- * UTF-8 values as strings, null values as null, other values as "hex:" +
- * lower-case hex; headers whose name is not valid UTF-8 are left out; NULL when
- * the message has none), position = "TOPIC/PARTITION/OFFSET", timestamp_ms =
- *   the message timestamp (0 if unavailable), delivery_count = 1, plus one
- *   for each earlier delivery of that offset by this process (after a
- *   RETRY, IN_PROGRESS or failed batch), source_token = slot index.
+ *   it as over-size; max_payload 0 = no limit), id = see id_header,
+ *   headers = a JSON object text of all headers (the last value of a
+ *   repeated name; valid UTF-8 values as strings, null values as null,
+ *   other values as "hex:" + lower-case hex, and so are names that are
+ *   not valid UTF-8; NULL when the message has none), position =
+ *   "TOPIC/PARTITION/OFFSET", timestamp_ms = the message timestamp (0 if
+ *   unavailable), delivery_count = 1, plus one for each earlier delivery
+ *   of that offset by this process (after a RETRY, IN_PROGRESS or failed
+ *   batch), source_token = slot index.
  *
  * Progress
  *   settle(): per partition, in offset order, the prefix of the batch whose

@@ -59,10 +59,10 @@ int inbox__kafka_headers_json(inbox__buf *out, rd_kafka_headers_t *hdrs)
 	     RD_KAFKA_RESP_ERR_NO_ERROR;
 	     i++) {
 		size_t nlen = strlen(name);
-		/* Names must be valid JSON text; duplicates would make an
-		 * invalid I-JSON object: keep the last value only. */
-		if (!inbox__utf8_valid(name, nlen) ||
-		    repeated_later(hdrs, i, name))
+		/* Duplicates would make an invalid I-JSON object: keep the
+		 * last value only. A name that is not UTF-8 is kept as "hex:"
+		 * + its bytes (inbox__src_json_text), never dropped. */
+		if (repeated_later(hdrs, i, name))
 			continue;
 		if ((!first && inbox__buf_putc(out, ',') < 0) ||
 		    inbox__src_json_text(out, name, nlen, 0) < 0 ||
