@@ -84,9 +84,18 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 		return -1;
 	}
 	if (d->payload_len > c->max_payload) {
-		snprintf(reason, rlen,
-		         "payload of %zu bytes exceeds max_payload %zu",
-		         d->payload_len, c->max_payload);
+		/* max_payload + 1 bytes is what sources hand over of a larger
+		 * payload (and what its dead letter keeps, replayed): its real
+		 * size may be anything above, so say no more than that. */
+		if (d->payload_len - 1 == c->max_payload)
+			snprintf(reason, rlen,
+			         "payload of more than %zu bytes exceeds "
+			         "max_payload %zu",
+			         c->max_payload, c->max_payload);
+		else
+			snprintf(reason, rlen,
+			         "payload of %zu bytes exceeds max_payload %zu",
+			         d->payload_len, c->max_payload);
 		return -1;
 	}
 	if (inbox__json_parse(d->payload, d->payload_len, &m->root, err,

@@ -164,10 +164,16 @@ TEST(replay)
 	ASSERT_OK(inbox_admin_dlq_list(st, &f, first_id, &id));
 	ASSERT_TRUE(id > 0);
 	inbox_result r;
-	/* Still rejected: dead-lettered again, as a new dead letter. */
+	/* Still rejected: dead-lettered again, counted on the same dead
+	 * letter, which stays pending (not marked replayed). */
 	ASSERT_OK(inbox_admin_dlq_replay(st, c, id, &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
-	ASSERT_TRUE(r.dead_letter_id > id);
+	ASSERT_EQ(r.dead_letter_id, id);
+	inbox_admin_dead_letter *again = NULL;
+	ASSERT_OK(inbox_admin_dlq_get(st, id, NULL, &again));
+	ASSERT_EQ(again->deliveries, 2);
+	ASSERT_EQ(again->replayed_at_ms, 0);
+	inbox_admin_dead_letter_free(again);
 	/* The cause is fixed: applied once, then a duplicate. */
 	reject_bad = 0;
 	ASSERT_OK(inbox_admin_dlq_replay(st, c, id, &r));

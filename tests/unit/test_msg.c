@@ -146,9 +146,34 @@ TEST(ids_and_refusals)
 	inbox_store_close(st);
 }
 
+/* Over max_payload: the real size, but for max_payload + 1 bytes, what a
+ * source hands over of any larger payload: "more than". */
+TEST(over_size_says_the_truth)
+{
+	inbox_store *st = NULL;
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "msg.size";
+	o.max_payload = 16;
+	inbox_consumer *c = NULL;
+	ASSERT_OK(inbox_store_open(&st, "sqlite::memory:", NULL));
+	ASSERT_OK(inbox_consumer_open(&c, st, &o, NULL, 0));
+	inbox_result r;
+	ASSERT_OK(process(c, "{\"id\":\"01234567\"}", NULL, &r)); /* 17 */
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_STREQ(r.reason,
+	             "payload of more than 16 bytes exceeds max_payload 16");
+	ASSERT_OK(process(c, "{\"id\":\"012345678\"}", NULL, &r)); /* 18 */
+	ASSERT_STREQ(r.reason, "payload of 18 bytes exceeds max_payload 16");
+	ASSERT_OK(process(c, "{\"id\":\"0123456\"}", NULL, &r)); /* 16 */
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
 int main(void)
 {
 	RUN(get_refuses_what_getn_carries);
 	RUN(ids_and_refusals);
+	RUN(over_size_says_the_truth);
 	return test_summary();
 }

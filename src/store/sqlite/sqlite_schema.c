@@ -71,14 +71,19 @@ static const char *const migrations[SQ_SCHEMA_VERSION + 1] = {
     [3] = "",
     /* 4: idempotent dead letters (sqlite_inbox.c), in place: existing
      * rows keep their values (deliveries 1, a NULL last_seen_at reads as
-     * created_at, a NULL dedup_key never conflicts). */
-    [4] = "ALTER TABLE {dead_letters} ADD COLUMN dedup_key TEXT;"
-          "ALTER TABLE {dead_letters} ADD COLUMN"
-          " deliveries INTEGER NOT NULL DEFAULT 1;"
-          "ALTER TABLE {dead_letters} ADD COLUMN last_seen_at INTEGER;"
-          "CREATE UNIQUE INDEX IF NOT EXISTS {dead_letters_dedup_idx}"
+     * created_at, a NULL dedup_key never conflicts). The columns come
+     * first, from v4_columns. */
+    [4] = "CREATE UNIQUE INDEX IF NOT EXISTS {dead_letters_dedup_idx}"
           " ON {dead_letters} (consumer, dedup_key);",
 };
+
+/* SQLite has no ADD COLUMN IF NOT EXISTS: these run only when dedup_key is
+ * missing, so that a migration run again over them does not fail. */
+static const char v4_columns[] =
+    "ALTER TABLE {dead_letters} ADD COLUMN dedup_key TEXT;"
+    "ALTER TABLE {dead_letters} ADD COLUMN"
+    " deliveries INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE {dead_letters} ADD COLUMN last_seen_at INTEGER;";
 
 static int exec_tmpl(sq_store *s, const char *tmpl, const char *what)
 {
@@ -136,6 +141,36 @@ int inbox__sq_schema_version(inbox_store *st, int *version)
 	return INBOX_OK;
 }
 
+/* *n = 1 if the prefixed table has the column, else 0. */
+static int has_column(sq_store *s, const char *table, const char *column,
+                      int64_t *n)
+{
+	sqlite3_stmt *stmt;
+	char name[128];
+	snprintf(name, sizeof(name), "%s%s", s->base.prefix, table);
+	int err =
+	    inbox__sq_prepare_tmpl(s,
+	                           "SELECT count(*) FROM "
+	                           "pragma_table_info(?1) WHERE name = ?2",
+	                           &stmt);
+	if (err)
+		return err;
+	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(stmt, 2, column, -1, SQLITE_STATIC);
+	return scalar(s, stmt, n);
+}
+
+static int apply(sq_store *s, int v)
+{
+	int64_t n = 0;
+	int err = INBOX_OK;
+	if (v == 4 &&
+	    (err = has_column(s, "dead_letters", "dedup_key", &n)) == 0 &&
+	    n == 0)
+		err = exec_tmpl(s, v4_columns, "migrate");
+	return err ? err : exec_tmpl(s, migrations[v], "migrate");
+}
+
 static int record_version(sq_store *s, int v)
 {
 	sqlite3_stmt *stmt;
@@ -172,7 +207,7 @@ static int upgrade(sq_store *s, int target)
 		return INBOX_ERR_SCHEMA;
 	}
 	for (int next = v + 1; next <= target; next++) {
-		if ((err = exec_tmpl(s, migrations[next], "migrate")) != 0 ||
+		if ((err = apply(s, next)) != 0 ||
 		    (err = record_version(s, next)) != 0)
 			return err;
 	}
