@@ -4,7 +4,8 @@
 #
 # Every command the Makefile, scripts/, bench/ and tests/ run is either
 # in Debian's essential set (a debootstrap minbase has it: coreutils,
-# util-linux for flock, runuser, setsid and unshare, findutils, grep,
+# util-linux for flock, runuser, setsid, and unshare, nsenter and setpriv
+# (tests/servers/pg.sh PG_PIDNS=1), findutils, grep,
 # sed, mawk, diffutils, dash, bash, perl-base, hostname) or comes from a
 # package below:
 #   build-essential (cc, c++) cmake (ctest) pkg-config git clang-format

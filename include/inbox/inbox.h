@@ -218,6 +218,17 @@ const char *inbox_store_errcode(const inbox_store *st);
 /* "postgresql" or "sqlite". */
 const char *inbox_store_kind(const inbox_store *st);
 
+/* The identity of the handle's current connection to the database: 1
+ * after open, one more at every reconnect the store makes (begin() after
+ * a lost connection, say), never reused by the handle. Anything kept per
+ * connection outside the store — a statement prepared through
+ * inbox_txn_pgconn(), a session setting — is valid while this number is
+ * unchanged, and must be redone when it changes. Never the server's
+ * backend PID: a server restarted in a fresh PID namespace (a container)
+ * hands the same PID to the new connection. 0 for NULL. Not thread-safe
+ * (like every call on the handle). */
+uint64_t inbox_store_connection_id(const inbox_store *st);
+
 /* Run one SQL statement outside any inbox transaction (autocommit), with
  * text parameters $1..$n like inbox_txn_exec(). For your own schema
  * (CREATE TABLE …) and tools; handlers use inbox_txn_exec() instead.
@@ -463,7 +474,12 @@ inbox_store *inbox_txn_store(inbox_txn *t);
  * receives the number of rows changed. On error returns INBOX_ERR_STORE or
  * INBOX_ERR_TRANSIENT, the detail is on the store, and the handler should
  * return RETRY or REJECT: a handler returning OK after a failed statement
- * is treated as RETRY.
+ * is treated as RETRY. INBOX_ERR_TRANSIENT is the infrastructure's fault
+ * (a lost connection, a restarted server, a lock or statement timeout, a
+ * deadlock, a prepared statement the server lost): whatever the handler
+ * then returns, the whole batch is rolled back and run again, and no
+ * attempt is counted — an infrastructure fault never leads a message to
+ * its dead letter.
  *
  * With rows == NULL, inside inbox_consumer_process_batch(), the
  * PostgreSQL store defers the statement: it returns INBOX_OK at once and

@@ -33,7 +33,10 @@ int cli_effect_validate(inbox_store *st, const char *path,
 /* The inbox handler; payload is the const cli_consumer *. Binds the
  * parameters, runs the steps in order. A missing parameter or a data or
  * integrity error (SQLSTATE class 22/23, SQLite constraint/mismatch) is
- * permanent: REJECT (dead letter with the reason). Anything else: RETRY. */
+ * permanent: REJECT (dead letter with the reason). Anything else: RETRY
+ * (a transient error — the infrastructure's — is never the message's: the
+ * core then rolls the whole batch back and runs it again, uncounted,
+ * whatever the handler returned). */
 int cli_effect_handler(inbox_txn *t, const inbox_msg *m, void *payload);
 
 #endif

@@ -9,8 +9,12 @@
  *            a savepoint
  *   commit   once; counters move only after the commit
  *
- * A transient database error anywhere rolls the whole batch back and the
- * batch is run again (a few times) before INBOX_ERR_TRANSIENT is returned.
+ * A transient database error anywhere — in the inbox's own statements or
+ * in a handler's, whatever the handler returns after it — rolls the whole
+ * batch back and the batch is run again (a few times) before
+ * INBOX_ERR_TRANSIENT is returned. Nothing of a rolled-back batch counts:
+ * attempts are only ever written inside the batch's transaction, so an
+ * infrastructure fault never moves a message toward its dead letter.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +296,12 @@ int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
 	inbox_txn t;
 	inbox__txn_init(&t, c, m);
 	int v = fn(&t, m, payload);
+	/* A statement failed for the infrastructure's sake (a lost
+	 * connection, a lock or statement timeout, a deadlock, a prepared
+	 * statement the server lost): whatever the handler made of it, the
+	 * batch is rolled back and run again, and no attempt is counted. */
+	if (t.infra_err)
+		return t.infra_err;
 	if (v == INBOX_HANDLER_OK && t.failed) {
 		v = INBOX_HANDLER_RETRY;
 		if (!t.reason[0])

@@ -30,6 +30,10 @@ struct inbox_txn {
 	inbox_store *st;
 	inbox_msg *msg;
 	int failed; /* a statement failed: OK becomes RETRY */
+	/* A statement failed for the infrastructure's sake (TRANSIENT, or
+	 * the store's REDO): the error, which the whole batch then returns
+	 * whatever the handler says — never the message's fault. */
+	int infra_err;
 	int stale;
 	char reason[512];
 };
@@ -90,6 +94,8 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 
 /* txn.c */
 void inbox__txn_init(inbox_txn *t, inbox_consumer *c, inbox_msg *m);
+/* Record the outcome rc of a statement the handler ran through t. */
+void inbox__txn_failed(inbox_txn *t, int rc);
 
 /* consumer.c, shared with lease.c */
 int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,

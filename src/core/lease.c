@@ -274,6 +274,8 @@ int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
 		goto out;
 	rc = inbox__run_handler(c, &l->msg, fn, payload, &verdict, &stale,
 	                        reason, sizeof(reason));
+	if (rc == INBOX__ERR_REDO) /* (no claim here: cannot happen) */
+		rc = INBOX_ERR_TRANSIENT;
 	if (rc < 0)
 		goto out;
 	if (verdict == INBOX_HANDLER_OK) {

@@ -145,6 +145,15 @@ const char *inbox_store_errcode(const inbox_store *st)
 	return st ? st->errcode : "";
 }
 
+uint64_t inbox_store_connection_id(const inbox_store *st)
+{
+	if (!st)
+		return 0;
+	if (st->vt->version < 4 || !st->vt->connection_id)
+		return 1;
+	return st->vt->connection_id(st);
+}
+
 const char *inbox_store_kind(const inbox_store *st)
 {
 	return st ? st->vt->kind : "";

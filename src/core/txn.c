@@ -12,6 +12,16 @@ void inbox__txn_init(inbox_txn *t, inbox_consumer *c, inbox_msg *m)
 	t->msg = m;
 }
 
+void inbox__txn_failed(inbox_txn *t, int rc)
+{
+	if (rc >= 0)
+		return;
+	t->failed = 1;
+	if (!t->infra_err &&
+	    (rc == INBOX_ERR_TRANSIENT || rc == INBOX__ERR_REDO))
+		t->infra_err = rc;
+}
+
 struct pg_conn *inbox_txn_pgconn(inbox_txn *t)
 {
 	if (!t || strcmp(t->st->vt->kind, "postgresql") != 0)
@@ -40,8 +50,7 @@ int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
 	 * then send the statement later, pipelined with the batch's others
 	 * (PostgreSQL; see inbox.h). */
 	int rc = t->st->vt->exec(t->st, sql, nparams, params, rows);
-	if (rc < 0)
-		t->failed = 1;
+	inbox__txn_failed(t, rc);
 	return rc;
 }
 
@@ -51,8 +60,7 @@ int inbox_txn_query(inbox_txn *t, const char *sql, int nparams,
 	if (!t || !sql || !fn || nparams < 0 || (nparams > 0 && !params))
 		return INBOX_ERR_INVALID;
 	int rc = t->st->vt->query(t->st, sql, nparams, params, fn, payload);
-	if (rc < 0)
-		t->failed = 1;
+	inbox__txn_failed(t, rc);
 	return rc;
 }
 

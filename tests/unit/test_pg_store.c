@@ -1452,6 +1452,203 @@ TEST(generations_seal_under_concurrent_claims)
 	inbox_store_close(st);
 }
 
+/* ---- infrastructure faults through a consumer (issue 11) ------------- */
+
+/* The handler of the fault tests: one statement, $1 = the key. */
+typedef struct fx {
+	const char *sql;
+	int with_rows; /* ask for the count: the statement runs at once */
+	int calls;
+} fx;
+
+static int fx_handler(inbox_txn *t, const inbox_msg *m, void *payload)
+{
+	fx *f = payload;
+	const char *k = inbox_msg_key(m);
+	int64_t rows;
+	f->calls++;
+	int rc = inbox_txn_exec(t, f->sql, 1, &k, f->with_rows ? &rows : NULL);
+	/* What a handler does with any error: ask for a retry. */
+	return rc < 0 ? INBOX_HANDLER_RETRY : INBOX_HANDLER_OK;
+}
+
+static inbox_consumer *fx_consumer(inbox_store *st, const char *name, fx *f)
+{
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	inbox_consumer *c = NULL;
+	char err[256];
+	o.name = name;
+	o.max_attempts = 2;
+	o.handler = fx_handler;
+	o.handler_payload = f;
+	if (inbox_consumer_open(&c, st, &o, err, sizeof(err)) != INBOX_OK)
+		fprintf(stderr, "  consumer: %s\n", err);
+	return c;
+}
+
+/* Process ids[0..n) as one batch ({"id": ids[i]}). */
+static int fx_batch(inbox_consumer *c, const char *const *ids, size_t n,
+                    inbox_result *res)
+{
+	inbox_delivery d[8];
+	char pl[8][64];
+	memset(d, 0, sizeof(d));
+	for (size_t i = 0; i < n; i++) {
+		snprintf(pl[i], sizeof(pl[i]), "{\"id\":\"%s\"}", ids[i]);
+		d[i].payload = pl[i];
+		d[i].payload_len = strlen(pl[i]);
+	}
+	return inbox_consumer_process_batch(c, d, n, res);
+}
+
+static long long fx_count(const char *fmt, const char *name)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), fmt, prefix, name);
+	return scalar(sql);
+}
+
+TEST(connection_id_counts_reconnects)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	ASSERT_EQ(inbox_store_connection_id(st), 1);
+	ASSERT_EQ(inbox_store_connection_id(NULL), 0);
+	ASSERT_OK(kill_backend(st));
+	int64_t rows;
+	/* The loss is seen by the first statement; the next reconnects. */
+	ASSERT_EQ(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows),
+	          INBOX_ERR_TRANSIENT);
+	ASSERT_EQ(inbox_store_connection_id(st), 1);
+	ASSERT_OK(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows));
+	ASSERT_EQ(inbox_store_connection_id(st), 2);
+	ASSERT_OK(kill_backend(st));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows),
+	          INBOX_ERR_TRANSIENT);
+	ASSERT_EQ(inbox_store_connection_id(st), 2); /* not in a txn */
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(inbox_store_connection_id(st), 3);
+	ASSERT_OK(VT(st)->commit(st));
+	inbox_store_close(st);
+}
+
+/* The server loses our prepared statements (a pooler's DISCARD ALL, or a
+ * reconnect the cache took for the old connection): 26000 is transient,
+ * everything is prepared again, nothing is counted or dead-lettered. */
+static void lost_statements(int with_rows)
+{
+	char name[32], table[96], sql[256];
+	snprintf(name, sizeof(name), "lost%d", with_rows);
+	snprintf(table, sizeof(table), "\"%sfx_%s\"", prefix, name);
+	snprintf(sql, sizeof(sql), "CREATE TABLE %s (k text)", table);
+	ASSERT_OK(admin_exec(sql));
+	snprintf(sql, sizeof(sql), "INSERT INTO %s (k) VALUES ($1)", table);
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	fx f = {sql, with_rows, 0};
+	inbox_consumer *c = fx_consumer(st, name, &f);
+	ASSERT_TRUE(c != NULL);
+	inbox_result res[3];
+	const char *a[] = {"a1", "a2", "a3"}, *b[] = {"b1", "b2", "b3"};
+	ASSERT_OK(fx_batch(c, a, 3, res));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(res[i].outcome, INBOX_APPLIED);
+	PGresult *r = PQexec(VT(st)->native(st), "DEALLOCATE ALL");
+	ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	ASSERT_OK(fx_batch(c, b, 3, res));
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(res[i].outcome, INBOX_APPLIED);
+		ASSERT_EQ(res[i].attempts, 1);
+	}
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	ASSERT_EQ(s.retries, 0);
+	ASSERT_EQ(s.dead_letters, 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
+	ASSERT_EQ(scalar(sql), 6);
+	ASSERT_EQ(fx_count("SELECT count(*) FROM \"%sinbox\" WHERE consumer = "
+	                   "'%s' AND status = 'completed' AND attempts = 1",
+	                   name),
+	          6);
+	ASSERT_EQ(fx_count("SELECT count(*) FROM \"%sdead_letters\" WHERE "
+	                   "consumer = '%s'",
+	                   name),
+	          0);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
+TEST(lost_statements_reprepared_deferred)
+{
+	lost_statements(0);
+}
+
+TEST(lost_statements_reprepared_direct)
+{
+	lost_statements(1);
+}
+
+/* A handler's statement times out on a lock another session holds: the
+ * batch is transient (nothing committed, no attempt counted) whatever the
+ * handler returned, and applies once the lock is gone. */
+TEST(transient_handler_statement_uncounted)
+{
+	char table[96], sql[256];
+	snprintf(table, sizeof(table), "\"%sfx_lock\"", prefix);
+	snprintf(sql, sizeof(sql),
+	         "CREATE TABLE %s (id int PRIMARY KEY); INSERT INTO %s "
+	         "VALUES (1)",
+	         table, table);
+	ASSERT_OK(admin_exec(sql));
+	snprintf(sql, sizeof(sql),
+	         "UPDATE %s SET id = id WHERE id = 1 AND $1 <> ''", table);
+	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
+	so.table_prefix = prefix;
+	inbox_store *st = NULL;
+	ASSERT_OK(inbox_store_open(&st, url, &so));
+	PGresult *r = PQexec(VT(st)->native(st), "SET lock_timeout = '100ms'");
+	ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	fx f = {sql, 1, 0};
+	inbox_consumer *c = fx_consumer(st, "lockfx", &f);
+	ASSERT_TRUE(c != NULL);
+	char hold[160];
+	snprintf(hold, sizeof(hold), "SELECT 1 FROM %s WHERE id = 1 FOR UPDATE",
+	         table);
+	ASSERT_OK(admin_exec("BEGIN"));
+	ASSERT_OK(admin_exec(hold));
+	inbox_result res[1];
+	const char *k[] = {"l1"};
+	/* max_attempts is 2: counted, 3 tries would dead-letter it. */
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(fx_batch(c, k, 1, res), INBOX_ERR_TRANSIENT);
+		ASSERT_STREQ(inbox_store_errcode(st), "55P03");
+	}
+	ASSERT_OK(admin_exec("ROLLBACK"));
+	ASSERT_TRUE(f.calls >= 3);
+	ASSERT_EQ(fx_count("SELECT count(*) FROM \"%sinbox\" WHERE consumer = "
+	                   "'%s'",
+	                   "lockfx"),
+	          0);
+	ASSERT_OK(fx_batch(c, k, 1, res));
+	ASSERT_EQ(res[0].outcome, INBOX_APPLIED);
+	ASSERT_EQ(res[0].attempts, 1);
+	inbox_stats s;
+	inbox_consumer_stats(c, &s);
+	ASSERT_EQ(s.retries, 0);
+	ASSERT_EQ(s.dead_letters, 0);
+	ASSERT_TRUE(s.transient_retries >= 3);
+	ASSERT_EQ(fx_count("SELECT count(*) FROM \"%sdead_letters\" WHERE "
+	                   "consumer = '%s'",
+	                   "lockfx"),
+	          0);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
 static void drop_all(void)
 {
 	char sql[512];
@@ -1520,6 +1717,10 @@ int main(void)
 	RUN(generations_seal_and_find);
 	RUN(generations_seal_waits_for_writers);
 	RUN(generations_seal_under_concurrent_claims);
+	RUN(connection_id_counts_reconnects);
+	RUN(lost_statements_reprepared_deferred);
+	RUN(lost_statements_reprepared_direct);
+	RUN(transient_handler_statement_uncounted);
 	drop_all();
 	PQfinish(admin);
 	return test_summary();

@@ -100,8 +100,8 @@ struct inbox_store {
 	int in_txn;
 };
 
-/* 1: the inbox; 2: + the outbox slots; 3: + seal. */
-#define INBOX_STORE_VTABLE_VERSION 3
+/* 1: the inbox; 2: + the outbox slots; 3: + seal; 4: + connection_id. */
+#define INBOX_STORE_VTABLE_VERSION 4
 
 /* The outcome of a claimed outbox row, written by outbox_finish. */
 typedef struct inbox_outbox_finish {
@@ -251,6 +251,19 @@ struct inbox_store_vtable {
 	/* Outside a transaction: see inbox_store_seal(). NULL: the backend
 	 * keeps one generation (nothing to seal). */
 	int (*seal)(inbox_store *st, int64_t min_rows, int *sealed);
+
+	/* ---- version 4 ------------------------------------------------- */
+
+	/* Optional. The identity of the handle's current connection, as
+	 * inbox_store_connection_id() documents it: 1 after open, one more
+	 * at every reconnect (whether or not it succeeded), never reused by
+	 * the handle — a number of ours, never one the server hands out (a
+	 * backend PID repeats: a server in a container restarted in a fresh
+	 * PID namespace gives the next connection the PID of the last). A
+	 * backend that reconnects must also drop, at every reconnect,
+	 * whatever it keeps per connection (prepared statements, session
+	 * settings). NULL: the backend never reconnects (always 1). */
+	uint64_t (*connection_id)(const inbox_store *st);
 };
 
 /* Register a backend (the built-in ones are registered automatically).

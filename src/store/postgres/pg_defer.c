@@ -110,8 +110,7 @@ static int queued(const pg_store *s, int hs)
 static int evict(pg_store *s, int hs)
 {
 	pg_hstmt *h = &s->hcache[hs];
-	if (h->ready_pid && h->ready_pid == PQbackendPID(s->conn) &&
-	    s->base.in_txn) {
+	if (h->ready_conn && h->ready_conn == s->conn_id && s->base.in_txn) {
 		char name[32];
 		snprintf(name, sizeof(name), "inbox__h%u", h->id);
 		pg_pending *e = push(s);
@@ -162,7 +161,7 @@ int inbox__pg_hstmt(pg_store *s, const char *sql)
 	h->sql = copy;
 	h->hash = hash;
 	h->id = ++s->hnext;
-	h->ready_pid = 0;
+	h->ready_conn = 0;
 	h->used = s->htick;
 	return victim;
 }

@@ -15,19 +15,65 @@ static const char *const op_sql[] = {
     [PGOP_DEALLOCATE] = "DEALLOCATE ",
 };
 
-int inbox__pg_classify(PGconn *conn, const char *sqlstate)
+/* Infrastructure faults, never the statement's or the message's: the
+ * transaction is rolled back and run again, uncounted.
+ *   08xxx  connection exception
+ *   25P03  idle_in_transaction_session_timeout ended the session
+ *   25P04  transaction_timeout (PostgreSQL 17)
+ *   26000  one of *our* prepared statements is gone (a pooler's DISCARD
+ *          ALL, a server that lost it): prepared again on the next try
+ *   40001  serialization failure    40P01  deadlock    40003  completion
+ *          unknown
+ *   53xxx  insufficient resources (disk full, out of memory, too many
+ *          connections)
+ *   55P03  lock not available: our lock_timeout (a stuck holder), NOWAIT
+ *   57014  statement cancelled: our statement_timeout or an operator's
+ *          pg_cancel_backend (our own refusal of a COPY FROM, which
+ *          also ends in 57014, is reported as 0A000). Decided transient: a
+ * database too slow or blocked is not the message's fault; an effect that is
+ * always slower than the timeout therefore stalls its consumer (a batch_failed
+ * line per try) rather than being dead-lettered — raise statement_timeout or
+ * fix the effect. 57P01..57P03, 57P05  shutdown, crash, starting up, idle
+ * session 58030  I/O error and any error of severity FATAL or PANIC (the
+ * session is ending), and a lost connection whatever its text ("the database
+ * system is shutting down"). */
+static int transient_state(const char *code)
 {
-	static const char *const transient[] = {"40001", "40P01", "55P03",
-	                                        "57P01", "57P02", "57P03"};
+	static const char *const exact[] = {"25P03", "25P04", "40001", "40P01",
+	                                    "40003", "55P03", "57014", "57P01",
+	                                    "57P02", "57P03", "57P05", "58030"};
+	if (strlen(code) != 5)
+		return 0;
+	if (strncmp(code, "08", 2) == 0 || strncmp(code, "53", 2) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(exact) / sizeof(*exact); i++)
+		if (strcmp(code, exact[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* 26000 about a statement of ours ("inbox__q3", "inbox__h12"), not one a
+ * handler's SQL names itself (EXECUTE x: that one is the SQL's bug). */
+static int lost_our_statement(const PGresult *r, const char *code)
+{
+	const char *msg =
+	    r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	return code && strcmp(code, "26000") == 0 && msg &&
+	       strstr(msg, "\"inbox__") != NULL;
+}
+
+int inbox__pg_classify(PGconn *conn, const PGresult *r, const char *sqlstate)
+{
 	if (!conn || PQstatus(conn) != CONNECTION_OK)
+		return INBOX_ERR_TRANSIENT;
+	const char *sev =
+	    r ? PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+	if (sev && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0))
 		return INBOX_ERR_TRANSIENT;
 	if (!sqlstate)
 		return INBOX_ERR_STORE;
-	if (strncmp(sqlstate, "08", 2) == 0)
+	if (transient_state(sqlstate) || lost_our_statement(r, sqlstate))
 		return INBOX_ERR_TRANSIENT;
-	for (size_t i = 0; i < sizeof(transient) / sizeof(*transient); i++)
-		if (strcmp(sqlstate, transient[i]) == 0)
-			return INBOX_ERR_TRANSIENT;
 	return INBOX_ERR_STORE;
 }
 
@@ -53,7 +99,9 @@ int inbox__pg_fail(pg_store *s, const PGresult *r, const char *what)
 	for (char *p = s->base.errmsg; *p; p++)
 		if (*p == '\n' || *p == '\t')
 			*p = ' ';
-	return inbox__pg_classify(s->conn, code);
+	if (lost_our_statement(r, code))
+		inbox__pg_forget_statements(s);
+	return inbox__pg_classify(s->conn, r, code);
 }
 
 static int ok_status(ExecStatusType t)
@@ -82,12 +130,12 @@ static PGresult *refuse_copy(pg_store *s, PGresult *r)
 	return last;
 }
 
-static void forget_prepared_if_new_backend(pg_store *s)
+/* The prepared bits describe connection prepared_conn only. */
+static void forget_prepared_if_new_connection(pg_store *s)
 {
-	int pid = PQbackendPID(s->conn);
-	if (pid != s->prepared_pid) {
+	if (s->prepared_conn != s->conn_id) {
 		s->prepared = 0;
-		s->prepared_pid = pid;
+		s->prepared_conn = s->conn_id;
 	}
 }
 
@@ -96,14 +144,9 @@ static int needs_prepare(pg_store *s, int q)
 	return q >= 0 && !(s->prepared & (1u << q));
 }
 
-static void stmt_name(char *out, size_t n, int q)
-{
-	snprintf(out, n, "inbox__q%d", q);
-}
-
 static int hs_ready(pg_store *s, int hs)
 {
-	return s->hcache[hs].ready_pid == PQbackendPID(s->conn);
+	return s->hcache[hs].ready_conn == s->conn_id;
 }
 
 /* The statement at the end of a pipeline, whose result the caller wants:
@@ -203,7 +246,7 @@ static int send_pipeline(pg_store *s, final_stmt *f)
 	f->parse = 0;
 	if (f->q >= 0) {
 		char name[32];
-		stmt_name(name, sizeof(name), f->q);
+		inbox__pg_stmt_name(s, f->q, name, sizeof(name));
 		if (needs_prepare(s, f->q)) {
 			if (!PQsendPrepare(s->conn, name, s->sql[f->q],
 			                   inbox__pg_qdefs[f->q].nparams,
@@ -272,7 +315,6 @@ typedef struct collected {
 static PGresult *read_one(pg_store *s, collected *c, int parse, int hs,
                           int deferred, int want)
 {
-	int pid = PQbackendPID(s->conn);
 	for (int k = parse ? 0 : 1; k < 2; k++) {
 		PGresult *r = next_result(s, &c->copied);
 		if (!r) {
@@ -281,7 +323,7 @@ static PGresult *read_one(pg_store *s, collected *c, int parse, int hs,
 		}
 		ExecStatusType t = PQresultStatus(r);
 		if (k == 0 && t == PGRES_COMMAND_OK && hs >= 0)
-			s->hcache[hs].ready_pid = pid;
+			s->hcache[hs].ready_conn = s->conn_id;
 		if (!ok_status(t) && t != PGRES_PIPELINE_ABORTED && !c->err) {
 			c->err = r;
 			c->err_deferred = deferred;
@@ -424,7 +466,7 @@ static PGresult *run_direct(pg_store *s, const final_stmt *f, const char *what,
 	PGresult *r;
 	char name[32];
 	if (f->q >= 0) {
-		stmt_name(name, sizeof(name), f->q);
+		inbox__pg_stmt_name(s, f->q, name, sizeof(name));
 		r = PQexecPrepared(s->conn, name, f->nparams, f->values,
 		                   f->lengths, f->formats, 0);
 	} else if (f->hs >= 0) {
@@ -436,8 +478,11 @@ static PGresult *run_direct(pg_store *s, const final_stmt *f, const char *what,
 		                 f->lengths, f->formats, 0);
 	}
 	if (is_copy(r)) {
+		/* Refused by us (a COPY FROM ends with 57014, which is not a
+		 * timeout here): the statement's fault, unless the connection
+		 * went away meanwhile. */
 		r = refuse_copy(s, r);
-		if (r && ok_status(PQresultStatus(r))) {
+		if (PQstatus(s->conn) == CONNECTION_OK) {
 			PQclear(r);
 			inbox__store_seterr(&s->base, "0A000",
 			                    "%s: COPY is not supported", what);
@@ -468,11 +513,9 @@ static PGresult *run(pg_store *s, final_stmt *f, const char *what, int *rc)
 	}
 	/* Outside a transaction nothing is lost by reconnecting; inside one,
 	 * only begin() may (the caller must see the failure first). */
-	if (!s->base.in_txn && PQstatus(s->conn) != CONNECTION_OK) {
-		PQreset(s->conn);
-		s->prepared = 0;
-	}
-	forget_prepared_if_new_backend(s);
+	if (!s->base.in_txn)
+		inbox__pg_ensure_connected(s);
+	forget_prepared_if_new_connection(s);
 	if (s->npending > 0 || needs_prepare(s, f->q) ||
 	    (f->hs >= 0 && !hs_ready(s, f->hs)))
 		return run_pipelined(s, f, what, rc);

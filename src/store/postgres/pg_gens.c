@@ -572,10 +572,7 @@ int inbox__pg_seal(inbox_store *st, int64_t min_rows, int *sealed)
 		inbox__store_seterr(st, "", "seal: a transaction is open");
 		return INBOX_ERR_STATE;
 	}
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		PQreset(s->conn);
-		s->prepared = 0;
-	}
+	inbox__pg_ensure_connected(s);
 	char sql[160];
 	int64_t g = 0, rows = 0;
 	/* The trigger waits for the old generation's writers and holds new

@@ -116,10 +116,7 @@ int inbox__pg_migrate_to(inbox_store *st, int target)
 		inbox__store_seterr(st, "", "migrate: a transaction is open");
 		return INBOX_ERR_STATE;
 	}
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		PQreset(s->conn);
-		s->prepared = 0;
-	}
+	inbox__pg_ensure_connected(s);
 	int rc = step(s, "BEGIN", NULL, NULL);
 	if (rc < 0)
 		return rc;

@@ -165,10 +165,7 @@ int inbox__pg_purge(inbox_store *st, const char *consumer,
 		inbox__store_seterr(st, "", "purge: a transaction is open");
 		return INBOX_ERR_STATE;
 	}
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		PQreset(s->conn);
-		s->prepared = 0;
-	}
+	inbox__pg_ensure_connected(s);
 	if (batch_limit <= 0)
 		batch_limit = 1000;
 	char key[24];

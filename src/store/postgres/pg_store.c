@@ -82,6 +82,7 @@ static void scrub_password(char *msg, size_t cap, const char *url)
 
 static int connect_db(pg_store *s, const char *url)
 {
+	s->conn_id = 1;
 	/* The URL is expanded as a whole (expand_dbname); the later keywords
 	 * force UTF-8 and name the application unless the URL does. */
 	const char *const kw[] = {"dbname", "client_encoding",
@@ -103,6 +104,53 @@ static int connect_db(pg_store *s, const char *url)
 	}
 	PQsetNoticeProcessor(s->conn, ignore_notice, NULL);
 	return INBOX_OK;
+}
+
+void inbox__pg_forget_statements(pg_store *s)
+{
+	s->prepared = 0;
+	s->qepoch++;
+	/* New names too: of statements the server lost only some. */
+	for (int i = 0; i < PG_HCACHE; i++) {
+		s->hcache[i].ready_conn = 0;
+		if (s->hcache[i].sql)
+			s->hcache[i].id = ++s->hnext;
+	}
+}
+
+int inbox__pg_reconnect(pg_store *s, const char *what)
+{
+	PQreset(s->conn);
+	/* A new connection whatever the server calls it: nothing prepared
+	 * on the old one exists here, whatever PQbackendPID() says. */
+	s->conn_id++;
+	s->prepared = 0;
+	for (int i = 0; i < PG_HCACHE; i++)
+		s->hcache[i].ready_conn = 0;
+	inbox__pg_queue_clear(s);
+	if (PQstatus(s->conn) != CONNECTION_OK)
+		return inbox__pg_fail(s, NULL, what);
+	PQsetNoticeProcessor(s->conn, ignore_notice, NULL);
+	return INBOX_OK;
+}
+
+void inbox__pg_ensure_connected(pg_store *s)
+{
+	if (PQstatus(s->conn) != CONNECTION_OK)
+		inbox__pg_reconnect(s, "reconnect");
+}
+
+void inbox__pg_stmt_name(const pg_store *s, int q, char *out, size_t n)
+{
+	if (s->qepoch)
+		snprintf(out, n, "inbox__q%d_%u", q, s->qepoch);
+	else
+		snprintf(out, n, "inbox__q%d", q);
+}
+
+static uint64_t pg_connection_id(const inbox_store *st)
+{
+	return ((const pg_store *)st)->conn_id;
 }
 
 static int pg_open(inbox_store **out, const char *url,
@@ -178,4 +226,5 @@ const inbox_store_vtable inbox__pg_vtable = {
     .outbox_counts = inbox__pg_outbox_counts,
     .outbox_purge = inbox__pg_outbox_purge,
     .seal = inbox__pg_seal,
+    .connection_id = pg_connection_id,
 };

@@ -24,6 +24,13 @@
  * Handler statements are prepared once per connection, on first use and
  * in the same pipeline, and kept in a small cache keyed by their SQL
  * text, like the store's own statements.
+ *
+ * Connections. A connection is identified by conn_id, a number of ours:
+ * 1 at open, incremented at every reconnect (inbox__pg_reconnect, the
+ * only place one starts). Whatever belongs to a connection — prepared
+ * statements, the queue — is tagged with or cleared at that number, never
+ * with the server's backend PID: a server in its own PID namespace (a
+ * container) hands the same PID to the next connection after a restart.
  */
 #ifndef INBOX_STORE_PG_STORE_H
 #define INBOX_STORE_PG_STORE_H
@@ -94,17 +101,20 @@ typedef struct pg_hstmt {
 	char *sql; /* NULL: free slot */
 	uint64_t hash;
 	unsigned id;
-	int ready_pid; /* prepared on that backend; 0 = not yet */
-	uint64_t used; /* LRU tick */
+	uint64_t ready_conn; /* prepared on that conn_id; 0 = not yet */
+	uint64_t used;       /* LRU tick */
 } pg_hstmt;
 
 typedef struct pg_store {
 	struct inbox_store base; /* first: the core casts */
 	PGconn *conn;
+	uint64_t conn_id; /* ours: 1 at open, +1 at every reconnect */
 	char *sql[PGQ_COUNT];
-	/* Bit q set: PGQ q is prepared on the backend `prepared_pid`. */
+	/* Bit q set: PGQ q is prepared on connection `prepared_conn`, under
+	 * the name inbox__q<q>_<qepoch>. */
 	unsigned prepared;
-	int prepared_pid;
+	uint64_t prepared_conn;
+	unsigned qepoch;     /* bumped when the server lost our statements */
 	pg_pending *pending; /* the queue */
 	int npending, pending_cap;
 	inbox__buf args; /* SQL and parameters of queued statements */
@@ -135,6 +145,19 @@ typedef struct pg_store {
 	inbox__buf maybe;    /* scratch: the claim's bool[] literal */
 } pg_store;
 
+/* pg_store.c: the connection. */
+/* Reset the connection (a new conn_id) and forget everything tied to the
+ * old one. INBOX_OK, or the (transient) error recorded with `what`. */
+int inbox__pg_reconnect(pg_store *s, const char *what);
+/* Reconnect if the connection is known to be lost (outside a
+ * transaction: nothing can be lost by it). */
+void inbox__pg_ensure_connected(pg_store *s);
+/* The server no longer has (some of) our prepared statements: prepare
+ * every one again, under new names, on next use. */
+void inbox__pg_forget_statements(pg_store *s);
+/* The name of fixed statement q on this handle. */
+void inbox__pg_stmt_name(const pg_store *s, int q, char *out, size_t n);
+
 /* pg_sql.c: build the table names and s->sql[]. 0 or -1 (NOMEM). */
 int inbox__pg_build_sql(pg_store *s);
 void inbox__pg_free_sql(pg_store *s);
@@ -164,8 +187,10 @@ int64_t inbox__pg_lock_key(const inbox_store *st, const char *purpose);
 /* Record the error of a failed libpq call (r may be NULL) on the handle,
  * prefixed by `what`, and return INBOX_ERR_TRANSIENT or INBOX_ERR_STORE. */
 int inbox__pg_fail(pg_store *s, const PGresult *r, const char *what);
-/* Classify a SQLSTATE (NULL = none) for this connection. */
-int inbox__pg_classify(PGconn *conn, const char *sqlstate);
+/* Classify a failure: INBOX_ERR_TRANSIENT for what is the
+ * infrastructure's fault (see pg_exec.c), INBOX_ERR_STORE otherwise.
+ * r may be NULL (libpq's own error); sqlstate NULL = none. */
+int inbox__pg_classify(PGconn *conn, const PGresult *r, const char *sqlstate);
 
 /* Run prepared statement q (q >= 0, prepared on first use) or `sql`
  * (q < 0) with text parameters (lengths/formats may be NULL: all text),

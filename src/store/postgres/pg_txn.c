@@ -11,12 +11,7 @@
 
 static int reconnect(pg_store *s)
 {
-	PQreset(s->conn);
-	s->prepared = 0;
-	inbox__pg_queue_clear(s);
-	if (PQstatus(s->conn) != CONNECTION_OK)
-		return inbox__pg_fail(s, NULL, "reconnect");
-	return INBOX_OK;
+	return inbox__pg_reconnect(s, "reconnect");
 }
 
 /* Leave any transaction the server still has open (after a failed COMMIT,

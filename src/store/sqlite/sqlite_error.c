@@ -144,9 +144,17 @@ int inbox__sq_fail(sq_store *s, int rc, const char *what)
 		s->base.in_txn = 0;
 		s->sp_open = 0;
 	}
+	/* The infrastructure's faults, never a statement's or a message's:
+	 * another connection holds the lock past the busy timeout; the disk
+	 * is full or failing; a statement interrupted (our statement
+	 * timeout). Retried, never counted toward a message's attempts. */
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
+	case SQLITE_FULL:
+	case SQLITE_IOERR:
+	case SQLITE_PROTOCOL:
+	case SQLITE_INTERRUPT:
 		return INBOX_ERR_TRANSIENT;
 	default:
 		return INBOX_ERR_STORE;
