@@ -179,14 +179,40 @@ typedef struct inbox_store_options {
 	 * inbox_consumer_open() then fails with INBOX_ERR_SCHEMA while the
 	 * schema is missing or at another version. */
 	int auto_migrate;
-	/* SQLite: busy timeout in ms (default 5000). */
+	/* SQLite: busy timeout in ms (default 5000; lock_timeout_ms, or the
+	 * consumer's batch timeout, replaces it when set). */
 	int busy_timeout_ms;
+	/* --- version 2 --- */
+	/* Bounds on the waits of the handle's transactions (from begin to
+	 * commit or rollback: a consumer's batches, lease completions, the
+	 * outbox dispatcher's claims), in ms. 0 (the default): the batch
+	 * timeout of the consumer opened on the handle applies (see
+	 * inbox_consumer_options.batch_timeout_ms), none without one; > 0:
+	 * that; < 0: none from libinbox (the server's own setting applies).
+	 * Waiting for a lock another transaction holds: PostgreSQL
+	 * lock_timeout, SQLite's busy timeout. A claim that times out is
+	 * transient (INBOX_ERR_TRANSIENT: the batch is retried, nothing is
+	 * counted), so a stuck holder never stops the others for longer. */
+	int64_t lock_timeout_ms;
+	/* One statement's run (PostgreSQL statement_timeout; SQLite: a
+	 * handler's statement is interrupted). Transient too (57014,
+	 * SQLITE_INTERRUPT). */
+	int64_t statement_timeout_ms;
+	/* PostgreSQL idle_in_transaction_session_timeout: a session idle
+	 * inside one of these transactions that long is ended by the server,
+	 * which releases its locks — a process frozen mid-batch (SIGSTOP, a
+	 * paused host, a hung handler) then reconnects when it resumes and
+	 * runs its batch again. SQLite has no equivalent: no other process
+	 * can end a transaction, so a frozen holder of SQLite's write lock
+	 * holds the others back until it resumes or dies (each waits its
+	 * busy timeout, fails transiently and retries). */
+	int64_t idle_in_transaction_timeout_ms;
 } inbox_store_options;
 
-#define INBOX_STORE_OPTIONS_VERSION 1
+#define INBOX_STORE_OPTIONS_VERSION 2
 #define INBOX_STORE_OPTIONS_INIT                                               \
 	{                                                                      \
-		INBOX_STORE_OPTIONS_VERSION, NULL, NULL, 1, 5000               \
+		INBOX_STORE_OPTIONS_VERSION, NULL, NULL, 1, 5000, 0, 0, 0      \
 	}
 
 /* Open a store by URL:
@@ -345,14 +371,28 @@ typedef struct inbox_consumer_options {
 	 * "schema violation at /data/totalCents: minimum: -5 is less than
 	 * 0". Ignored (no schema) when version is 1. */
 	const char *json_schema;
+	/* --- version 3 --- */
+	/* The time budget of one batch transaction, in ms. 0 (the default):
+	 * a third of lease_ms (10 s with the default lease), at least 1 s;
+	 * < 0: none. The consumer bounds its store's transactions by it,
+	 * where the store options leave a limit at 0: no lock is waited for
+	 * longer, no statement runs longer, and (PostgreSQL) a session idle
+	 * that long inside a transaction is ended by the server — so a
+	 * member frozen inside its transaction (SIGSTOP, a long pause of its
+	 * host, a hung handler) holds the other members back no longer than
+	 * that: its transaction is rolled back, its locks released, and when
+	 * it resumes it reconnects and runs its batch again (what the others
+	 * applied meanwhile are duplicates then). Those timeouts are
+	 * transient failures: retried, never counted toward attempts. */
+	int64_t batch_timeout_ms;
 } inbox_consumer_options;
 
-#define INBOX_CONSUMER_OPTIONS_VERSION 2
+#define INBOX_CONSUMER_OPTIONS_VERSION 3
 #define INBOX_CONSUMER_OPTIONS_INIT                                            \
 	{                                                                      \
 		INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,        \
 		    7 * 24 * 3600, 5, 30000, 1024 * 1024,                      \
-		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL                 \
+		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL, 0              \
 	}
 
 /* Create a consumer on `st` (borrowed: it must outlive the consumer; one

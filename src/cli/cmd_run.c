@@ -239,12 +239,14 @@ static void log_totals(const worker *w)
 	    "\"event\":\"stopped\",\"result\":\"%s\"%s,"
 	    "\"messages\":%llu,\"applied\":%llu,\"duplicates\":%llu,"
 	    "\"conflicts\":%llu,\"stale\":%llu,\"dead_letters\":%llu,"
-	    "\"retries\":%llu,\"batches\":%llu",
+	    "\"retries\":%llu,\"transient_retries\":%llu,\"batches\":%llu",
 	    w->rc < 0 ? inbox_err_name(w->rc) : "ok", e,
 	    (unsigned long long)s.messages, (unsigned long long)s.applied,
 	    (unsigned long long)s.duplicates, (unsigned long long)s.conflicts,
 	    (unsigned long long)s.stale, (unsigned long long)s.dead_letters,
-	    (unsigned long long)s.retries, (unsigned long long)s.batches);
+	    (unsigned long long)s.retries,
+	    (unsigned long long)s.transient_retries,
+	    (unsigned long long)s.batches);
 	pthread_mutex_unlock(&g_mu);
 }
 

@@ -925,12 +925,57 @@ static int schema_file(ctx *x, yaml_node_t *v, cli_consumer *c)
 	return 0;
 }
 
-static const char *const consumer_keys[] = {
-    "name",        "source",      "store",        "key",          "id",
-    "fingerprint", "batch_size",  "retention",    "max_attempts", "lease",
-    "max_payload", "retry_delay", "poll_timeout", "batch_pause",  "replay",
-    "setup",       "effect",      "outbox",       "dispatch",     "schema",
-    NULL};
+static const char *const consumer_keys[] = {"name",
+                                            "source",
+                                            "store",
+                                            "key",
+                                            "id",
+                                            "fingerprint",
+                                            "batch_size",
+                                            "retention",
+                                            "max_attempts",
+                                            "lease",
+                                            "max_payload",
+                                            "retry_delay",
+                                            "poll_timeout",
+                                            "batch_pause",
+                                            "replay",
+                                            "setup",
+                                            "effect",
+                                            "outbox",
+                                            "dispatch",
+                                            "schema",
+                                            "batch_timeout",
+                                            "lock_timeout",
+                                            "statement_timeout",
+                                            "idle_in_transaction_timeout",
+                                            NULL};
+
+/* A timeout: a duration (1 ms .. 24 days: PostgreSQL's settings are int
+ * milliseconds), or "off" (-1). */
+static int timeout_value(ctx *x, yaml_node_t *m, const char *what, int64_t *out)
+{
+	yaml_node_t *v = get(x, m, what);
+	if (!v)
+		return 0;
+	if (v->type == YAML_SCALAR_NODE && !strcmp(sv(v), "off")) {
+		*out = -1;
+		return 0;
+	}
+	return duration_value(x, v, what, 1, INT32_MAX, out);
+}
+
+/* batch_timeout bounds the batch's transaction; the three others, each
+ * derived from it unless given, bound its waits (docs/config.md). */
+static int timeout_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
+{
+	return timeout_value(x, m, "batch_timeout", &c->batch_timeout_ms) ||
+	       timeout_value(x, m, "lock_timeout", &c->lock_timeout_ms) ||
+	       timeout_value(x, m, "statement_timeout",
+	                     &c->statement_timeout_ms) ||
+	       timeout_value(x, m, "idle_in_transaction_timeout",
+	                     &c->idle_timeout_ms);
+}
 
 static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
@@ -1064,7 +1109,8 @@ static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 		            c->name);
 	if (source_url(x, v, &c->source, &c->source_pos))
 		return -1;
-	if (consumer_opts(x, m, c) || outbox_config(x, m, c))
+	if (consumer_opts(x, m, c) || timeout_opts(x, m, c) ||
+	    outbox_config(x, m, c))
 		return -1;
 	/* Only external effects (outbox:) is fine too. */
 	if (!(v = get(x, m, "effect")) && c->noutbox)

@@ -88,6 +88,10 @@ typedef struct cli_consumer {
 	int retry_delay_ms;
 	int poll_timeout_ms;
 	int batch_pause_ms;
+	/* batch_timeout and the limits it derives, overridden one by one:
+	 * ms; 0 = unset (derived), -1 = off. */
+	int64_t batch_timeout_ms;
+	int64_t lock_timeout_ms, statement_timeout_ms, idle_timeout_ms;
 	inbox_replay_policy replay;
 	char *setup; /* SQL run once at start (several statements), or NULL */
 	cli_pos setup_pos;

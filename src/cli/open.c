@@ -38,6 +38,9 @@ int cli_open_store(const cli_config *cfg, const cli_consumer *c,
 	o.table_prefix = cfg->table_prefix;
 	o.schema = cfg->schema;
 	o.auto_migrate = auto_migrate < 0 ? cfg->auto_migrate : auto_migrate;
+	o.lock_timeout_ms = c->lock_timeout_ms;
+	o.statement_timeout_ms = c->statement_timeout_ms;
+	o.idle_in_transaction_timeout_ms = c->idle_timeout_ms;
 	const char *url = cli_consumer_store(cfg, c);
 	int line = c->store ? c->store_pos.line : cfg->store_pos.line;
 	int rc = inbox_store_open(out, url, &o);
@@ -95,6 +98,7 @@ int cli_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	o.handler = cli_effect_handler;
 	o.handler_payload = (void *)c;
 	o.json_schema = c->schema_json;
+	o.batch_timeout_ms = c->batch_timeout_ms;
 	char err[512] = "";
 	int rc = inbox_consumer_open(out, st, &o, err, sizeof(err));
 	if (rc == INBOX_OK)

@@ -39,6 +39,20 @@ static int valid_name(const char *s)
 	return 1;
 }
 
+/* Bound the store's transactions by the batch's time budget: a lock
+ * waited for, a statement, a session idle inside the transaction (see
+ * batch_timeout_ms in inbox.h). */
+static int apply_budget(inbox_store *st, const inbox_consumer_options *o)
+{
+	int64_t budget = o->version >= 3 ? o->batch_timeout_ms : 0;
+	if (budget == 0)
+		budget = o->lease_ms / 3 > 1000 ? o->lease_ms / 3 : 1000;
+	if (budget < 0 || st->vt->version < 5 || !st->vt->set_limits)
+		return INBOX_OK;
+	inbox_store_limits l = {budget, budget, budget};
+	return st->vt->set_limits(st, &l);
+}
+
 int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
                         const inbox_consumer_options *o, char *err,
                         size_t errlen)
@@ -140,6 +154,8 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	}
 	if (rc == INBOX_OK)
 		rc = st->vt->register_consumer(st, c->name, c->retention_s);
+	if (rc == INBOX_OK)
+		rc = apply_budget(st, o);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot register consumer: %s",
 		         st->errmsg);

@@ -1454,6 +1454,35 @@ TEST(generations_seal_under_concurrent_claims)
 
 /* ---- infrastructure faults through a consumer (issue 11) ------------- */
 
+/* The three settings as a transaction of the store sees them. */
+static void limits_seen(inbox_store *st, char out[3][32])
+{
+	struct first f[3];
+	const char *names[3] = {"lock_timeout", "statement_timeout",
+	                        "idle_in_transaction_session_timeout"};
+	for (int i = 0; i < 3; i++) {
+		memset(&f[i], 0, sizeof(f[i]));
+		VT(st)->query(st, "SELECT current_setting($1)", 1, &names[i],
+		              first_row, &f[i]);
+		snprintf(out[i], 32, "%s", f[i].v);
+	}
+}
+
+static inbox_store *open_limits(int64_t lock, int64_t stmt, int64_t idle)
+{
+	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
+	inbox_store *st = NULL;
+	o.table_prefix = prefix;
+	o.lock_timeout_ms = lock;
+	o.statement_timeout_ms = stmt;
+	o.idle_in_transaction_timeout_ms = idle;
+	if (inbox_store_open(&st, url, &o) != INBOX_OK) {
+		inbox_store_close(st);
+		return NULL;
+	}
+	return st;
+}
+
 /* The handler of the fault tests: one statement, $1 = the key. */
 typedef struct fx {
 	const char *sql;
@@ -1605,13 +1634,8 @@ TEST(transient_handler_statement_uncounted)
 	ASSERT_OK(admin_exec(sql));
 	snprintf(sql, sizeof(sql),
 	         "UPDATE %s SET id = id WHERE id = 1 AND $1 <> ''", table);
-	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
-	so.table_prefix = prefix;
-	inbox_store *st = NULL;
-	ASSERT_OK(inbox_store_open(&st, url, &so));
-	PGresult *r = PQexec(VT(st)->native(st), "SET lock_timeout = '100ms'");
-	ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK);
-	PQclear(r);
+	inbox_store *st = open_limits(100, 0, 0);
+	ASSERT_TRUE(st != NULL);
 	fx f = {sql, 1, 0};
 	inbox_consumer *c = fx_consumer(st, "lockfx", &f);
 	ASSERT_TRUE(c != NULL);
@@ -1647,6 +1671,123 @@ TEST(transient_handler_statement_uncounted)
 	          0);
 	inbox_consumer_close(c);
 	inbox_store_close(st);
+}
+
+/* Explicit limits, derived ones, and none: SET LOCAL in every
+ * transaction, nothing outside. */
+TEST(limits_per_transaction)
+{
+	char v[3][32];
+	inbox_store *st = open_limits(150, 2500, 4000);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(VT(st)->begin(st));
+	limits_seen(st, v);
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_STREQ(v[0], "150ms");
+	ASSERT_STREQ(v[1], "2500ms");
+	ASSERT_STREQ(v[2], "4s");
+	limits_seen(st, v); /* outside a transaction: the server's */
+	ASSERT_STREQ(v[0], "0");
+	ASSERT_STREQ(v[1], "0");
+	/* A consumer's batch timeout fills in what the options left unset;
+	 * < 0 leaves it to the server. */
+	inbox_store_close(st);
+	st = open_limits(150, 0, -1);
+	ASSERT_TRUE(st != NULL);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	inbox_consumer *c = NULL;
+	co.name = "limits";
+	co.batch_timeout_ms = 7000;
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, NULL, 0));
+	ASSERT_OK(VT(st)->begin(st));
+	limits_seen(st, v);
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_STREQ(v[0], "150ms");
+	ASSERT_STREQ(v[1], "7s");
+	ASSERT_STREQ(v[2], "0");
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+	/* The default budget: a third of the lease. */
+	st = open_limits(0, 0, 0);
+	ASSERT_TRUE(st != NULL);
+	co.batch_timeout_ms = 0;
+	co.lease_ms = 9000;
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, NULL, 0));
+	ASSERT_OK(VT(st)->begin(st));
+	limits_seen(st, v);
+	ASSERT_OK(VT(st)->commit(st));
+	ASSERT_STREQ(v[0], "3s");
+	ASSERT_STREQ(v[1], "3s");
+	ASSERT_STREQ(v[2], "3s");
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
+/* A claim waiting on a key another transaction holds gives up after
+ * lock_timeout (transient); a statement after statement_timeout. */
+TEST(limits_lock_and_statement_timeouts)
+{
+	inbox_store *holder = open_store();
+	inbox_store *st = open_limits(200, 300, 0);
+	ASSERT_TRUE(holder != NULL && st != NULL);
+	inbox_claim cl;
+	ASSERT_OK(VT(holder)->begin(holder));
+	ASSERT_OK(
+	    claim1(holder, "lim", &cl, "K1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_OK(VT(st)->begin(st));
+	double t0 = now_s();
+	ASSERT_EQ(claim1(st, "lim", &cl, "K1", FP_A, INBOX_ST_COMPLETED, 0),
+	          INBOX_ERR_TRANSIENT);
+	double waited = now_s() - t0;
+	ASSERT_STREQ(inbox_store_errcode(st), "55P03");
+	ASSERT_TRUE(waited >= 0.15 && waited < 5.0);
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_OK(VT(holder)->commit(holder));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "lim", &cl, "K1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 0);
+	int64_t rows;
+	t0 = now_s();
+	ASSERT_EQ(VT(st)->exec(st, "SELECT pg_sleep(5)", 0, NULL, &rows),
+	          INBOX_ERR_TRANSIENT);
+	ASSERT_STREQ(inbox_store_errcode(st), "57014");
+	ASSERT_TRUE(now_s() - t0 < 4.0);
+	ASSERT_OK(VT(st)->rollback(st));
+	inbox_store_close(holder);
+	inbox_store_close(st);
+}
+
+/* A session idle inside its transaction past the timeout is ended by the
+ * server, its locks released; the next call of the frozen holder fails
+ * transiently and begin() reconnects. */
+TEST(limits_idle_in_transaction)
+{
+	inbox_store *st = open_limits(0, 0, 300);
+	inbox_store *other = open_limits(5000, 0, 0);
+	ASSERT_TRUE(st != NULL && other != NULL);
+	inbox_claim cl;
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_OK(claim1(st, "idle", &cl, "I1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 1);
+	uint64_t id = inbox_store_connection_id(st);
+	/* "frozen": the other waits on I1 until the server ends us. */
+	double t0 = now_s();
+	ASSERT_OK(VT(other)->begin(other));
+	ASSERT_OK(
+	    claim1(other, "idle", &cl, "I1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 1); /* ours was rolled back */
+	ASSERT_OK(VT(other)->commit(other));
+	ASSERT_TRUE(now_s() - t0 < 4.0);
+	ASSERT_EQ(VT(st)->commit(st), INBOX_ERR_TRANSIENT);
+	ASSERT_OK(VT(st)->rollback(st));
+	ASSERT_OK(VT(st)->begin(st));
+	ASSERT_EQ(inbox_store_connection_id(st), id + 1);
+	ASSERT_OK(claim1(st, "idle", &cl, "I1", FP_A, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(cl.is_new, 0);
+	ASSERT_EQ(cl.status, INBOX_ST_COMPLETED);
+	ASSERT_OK(VT(st)->commit(st));
+	inbox_store_close(st);
+	inbox_store_close(other);
 }
 
 static void drop_all(void)
@@ -1721,6 +1862,9 @@ int main(void)
 	RUN(lost_statements_reprepared_deferred);
 	RUN(lost_statements_reprepared_direct);
 	RUN(transient_handler_statement_uncounted);
+	RUN(limits_per_transaction);
+	RUN(limits_lock_and_statement_timeouts);
+	RUN(limits_idle_in_transaction);
 	drop_all();
 	PQfinish(admin);
 	return test_summary();

@@ -1013,6 +1013,72 @@ static void remove_tmpdir(void)
 	rmdir(tmpdir);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* SQLite's analogues of PostgreSQL's transaction limits (issue 11):
+ * lock_timeout is the busy timeout, a statement timeout interrupts a
+ * handler's statement; both transient. */
+TEST(limits_lock_and_statement)
+{
+	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
+	o.busy_timeout_ms = 60000; /* replaced by lock_timeout_ms */
+	o.lock_timeout_ms = 200;
+	o.statement_timeout_ms = 200;
+	inbox_store *a = open_db("limits.db"), *b = NULL;
+	ASSERT_TRUE(a != NULL);
+	ASSERT_OK(inbox_store_open(&b, db_url("limits.db"), &o));
+	ASSERT_OK(VT(a)->begin(a));
+	double t0 = now_s();
+	ASSERT_EQ(VT(b)->begin(b), INBOX_ERR_TRANSIENT);
+	double waited = now_s() - t0;
+	ASSERT_CONTAINS(inbox_store_errcode(b), "SQLITE_BUSY");
+	ASSERT_TRUE(waited >= 0.15 && waited < 5.0);
+	ASSERT_OK(VT(a)->rollback(a));
+	/* A statement running past the timeout inside a transaction. */
+	const char *slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+	                   "SELECT x + 1 FROM c LIMIT 2000000000) "
+	                   "SELECT count(*) FROM c";
+	int64_t n;
+	ASSERT_OK(VT(b)->begin(b));
+	t0 = now_s();
+	ASSERT_EQ(VT(b)->exec(b, slow, 0, NULL, &n), INBOX_ERR_TRANSIENT);
+	ASSERT_STREQ(inbox_store_errcode(b), "SQLITE_INTERRUPT");
+	ASSERT_TRUE(now_s() - t0 < 5.0);
+	VT(b)->rollback(b);
+	rows r;
+	memset(&r, 0, sizeof(r));
+	ASSERT_OK(VT(b)->query(b, "SELECT 1", 0, NULL, collect, &r));
+	ASSERT_EQ(r.n, 1); /* the handle goes on */
+	inbox_store_close(a);
+	inbox_store_close(b);
+}
+
+/* A consumer's batch timeout sets the limits its store left at 0. */
+TEST(limits_from_batch_timeout)
+{
+	inbox_store *a = open_db("budget.db"), *b = open_db("budget.db");
+	ASSERT_TRUE(a != NULL && b != NULL);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	inbox_consumer *c = NULL;
+	co.name = "budget";
+	co.batch_timeout_ms = 300;
+	ASSERT_OK(inbox_consumer_open(&c, b, &co, NULL, 0));
+	ASSERT_OK(VT(a)->begin(a));
+	double t0 = now_s();
+	ASSERT_EQ(VT(b)->begin(b), INBOX_ERR_TRANSIENT);
+	double waited = now_s() - t0;
+	ASSERT_TRUE(waited >= 0.25 && waited < 4.0); /* not the 5 s default */
+	ASSERT_OK(VT(a)->rollback(a));
+	inbox_consumer_close(c);
+	inbox_store_close(a);
+	inbox_store_close(b);
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir) || chdir(tmpdir) != 0) {
@@ -1037,6 +1103,8 @@ int main(void)
 	RUN(busy_is_transient);
 	RUN(bad_sql);
 	RUN(prefix);
+	RUN(limits_lock_and_statement);
+	RUN(limits_from_batch_timeout);
 	if (chdir("/") != 0)
 		perror("chdir");
 	remove_tmpdir();

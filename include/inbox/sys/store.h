@@ -100,8 +100,17 @@ struct inbox_store {
 	int in_txn;
 };
 
-/* 1: the inbox; 2: + the outbox slots; 3: + seal; 4: + connection_id. */
-#define INBOX_STORE_VTABLE_VERSION 4
+/* 1: the inbox; 2: + the outbox slots; 3: + seal; 4: + connection_id;
+ * 5: + set_limits. */
+#define INBOX_STORE_VTABLE_VERSION 5
+
+/* Bounds on a transaction's waits, in ms; 0 = none (see
+ * inbox_store_options, version 2, for what each one bounds). */
+typedef struct inbox_store_limits {
+	int64_t lock_ms;
+	int64_t statement_ms;
+	int64_t idle_ms;
+} inbox_store_limits;
 
 /* The outcome of a claimed outbox row, written by outbox_finish. */
 typedef struct inbox_outbox_finish {
@@ -264,6 +273,16 @@ struct inbox_store_vtable {
 	 * whatever it keeps per connection (prepared statements, session
 	 * settings). NULL: the backend never reconnects (always 1). */
 	uint64_t (*connection_id)(const inbox_store *st);
+
+	/* ---- version 5 ------------------------------------------------- */
+
+	/* Optional. The limits a consumer derived from its batch timeout,
+	 * for the transactions begun from now on: each applies where the
+	 * store's options (version 2) left that limit at 0; the options'
+	 * explicit values win. A backend applies them at every begin()
+	 * (e.g. SET LOCAL), so that nothing has to be restored after a
+	 * reconnect. NULL: no limits (the core ignores it). */
+	int (*set_limits)(inbox_store *st, const inbox_store_limits *derived);
 };
 
 /* Register a backend (the built-in ones are registered automatically).

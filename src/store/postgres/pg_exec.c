@@ -211,8 +211,11 @@ static int send_pending(pg_store *s, pg_pending *e)
 	e->parse = 0;
 	if (!e->stmt) {
 		if (e->op != PGOP_DEALLOCATE)
-			return PQsendQueryParams(s->conn, op_sql[e->op], 0,
-			                         NULL, NULL, NULL, NULL, 0)
+			return PQsendQueryParams(s->conn,
+			                         e->op == PGOP_LIMITS
+			                             ? s->limits_sql
+			                             : op_sql[e->op],
+			                         0, NULL, NULL, NULL, NULL, 0)
 			           ? 0
 			           : -1;
 		char sql[64];

@@ -1,4 +1,5 @@
 /* PostgreSQL store: connection, handle life cycle and the vtable. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,40 @@ void inbox__pg_stmt_name(const pg_store *s, int q, char *out, size_t n)
 		snprintf(out, n, "inbox__q%d", q);
 }
 
+/* A limit: the option's explicit value, else the derived one. */
+static int64_t effective(int64_t opt, int64_t derived)
+{
+	int64_t v = opt > 0 ? opt : opt < 0 ? 0 : derived > 0 ? derived : 0;
+	return v > INT32_MAX ? INT32_MAX : v; /* the settings are int ms */
+}
+
+/* Set per transaction (SET LOCAL, after BEGIN) rather than per session:
+ * nothing to restore after a reconnect, and what runs outside the
+ * consumers' transactions (migrate, seal, purge, tools) keeps the
+ * server's settings. */
+int inbox__pg_set_limits(inbox_store *st, const inbox_store_limits *d)
+{
+	static const char *const names[3] = {
+	    "lock_timeout", "statement_timeout",
+	    "idle_in_transaction_session_timeout"};
+	pg_store *s = (pg_store *)st;
+	inbox_store_limits none = {0, 0, 0};
+	if (!d)
+		d = &none;
+	int64_t v[3] = {effective(s->opt_lock_ms, d->lock_ms),
+	                effective(s->opt_statement_ms, d->statement_ms),
+	                effective(s->opt_idle_ms, d->idle_ms)};
+	size_t o = 0;
+	s->limits_sql[0] = '\0';
+	for (int i = 0; i < 3; i++)
+		if (v[i] > 0)
+			o += (size_t)snprintf(
+			    s->limits_sql + o, sizeof(s->limits_sql) - o,
+			    "%sset_config('%s', '%lld', true)",
+			    o ? ", " : "SELECT ", names[i], (long long)v[i]);
+	return INBOX_OK;
+}
+
 static uint64_t pg_connection_id(const inbox_store *st)
 {
 	return ((const pg_store *)st)->conn_id;
@@ -172,6 +207,12 @@ static int pg_open(inbox_store **out, const char *url,
 		inbox__store_seterr(&s->base, "", "open: out of memory");
 		return INBOX_ERR_NOMEM;
 	}
+	if (opts && opts->version >= 2) {
+		s->opt_lock_ms = opts->lock_timeout_ms;
+		s->opt_statement_ms = opts->statement_timeout_ms;
+		s->opt_idle_ms = opts->idle_in_transaction_timeout_ms;
+	}
+	inbox__pg_set_limits(&s->base, NULL);
 	return connect_db(s, url);
 }
 
@@ -227,4 +268,5 @@ const inbox_store_vtable inbox__pg_vtable = {
     .outbox_purge = inbox__pg_outbox_purge,
     .seal = inbox__pg_seal,
     .connection_id = pg_connection_id,
+    .set_limits = inbox__pg_set_limits,
 };

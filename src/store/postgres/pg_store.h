@@ -72,7 +72,8 @@ enum pg_op {
 	PGOP_SAVEPOINT,
 	PGOP_RELEASE,
 	PGOP_ROLLBACK_TO,
-	PGOP_DEALLOCATE /* of an evicted handler statement (name in args) */
+	PGOP_DEALLOCATE, /* of an evicted handler statement (name in args) */
+	PGOP_LIMITS      /* the transaction's timeouts (s->limits_sql) */
 };
 
 /* One queued command: a transaction-control op, or a handler statement
@@ -143,6 +144,11 @@ typedef struct pg_store {
 	int gen_cur;         /* the newest generation, as last read */
 	double gens_checked; /* monotonic seconds of the last refresh; 0 */
 	inbox__buf maybe;    /* scratch: the claim's bool[] literal */
+	/* The transactions' timeouts: the options' explicit values (ms; 0
+	 * unset, < 0 none), and the statement that sets the effective ones
+	 * (SET LOCAL, queued after every BEGIN; "" = none). */
+	int64_t opt_lock_ms, opt_statement_ms, opt_idle_ms;
+	char limits_sql[256];
 } pg_store;
 
 /* pg_store.c: the connection. */
@@ -155,6 +161,8 @@ void inbox__pg_ensure_connected(pg_store *s);
 /* The server no longer has (some of) our prepared statements: prepare
  * every one again, under new names, on next use. */
 void inbox__pg_forget_statements(pg_store *s);
+/* The vtable's set_limits (d NULL: the options' values only). */
+int inbox__pg_set_limits(inbox_store *st, const inbox_store_limits *d);
 /* The name of fixed statement q on this handle. */
 void inbox__pg_stmt_name(const pg_store *s, int q, char *out, size_t n);
 

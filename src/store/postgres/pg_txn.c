@@ -92,6 +92,8 @@ int inbox__pg_begin(inbox_store *st)
 	inbox__pg_queue_clear(s);
 	if ((rc = inbox__pg_queue_op(s, PGOP_BEGIN)) < 0)
 		return rc;
+	if (s->limits_sql[0] && (rc = inbox__pg_queue_op(s, PGOP_LIMITS)) < 0)
+		return rc;
 	s->claimed = 0;
 	s->defer_failed = 0;
 	s->defer_ok = !s->sync_next;

@@ -177,9 +177,10 @@ int inbox__sq_exec(inbox_store *st, const char *sql, int nparams,
 	/* sqlite3_changes64() keeps the count of the last INSERT/UPDATE/
 	 * DELETE: only trust it if this statement changed something. */
 	sqlite3_int64 before = sqlite3_total_changes64(s->db);
-	int rc;
+	int rc, armed = inbox__sq_arm(s);
 	while ((rc = sqlite3_step(l.stmt)) == SQLITE_ROW)
 		n++;
+	inbox__sq_disarm(s, armed);
 	if (rc != SQLITE_DONE)
 		err = inbox__sq_fail(s, rc, "exec");
 	else if (!sqlite3_stmt_readonly(l.stmt))
@@ -213,7 +214,7 @@ int inbox__sq_query(inbox_store *st, const char *sql, int nparams,
 		inbox__store_seterr(st, "SQLITE_NOMEM", "query: out of memory");
 		return INBOX_ERR_NOMEM;
 	}
-	int rc;
+	int rc, armed = inbox__sq_arm(s);
 	while ((rc = sqlite3_step(l.stmt)) == SQLITE_ROW) {
 		for (int i = 0; i < ncols; i++)
 			row[i] = (const char *)sqlite3_column_text(l.stmt, i);
@@ -222,6 +223,7 @@ int inbox__sq_query(inbox_store *st, const char *sql, int nparams,
 			break;
 		}
 	}
+	inbox__sq_disarm(s, armed);
 	if (rc != SQLITE_DONE)
 		err = inbox__sq_fail(s, rc, "query");
 	if (row != stackrow)

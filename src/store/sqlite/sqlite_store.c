@@ -6,6 +6,7 @@
  * literally up to an optional "?synchronous=full|normal|extra" (default
  * full: every commit is durable).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,58 @@ static int configure(sq_store *s, const sq_url *u, int busy_ms)
 	return rc == SQLITE_OK ? INBOX_OK : inbox__sq_fail(s, rc, "configure");
 }
 
+static int clamp_ms(int64_t ms)
+{
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/* A limit: the option's explicit value, else the derived one. */
+static int64_t effective(int64_t opt, int64_t derived)
+{
+	return opt > 0 ? opt : opt < 0 ? 0 : derived > 0 ? derived : 0;
+}
+
+/* Called every few thousand VM steps: past the deadline, the statement
+ * is interrupted (SQLITE_INTERRUPT: transient). */
+static int over_time(void *payload)
+{
+	sq_store *s = payload;
+	return s->deadline > 0 && inbox__mono_seconds() > s->deadline;
+}
+
+int inbox__sq_arm(sq_store *s)
+{
+	if (s->statement_ms <= 0 || !s->base.in_txn || s->deadline > 0)
+		return 0;
+	s->deadline = inbox__mono_seconds() + (double)s->statement_ms / 1000.0;
+	return 1;
+}
+
+void inbox__sq_disarm(sq_store *s, int armed)
+{
+	if (armed)
+		s->deadline = 0;
+}
+
+/* SQLite's analogues: the busy timeout bounds the wait for the write
+ * lock (BEGIN IMMEDIATE), a progress handler a handler's statement. An
+ * idle timeout has none: no other connection can end our transaction. */
+static int sq_set_limits(inbox_store *st, const inbox_store_limits *d)
+{
+	sq_store *s = SQ(st);
+	inbox_store_limits none = {0, 0, 0};
+	if (!d)
+		d = &none;
+	int64_t lock = effective(s->opt_lock_ms, d->lock_ms);
+	s->statement_ms = effective(s->opt_statement_ms, d->statement_ms);
+	if (!s->db)
+		return INBOX_OK;
+	sqlite3_busy_timeout(s->db, lock > 0 ? clamp_ms(lock) : s->busy_ms);
+	sqlite3_progress_handler(s->db, s->statement_ms > 0 ? 4000 : 0,
+	                         s->statement_ms > 0 ? over_time : NULL, s);
+	return INBOX_OK;
+}
+
 static int sq_open(inbox_store **out, const char *url,
                    const inbox_store_options *opts)
 {
@@ -145,7 +198,15 @@ static int sq_open(inbox_store **out, const char *url,
 		free(u.path);
 		return INBOX_ERR_CONNECT;
 	}
-	err = configure(s, &u, opts ? opts->busy_timeout_ms : 5000);
+	s->busy_ms = opts ? opts->busy_timeout_ms : 5000;
+	if (opts && opts->version >= 2) {
+		s->opt_lock_ms = opts->lock_timeout_ms;
+		s->opt_statement_ms = opts->statement_timeout_ms;
+	}
+	err = configure(
+	    s, &u, s->opt_lock_ms > 0 ? clamp_ms(s->opt_lock_ms) : s->busy_ms);
+	if (!err)
+		err = sq_set_limits(&s->base, NULL);
 	free(u.path);
 	if (err)
 		return err == INBOX_ERR_TRANSIENT ? err : INBOX_ERR_CONNECT;
@@ -297,4 +358,5 @@ const inbox_store_vtable inbox__sqlite_vtable = {
     .outbox_finish = inbox__sq_outbox_finish,
     .outbox_counts = inbox__sq_outbox_counts,
     .outbox_purge = inbox__sq_outbox_purge,
+    .set_limits = sq_set_limits,
 };

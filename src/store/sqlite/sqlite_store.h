@@ -65,6 +65,15 @@ typedef struct sq_store {
 	sq_cached cache[SQ_CACHE_SIZE];
 	uint64_t tick;
 	inbox__buf sql; /* scratch: expanded SQL text */
+	/* Limits (see inbox_store_options): the options' explicit values
+	 * (ms; 0 unset, < 0 none) and busy_timeout_ms, then the effective
+	 * statement timeout, and the deadline of the handler statement
+	 * running now (inbox__mono_seconds(); 0 = none), which the progress
+	 * handler enforces. */
+	int64_t opt_lock_ms, opt_statement_ms;
+	int busy_ms;
+	int64_t statement_ms;
+	double deadline;
 } sq_store;
 
 #define SQ(st) ((sq_store *)(st))
@@ -99,6 +108,12 @@ void inbox__sq_bind_str(sqlite3_stmt *stmt, int i, const char *v);
 /* Prepare an ad-hoc statement from a template (not cached). */
 int inbox__sq_prepare_tmpl(sq_store *s, const char *tmpl, sqlite3_stmt **out);
 void inbox__sq_finalize_all(sq_store *s);
+
+/* The statement timeout for a handler's statement about to run: armed
+ * inside a transaction unless an outer statement's is (a row callback's
+ * query). Returns 1 when this call armed it (then disarm it after). */
+int inbox__sq_arm(sq_store *s);
+void inbox__sq_disarm(sq_store *s, int armed);
 
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK keeping base.in_txn in step. */
 int inbox__sq_begin(inbox_store *st);
