@@ -221,7 +221,10 @@ typedef struct inbox_store_options {
  * `opts` may be NULL for defaults. On failure *out is NULL unless the
  * handle could be allocated, in which case *out holds it so the caller can
  * read inbox_store_errmsg() and must close it.
- * Errors: INBOX_ERR_URL, INBOX_ERR_CONNECT, INBOX_ERR_SCHEMA, NOMEM. */
+ * Errors: INBOX_ERR_URL, INBOX_ERR_CONNECT (the server cannot be reached:
+ * a later attempt may succeed), INBOX_ERR_IO (SQLite: the file cannot be
+ * opened), INBOX_ERR_TRANSIENT (the server went away while migrating, a
+ * SQLite lock), INBOX_ERR_SCHEMA, NOMEM. */
 int inbox_store_open(inbox_store **out, const char *url,
                      const inbox_store_options *opts);
 

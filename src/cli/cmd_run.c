@@ -5,10 +5,16 @@
  *
  * Start-up opens and checks everything (stores, setup SQL, effects,
  * sources) before the first message is read, so a config mistake never
- * consumes anything. SIGTERM/SIGINT set the stop flag: each runner
- * finishes, commits and acks the batch in hand and returns (drain); past
- * the drain deadline, or at a second signal, the process exits at once
- * with code 5 — safe, because nothing uncommitted was ever acked.
+ * consumes anything. A store or broker that cannot be reached yet (the
+ * daemon started before its database, under systemd or Kubernetes) is
+ * waited for, with backoff and a log line per attempt, /healthz answering
+ * 503 with the reason meanwhile; --connect-timeout bounds the wait (exit
+ * 4); a config error still exits 3 at once.
+ *
+ * SIGTERM/SIGINT set the stop flag: each runner finishes, commits and
+ * acks the batch in hand and returns (drain); past the drain deadline, or
+ * at a second signal, the process exits at once with code 5 — safe,
+ * because nothing uncommitted was ever acked.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -30,12 +36,13 @@
 const char cli_run_usage[] =
     "usage: inbox run CONFIG [--consumer NAME] [--drain-timeout DURATION] "
     "[--once]\n"
-    "                        [--metrics ADDR]\n"
+    "                        [--connect-timeout DURATION] [--metrics ADDR]\n"
     "\n"
     "Run the consumers declared in CONFIG (all of them, one thread each, "
     "or only\nNAME). Everything is opened and checked first: stores, "
     "setup SQL, effect SQL,\nsources; an error there exits 3 or 4 before "
-    "any message is read.\n"
+    "any message is read. A store or\nbroker that cannot be reached yet is "
+    "waited for (see --connect-timeout).\n"
     "\n"
     "  --consumer NAME         run only this consumer\n"
     "  --drain-timeout D       after SIGTERM/SIGINT, how long to finish the "
@@ -52,6 +59,13 @@ const char cli_run_usage[] =
     "`inbox dispatch`\n"
     "                          does; with --once, exit when they are done "
     "too\n"
+    "  --connect-timeout D     give up (exit 4) when a store or broker is "
+    "still not\n"
+    "                          reachable after D (30s, 5m; 0: do not wait); "
+    "without it\n"
+    "                          the daemon waits for them, with a log line "
+    "per attempt\n"
+    "                          and /healthz answering 503 meanwhile\n"
     "  --metrics ADDR          serve /metrics (Prometheus) and /healthz on "
     "ADDR\n"
     "                          (127.0.0.1:9464, :9464, [::1]:9464; port 0 = "
@@ -290,20 +304,93 @@ static void close_all(worker *ws, int n)
 	}
 }
 
-/* Open and check everything before anything is consumed. */
-static int open_all(const cli_config *cfg, worker *ws, int n)
+/* Waiting at start-up for a store or broker that is not there yet:
+ * attempts 200 ms apart at first, doubling up to 10 s, until `deadline`
+ * (inbox__mono_seconds(); 0 = forever, < 0 = do not wait). */
+typedef struct waiter {
+	double deadline;
+	int delay_ms;
+} waiter;
+
+#define WAIT_FIRST_MS 200
+#define WAIT_MAX_MS   10000
+
+/* The store, its effects and the consumer of w: opened again whole after
+ * a failure (a handle that failed half-way is not reused). */
+static int try_store_side(const cli_config *cfg, worker *w, cli_open_fail *f)
 {
 	int rc;
-	for (int i = 0; i < n; i++) {
-		worker *w = &ws[i];
-		if ((rc = cli_open_store(cfg, w->cc, -1, &w->st)) ||
-		    (rc = cli_prepare_effects(cfg, w->cc, w->st)) ||
-		    (rc = cli_open_consumer(cfg, w->cc, w->st, &w->c)))
-			return rc;
+	if ((rc = cli_try_open_store(cfg, w->cc, -1, &w->st, f)) ||
+	    (rc = cli_try_prepare_effects(cfg, w->cc, w->st, f)) ||
+	    (rc = cli_try_open_consumer(cfg, w->cc, w->st, &w->c, f))) {
+		inbox_consumer_close(w->c);
+		inbox_store_close(w->st);
+		w->c = NULL;
+		w->st = NULL;
 	}
-	for (int i = 0; i < n; i++)
-		if ((rc = cli_open_source(cfg, ws[i].cc, &ws[i].src)))
-			return rc;
+	return rc;
+}
+
+/* A failed attempt: give up (its exit code, the message printed), or
+ * log it, show it in /healthz and wait; -1 when a stop signal came
+ * while waiting. */
+static int wait_again(const worker *w, const char *what, int attempt,
+                      const cli_open_fail *f, waiter *wt)
+{
+	double now = inbox__mono_seconds();
+	if (!cli_open_retryable(f) || wt->deadline < 0 ||
+	    (wt->deadline > 0 && now >= wt->deadline)) {
+		cli_open_report(f);
+		if (cli_open_retryable(f) && wt->deadline > 0)
+			cli_error(
+			    "gave up waiting for the %s of consumer \"%s\" "
+			    "(--connect-timeout)",
+			    what, w->cc->name);
+		return f->exit_code;
+	}
+	int delay = wt->delay_ms;
+	if (wt->deadline > 0 && now + delay / 1000.0 > wt->deadline)
+		delay = (int)((wt->deadline - now) * 1000.0) + 1;
+	char e1[1500], reason[1700];
+	pthread_mutex_lock(&g_mu);
+	inbox__log(INBOX_LOG_WARN, w->cc->name,
+	           "\"event\":\"waiting\",\"for\":\"%s\",\"attempt\":%d,"
+	           "\"error\":\"%s\",\"retry_in_ms\":%d",
+	           what, attempt, esc(e1, sizeof(e1), f->msg), delay);
+	pthread_mutex_unlock(&g_mu);
+	snprintf(reason, sizeof(reason), "waiting for its %s (attempt %d): %s",
+	         what, attempt, f->msg);
+	cli_http_set_waiting(g_http, w->idx, reason);
+	sleep_ms(delay);
+	wt->delay_ms =
+	    wt->delay_ms * 2 > WAIT_MAX_MS ? WAIT_MAX_MS : wt->delay_ms * 2;
+	return g_stop ? -1 : 0;
+}
+
+/* Open and check everything before anything is consumed, waiting for
+ * what is not there yet. 0, an exit code, or -1 (stopped meanwhile). */
+static int open_all(const cli_config *cfg, worker *ws, int n, waiter *wt)
+{
+	cli_open_fail f;
+	int rc;
+	for (int i = 0; i < n; i++) {
+		for (int attempt = 1;
+		     (rc = try_store_side(cfg, &ws[i], &f)) != 0; attempt++)
+			if ((rc = wait_again(&ws[i], "store", attempt, &f, wt)))
+				return rc;
+		wt->delay_ms = WAIT_FIRST_MS;
+		cli_http_set_waiting(g_http, ws[i].idx, NULL);
+	}
+	for (int i = 0; i < n; i++) {
+		for (int attempt = 1;
+		     (rc = cli_try_open_source(cfg, ws[i].cc, &ws[i].src, &f));
+		     attempt++)
+			if ((rc =
+			         wait_again(&ws[i], "source", attempt, &f, wt)))
+				return rc;
+		wt->delay_ms = WAIT_FIRST_MS;
+		cli_http_set_waiting(g_http, ws[i].idx, NULL);
+	}
 	return 0;
 }
 
@@ -450,7 +537,7 @@ static void log_start(const worker *w)
 int cli_cmd_run(int argc, char **argv)
 {
 	const char *path = NULL, *only = NULL, *listen = NULL;
-	double drain_s = 10.0;
+	double drain_s = 10.0, connect_s = -1.0; /* < 0: wait forever */
 	int once = 0, dispatch = 0;
 	cli_dispatchers *dg = NULL;
 	for (int i = 1; i < argc; i++) {
@@ -475,6 +562,14 @@ int cli_cmd_run(int argc, char **argv)
 			if (parse_drain(argv[++i], &drain_s) < 0) {
 				cli_error("--drain-timeout: \"%s\" is not a "
 				          "duration (10, 10s, 500ms)",
+				          argv[i]);
+				return CLI_EXIT_USAGE;
+			}
+		} else if (!strcmp(argv[i], "--connect-timeout") &&
+		           i + 1 < argc) {
+			if (parse_drain(argv[++i], &connect_s) < 0) {
+				cli_error("--connect-timeout: \"%s\" is not a "
+				          "duration (0, 30s, 5m)",
 				          argv[i]);
 				return CLI_EXIT_USAGE;
 			}
@@ -510,9 +605,18 @@ int cli_cmd_run(int argc, char **argv)
 	}
 	if (!listen)
 		listen = cfg.metrics_listen;
-	rc = open_all(&cfg, ws, n);
-	if (rc == 0 && listen)
-		rc = start_http(&cfg, ws, n, listen);
+	/* /healthz first: it says "not ready" while we wait. */
+	rc = listen ? start_http(&cfg, ws, n, listen) : 0;
+	waiter wt = {connect_s < 0    ? 0
+	             : connect_s == 0 ? -1
+	                              : inbox__mono_seconds() + connect_s,
+	             WAIT_FIRST_MS};
+	if (rc == 0 && (rc = open_all(&cfg, ws, n, &wt)) < 0) {
+		inbox__log(INBOX_LOG_INFO, NULL,
+		           "\"event\":\"stopped\",\"result\":\"ok\","
+		           "\"while\":\"waiting for a store or source\"");
+		rc = CLI_EXIT_OK;
+	}
 	if (rc == 0 && dispatch)
 		rc = cli_dispatch_start(&cfg, sel, CLI_DISPATCH_FOREVER,
 		                        &g_stop, g_http, &dg);

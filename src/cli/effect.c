@@ -219,6 +219,28 @@ static void pg_message(const PGresult *r, char *err, size_t len)
 	         at ? ", at character " : "", at ? at : "");
 }
 
+/* A failure that is the database going away (a restart under us while
+ * starting), not the SQL's: the caller retries instead of exiting 3. */
+static int pg_gone(PGconn *conn, const PGresult *r)
+{
+	const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	return PQstatus(conn) != CONNECTION_OK || !code ||
+	       strncmp(code, "08", 2) == 0 || strncmp(code, "57P0", 4) == 0;
+}
+
+static int pg_failed(PGconn *conn, const PGresult *r, char *err, size_t len)
+{
+	pg_message(r, err, len);
+	return pg_gone(conn, r) ? INBOX_ERR_TRANSIENT : INBOX_ERR_STORE;
+}
+
+static int sqlite_failed(int rc)
+{
+	rc &= 0xff;
+	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? INBOX_ERR_TRANSIENT
+	                                                : INBOX_ERR_STORE;
+}
+
 int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len)
 {
 	void *native = st->vt->native(st);
@@ -235,44 +257,44 @@ int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len)
 		ExecStatusType s = PQresultStatus(r);
 		int ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK ||
 		         s == PGRES_EMPTY_QUERY;
-		if (!ok)
-			pg_message(r, err, len);
+		int rc = ok ? 0 : pg_failed(conn, r, err, len);
 		PQclear(r);
 		if (locked) {
 			r = PQexec(conn, "SELECT pg_advisory_unlock("
 			                 "hashtext('inbox-cli-setup'))");
 			PQclear(r);
 		}
-		return ok ? 0 : -1;
+		return rc;
 	}
 	sqlite3 *db = native;
 	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
 		snprintf(err, len, "%s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
-		return -1;
+		return sqlite_failed(rc);
 	}
 	return 0;
 }
 
-/* Prepare without running. 0 or -1 with the database's message. */
+/* Prepare without running. 0, INBOX_ERR_STORE (rejected) or
+ * INBOX_ERR_TRANSIENT (the database went away), with the message. */
 static int prepare(inbox_store *st, const char *sql, char *err, size_t len)
 {
 	void *native = st->vt->native(st);
 	if (is_pg(st)) {
 		PGresult *r = PQprepare(native, "", sql, 0, NULL);
 		int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-		if (!ok)
-			pg_message(r, err, len);
+		int rc = ok ? 0 : pg_failed(native, r, err, len);
 		PQclear(r);
-		return ok ? 0 : -1;
+		return rc;
 	}
 	sqlite3_stmt *stmt = NULL;
 	int rc = sqlite3_prepare_v2(native, sql, -1, &stmt, NULL);
 	if (rc != SQLITE_OK)
 		snprintf(err, len, "%s", sqlite3_errmsg(native));
 	sqlite3_finalize(stmt);
-	return rc == SQLITE_OK ? 0 : -1;
+	return rc == SQLITE_OK ? 0 : sqlite_failed(rc);
 }
 
 /* The upsert's table and columns must exist. */
@@ -303,8 +325,9 @@ int cli_effect_validate(inbox_store *st, const char *path,
 	char why[600];
 	for (int i = 0; i < c->nsteps; i++) {
 		const cli_step *s = &c->steps[i];
+		int rc;
 		if (s->kind == CLI_STEP_SQL) {
-			if (prepare(st, s->sql, why, sizeof(why)) == 0)
+			if ((rc = prepare(st, s->sql, why, sizeof(why))) == 0)
 				continue;
 			snprintf(
 			    err, len,
@@ -312,7 +335,7 @@ int cli_effect_validate(inbox_store *st, const char *path,
 			    "database rejects the SQL: %s",
 			    path, s->sql_pos.line, s->sql_pos.col, c->name,
 			    i + 1, why);
-			return -1;
+			return rc;
 		}
 		char *probe = upsert_probe(s);
 		if (!probe) {
@@ -320,9 +343,9 @@ int cli_effect_validate(inbox_store *st, const char *path,
 			         "%s:%d: consumer \"%s\", effect step %d: bad "
 			         "upsert table name \"%s\"",
 			         path, s->pos.line, c->name, i + 1, s->table);
-			return -1;
+			return INBOX_ERR_INVALID;
 		}
-		int rc = prepare(st, probe, why, sizeof(why));
+		rc = prepare(st, probe, why, sizeof(why));
 		free(probe);
 		if (rc == 0)
 			continue;
@@ -330,7 +353,7 @@ int cli_effect_validate(inbox_store *st, const char *path,
 		         "%s:%d: consumer \"%s\", effect step %d: upsert into "
 		         "\"%s\": %s",
 		         path, s->pos.line, c->name, i + 1, s->table, why);
-		return -1;
+		return rc;
 	}
 	return 0;
 }

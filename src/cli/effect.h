@@ -20,13 +20,16 @@ int cli_sql_check(const char *sql, int nparams, const char *const *params,
                   char *why, size_t len);
 
 /* Run a consumer's setup SQL (several statements allowed) outside any
- * transaction. 0, or -1 with the database's message in err. */
+ * transaction. 0, or with the database's message in err INBOX_ERR_STORE
+ * (the SQL was refused) or INBOX_ERR_TRANSIENT (the database went away
+ * meanwhile: try again). */
 int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len);
 
 /* Check every effect step against the database without running it
  * (PostgreSQL: PREPARE; SQLite: sqlite3_prepare_v2): missing tables or
- * columns, syntax errors. 0, or -1 with the reason ("PATH:LINE: consumer
- * ..., effect step N: ...") in err. */
+ * columns, syntax errors. 0, or with the reason ("PATH:LINE: consumer
+ * ..., effect step N: ...") in err INBOX_ERR_STORE or INBOX_ERR_INVALID
+ * (refused), or INBOX_ERR_TRANSIENT (the database went away). */
 int cli_effect_validate(inbox_store *st, const char *path,
                         const cli_consumer *c, char *err, size_t len);
 

@@ -43,6 +43,8 @@ typedef struct mon {
 	inbox_stats snap;
 	int have_snap;
 	int running;
+	int started;       /* has run: before, its store is not read */
+	char waiting[600]; /* not started yet: why ("" = not waiting) */
 	double
 	    last_batch; /* inbox__mono_seconds() of the last batch, 0 = none */
 	/* Written by the dispatcher thread, under h->mu. */
@@ -223,6 +225,16 @@ static void refresh(cli_http *h, mon *m, int full)
 	if (m->read_at > 0 && now - m->read_at < READ_EVERY_S &&
 	    (m->read_full || !full || !m->store_ok))
 		return;
+	/* `inbox run` serves while it waits for its stores and opens them:
+	 * a consumer not started yet is not ready whatever its store says,
+	 * and a reading then (a store that does not answer, tables being
+	 * created) would only hold the request up or be wrong a moment
+	 * later. */
+	pthread_mutex_lock(&h->mu);
+	int started = m->started;
+	pthread_mutex_unlock(&h->mu);
+	if (h->role == CLI_HTTP_RUN && !started)
+		return;
 	m->read_at = now;
 	m->read_full = full;
 	/* A private in-memory database cannot be read from another
@@ -335,7 +347,9 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 		                  ? m->running
 		                  : m->dispatcher == D_RUNNING;
 		const char *why = m->err;
-		if (!running)
+		if (!running && m->waiting[0])
+			why = m->waiting;
+		else if (!running)
 			why = h->role == CLI_HTTP_RUN
 			          ? "not running"
 			          : "dispatcher not running";
@@ -351,12 +365,19 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 		bad |= json_str(&list, m->cc->name);
 		bad |= inbox__buf_printf(
 		    &list, ",\"running\":%s,\"store\":\"%s\"",
-		    running ? "true" : "false", m->store_ok ? "ok" : "error");
+		    running ? "true" : "false",
+		    m->store_ok                              ? "ok"
+		    : h->role == CLI_HTTP_RUN && !m->started ? "unknown"
+		                                             : "error");
+		if (!running && m->waiting[0]) {
+			bad |= inbox__buf_puts(&list, ",\"waiting\":");
+			bad |= json_str(&list, m->waiting);
+		}
 		if (m->dispatcher != D_NONE)
 			bad |= inbox__buf_printf(
 			    &list, ",\"dispatcher\":\"%s\"",
 			    m->dispatcher == D_RUNNING ? "running" : "stopped");
-		if (!m->store_ok) {
+		if (!m->store_ok && m->err[0]) {
 			bad |= inbox__buf_puts(&list, ",\"error\":");
 			bad |= json_str(&list, m->err);
 		}
@@ -557,6 +578,20 @@ void cli_http_set_running(cli_http *h, int i, int running)
 		return;
 	pthread_mutex_lock(&h->mu);
 	h->m[i].running = running;
+	if (running) {
+		h->m[i].started = 1;
+		h->m[i].waiting[0] = '\0';
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_set_waiting(cli_http *h, int i, const char *why)
+{
+	if (!h || i < 0 || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	snprintf(h->m[i].waiting, sizeof(h->m[i].waiting), "%s",
+	         why ? why : "");
 	pthread_mutex_unlock(&h->mu);
 }
 

@@ -57,6 +57,9 @@ const char *cli_http_address(const cli_http *h);
 void cli_http_publish(cli_http *h, int i, const inbox_stats *s);
 /* Consumer i is running (1) or has stopped (0). */
 void cli_http_set_running(cli_http *h, int i, int running);
+/* Consumer i is not started yet: why (copied; "waiting for its store
+ * ...: ..."), shown by /healthz (503); NULL clears it. */
+void cli_http_set_waiting(cli_http *h, int i, const char *why);
 
 /* Index of consumer cc in the endpoint's list, -1 if absent (or h NULL). */
 int cli_http_index(const cli_http *h, const cli_consumer *cc);

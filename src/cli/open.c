@@ -1,6 +1,7 @@
 /* Opening stores, consumers and sources for the configured consumers. */
 #include "cli/open.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,8 +32,39 @@ int cli_load_selected(cli_config *cfg, const char *path, const char *only,
 	return 0;
 }
 
-int cli_open_store(const cli_config *cfg, const cli_consumer *c,
-                   int auto_migrate, inbox_store **out)
+static int failed(cli_open_fail *f, int rc, int exit_code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static int failed(cli_open_fail *f, int rc, int exit_code, const char *fmt, ...)
+{
+	va_list ap;
+	f->rc = rc;
+	f->exit_code = exit_code;
+	f->hint[0] = '\0';
+	va_start(ap, fmt);
+	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+	va_end(ap);
+	return exit_code;
+}
+
+int cli_open_retryable(const cli_open_fail *f)
+{
+	return f->rc == INBOX_ERR_CONNECT || f->rc == INBOX_ERR_TRANSIENT ||
+	       f->rc == INBOX_ERR_TIMEOUT;
+}
+
+void cli_open_report(const cli_open_fail *f)
+{
+	cli_error("%s", f->msg);
+	if (f->hint[0])
+		fprintf(stderr, "inbox: hint: %s\n", f->hint);
+}
+
+int cli_try_open_store(const cli_config *cfg, const cli_consumer *c,
+                       int auto_migrate, inbox_store **out, cli_open_fail *f)
 {
 	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
 	o.table_prefix = cfg->table_prefix;
@@ -52,38 +84,66 @@ int cli_open_store(const cli_config *cfg, const cli_consumer *c,
 	if (!msg[0])
 		snprintf(msg, sizeof(msg), "%s", inbox_strerror(rc));
 	cli_scrub(msg, url);
-	cli_error("%s:%d: consumer \"%s\": cannot open store %s: %s", cfg->path,
-	          line, c->name, cli_redact(url, red, sizeof(red)), msg);
+	failed(f, rc, cli_open_exit_code(rc),
+	       "%s:%d: consumer \"%s\": cannot open store %s: %s", cfg->path,
+	       line, c->name, cli_redact(url, red, sizeof(red)), msg);
 	if (rc == INBOX_ERR_SCHEMA && !o.auto_migrate)
-		fprintf(stderr,
-		        "inbox: hint: run \"inbox migrate %s\" to create or "
-		        "upgrade the tables\n",
-		        cfg->path);
+		snprintf(f->hint, sizeof(f->hint),
+		         "run \"inbox migrate %s\" to create or upgrade the "
+		         "tables",
+		         cfg->path);
 	inbox_store_close(*out);
 	*out = NULL;
-	return cli_open_exit_code(rc);
+	return f->exit_code;
+}
+
+int cli_open_store(const cli_config *cfg, const cli_consumer *c,
+                   int auto_migrate, inbox_store **out)
+{
+	cli_open_fail f;
+	int rc = cli_try_open_store(cfg, c, auto_migrate, out, &f);
+	if (rc)
+		cli_open_report(&f);
+	return rc;
+}
+
+int cli_try_prepare_effects(const cli_config *cfg, const cli_consumer *c,
+                            inbox_store *st, cli_open_fail *f)
+{
+	char err[1024];
+	int rc;
+	if (c->setup && (rc = cli_setup_run(st, c->setup, err, sizeof(err)))) {
+		cli_scrub(err, cli_consumer_store(cfg, c));
+		/* The database going away is no config error: retry. */
+		return failed(f, rc,
+		              rc == INBOX_ERR_TRANSIENT ? CLI_EXIT_CONNECT
+		                                        : CLI_EXIT_CONFIG,
+		              "%s:%d: consumer \"%s\": setup SQL failed: %s",
+		              cfg->path, c->setup_pos.line, c->name, err);
+	}
+	if ((rc = cli_effect_validate(st, cfg->path, c, err, sizeof(err)))) {
+		cli_scrub(err, cli_consumer_store(cfg, c));
+		return failed(f, rc,
+		              rc == INBOX_ERR_TRANSIENT ? CLI_EXIT_CONNECT
+		                                        : CLI_EXIT_CONFIG,
+		              "%s", err);
+	}
+	return 0;
 }
 
 int cli_prepare_effects(const cli_config *cfg, const cli_consumer *c,
                         inbox_store *st)
 {
-	char err[1024];
-	if (c->setup && cli_setup_run(st, c->setup, err, sizeof(err)) < 0) {
-		cli_scrub(err, cli_consumer_store(cfg, c));
-		cli_error("%s:%d: consumer \"%s\": setup SQL failed: %s",
-		          cfg->path, c->setup_pos.line, c->name, err);
-		return CLI_EXIT_CONFIG;
-	}
-	if (cli_effect_validate(st, cfg->path, c, err, sizeof(err)) < 0) {
-		cli_scrub(err, cli_consumer_store(cfg, c));
-		cli_error("%s", err);
-		return CLI_EXIT_CONFIG;
-	}
-	return 0;
+	cli_open_fail f;
+	int rc = cli_try_prepare_effects(cfg, c, st, &f);
+	if (rc)
+		cli_open_report(&f);
+	return rc;
 }
 
-int cli_open_consumer(const cli_config *cfg, const cli_consumer *c,
-                      inbox_store *st, inbox_consumer **out)
+int cli_try_open_consumer(const cli_config *cfg, const cli_consumer *c,
+                          inbox_store *st, inbox_consumer **out,
+                          cli_open_fail *f)
 {
 	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
 	o.name = c->name;
@@ -104,14 +164,25 @@ int cli_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	if (rc == INBOX_OK)
 		return 0;
 	cli_scrub(err, cli_consumer_store(cfg, c));
-	cli_error("%s:%d: consumer \"%s\": %s", cfg->path, c->pos.line, c->name,
-	          err[0] ? err : inbox_strerror(rc));
-	return rc == INBOX_ERR_INVALID ? CLI_EXIT_CONFIG
-	                               : cli_open_exit_code(rc);
+	return failed(f, rc,
+	              rc == INBOX_ERR_INVALID ? CLI_EXIT_CONFIG
+	                                      : cli_open_exit_code(rc),
+	              "%s:%d: consumer \"%s\": %s", cfg->path, c->pos.line,
+	              c->name, err[0] ? err : inbox_strerror(rc));
 }
 
-int cli_open_source(const cli_config *cfg, const cli_consumer *c,
-                    inbox_source **out)
+int cli_open_consumer(const cli_config *cfg, const cli_consumer *c,
+                      inbox_store *st, inbox_consumer **out)
+{
+	cli_open_fail f;
+	int rc = cli_try_open_consumer(cfg, c, st, out, &f);
+	if (rc)
+		cli_open_report(&f);
+	return rc;
+}
+
+int cli_try_open_source(const cli_config *cfg, const cli_consumer *c,
+                        inbox_source **out, cli_open_fail *f)
 {
 	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
 	o.consumer = c->name;
@@ -126,12 +197,23 @@ int cli_open_source(const cli_config *cfg, const cli_consumer *c,
 	if (!msg[0])
 		snprintf(msg, sizeof(msg), "%s", inbox_strerror(rc));
 	cli_scrub(msg, c->source);
-	cli_error("%s:%d: consumer \"%s\": cannot open source %s: %s",
-	          cfg->path, c->source_pos.line, c->name,
-	          cli_redact(c->source, red, sizeof(red)), msg);
+	failed(f, rc, cli_open_exit_code(rc),
+	       "%s:%d: consumer \"%s\": cannot open source %s: %s", cfg->path,
+	       c->source_pos.line, c->name,
+	       cli_redact(c->source, red, sizeof(red)), msg);
 	inbox_source_close(*out);
 	*out = NULL;
-	return cli_open_exit_code(rc);
+	return f->exit_code;
+}
+
+int cli_open_source(const cli_config *cfg, const cli_consumer *c,
+                    inbox_source **out)
+{
+	cli_open_fail f;
+	int rc = cli_try_open_source(cfg, c, out, &f);
+	if (rc)
+		cli_open_report(&f);
+	return rc;
 }
 
 const cli_consumer *cli_find_consumer(const cli_config *cfg, const char *name)

@@ -85,10 +85,17 @@ static int connect_db(pg_store *s, const char *url)
 {
 	s->conn_id = 1;
 	/* The URL is expanded as a whole (expand_dbname); the later keywords
-	 * force UTF-8 and name the application unless the URL does. */
-	const char *const kw[] = {"dbname", "client_encoding",
-	                          "fallback_application_name", NULL};
-	const char *const val[] = {url, "UTF8", "libinbox", NULL};
+	 * force UTF-8 and name the application unless the URL does, and
+	 * bound a connection attempt to a host that does not answer (10 s,
+	 * unless the URL or PGCONNECT_TIMEOUT says otherwise: libpq's
+	 * default waits for as long as TCP does) — every reconnect too. */
+	const char *kw[] = {"dbname", "client_encoding",
+	                    "fallback_application_name", NULL, NULL};
+	const char *val[] = {url, "UTF8", "libinbox", NULL, NULL};
+	if (!strstr(url, "connect_timeout") && !getenv("PGCONNECT_TIMEOUT")) {
+		kw[3] = "connect_timeout";
+		val[3] = "10";
+	}
 	s->conn = PQconnectdbParams(kw, val, 1);
 	if (!s->conn) {
 		inbox__store_seterr(&s->base, "", "connect: out of memory");

@@ -196,7 +196,9 @@ static int sq_open(inbox_store **out, const char *url,
 		sqlite3_close_v2(s->db);
 		s->db = NULL;
 		free(u.path);
-		return INBOX_ERR_CONNECT;
+		/* A file, not a server: no later attempt would do better
+		 * (inbox run waits for a CONNECT, not for this). */
+		return INBOX_ERR_IO;
 	}
 	s->busy_ms = opts ? opts->busy_timeout_ms : 5000;
 	if (opts && opts->version >= 2) {
@@ -209,7 +211,7 @@ static int sq_open(inbox_store **out, const char *url,
 		err = sq_set_limits(&s->base, NULL);
 	free(u.path);
 	if (err)
-		return err == INBOX_ERR_TRANSIENT ? err : INBOX_ERR_CONNECT;
+		return err == INBOX_ERR_TRANSIENT ? err : INBOX_ERR_IO;
 	/* Without auto_migrate the schema is not touched here: consumers
 	 * refuse a store whose schema is not at this library's version. */
 	return INBOX_OK;

@@ -31,7 +31,7 @@ run_redacted run 0 run "$dir/good.yaml" --once
 check "run: logs the store URL redacted" grep -q 'postgres:\*\*\*@' "$dir/run.out"
 run_redacted stats 0 stats "$dir/good.yaml"
 run_redacted query-password 0 run "$dir/query.yaml" --once
-run_redacted wrong-port-run 4 run "$dir/down.yaml" --once
+run_redacted wrong-port-run 4 run "$dir/down.yaml" --once --connect-timeout 1s
 check "wrong port: says it cannot open the store" grep -q "cannot open store" "$dir/wrong-port-run.out"
 run_redacted wrong-port-migrate 4 migrate "$dir/down.yaml"
 run_redacted wrong-port-stats 4 stats "$dir/down.yaml"

@@ -68,7 +68,8 @@ run_redacted query-stats 0 stats "$dir/query.yaml"
 run_redacted query-dlq-list 0 dlq list "$dir/query.yaml"
 run_redacted query-inspect 1 inspect "$dir/query.yaml" billing.ops create-invoice:nope
 
-# Nothing listening: every command fails to connect (exit 4) and says so
+# Nothing listening: every command fails to connect (exit 4; inbox run
+# after --connect-timeout, as it waits otherwise) and says so
 # with the URL redacted.
 for cfg in down qdown; do
 	run_redacted "$cfg-stats" 4 stats "$dir/$cfg.yaml"
@@ -79,7 +80,7 @@ for cfg in down qdown; do
 	run_redacted "$cfg-dlq-replay" 4 dlq replay "$dir/$cfg.yaml" 1
 	run_redacted "$cfg-dlq-drop" 4 dlq drop "$dir/$cfg.yaml" 1
 	run_redacted "$cfg-inspect" 4 inspect "$dir/$cfg.yaml" billing.ops k
-	run_redacted "$cfg-run-metrics" 4 run "$dir/$cfg.yaml" --once --metrics 127.0.0.1:0
+	run_redacted "$cfg-run-metrics" 4 run "$dir/$cfg.yaml" --once --connect-timeout 1s --metrics 127.0.0.1:0
 done
 check "down: says it cannot open the store" grep -q "cannot open store" "$dir/down-dlq-list.out"
 summary
