@@ -649,9 +649,16 @@ void inbox_schema_close(inbox_schema *s);
  *   schema violation at /data/totalCents: minimum: -5 is less than 0
  * (the instance location as an RFC 6901 pointer, "(root)" for the whole
  * document; then the failing keyword and a message).
+ * A validation that would cost more than its budget (1,000,000 + 8 x len
+ * steps), nest too deep for the thread's stack or run a regex past its
+ * limits stops, *valid = 0, and reason begins "schema validation ...":
+ *   schema validation exceeded 1000800 steps (the budget of a message of
+ *   100 bytes): too costly to validate against this schema (at /a/0)
+ * (docs/schema.md, "Bounded work per message").
  * INBOX_ERR_INVALID when json is not well-formed JSON (reason says why).
- * No allocation besides parsing the text. A schema may be used by one
- * thread at a time (it holds the regex match buffer). */
+ * Allocates the parsed text, and the schema's memo table when it grows. A
+ * schema may be used by one thread at a time (it holds the regex match
+ * buffer and the memo). */
 int inbox_schema_validate(inbox_schema *s, const char *json, size_t len,
                           int *valid, char *reason, size_t rlen);
 
@@ -667,7 +674,9 @@ typedef int (*inbox_schema_error_fn)(const char *instance_path,
                                      const char *message, void *payload);
 
 /* Validate and report every violation (not only the first) to fn.
- * *nerrors (may be NULL) receives their number (0 = valid). Errors as
+ * *nerrors (may be NULL) receives their number (0 = valid). A validation
+ * that stops at a limit reports it last, with the keyword "limit" and
+ * the message "schema validation ...". Errors as
  * inbox_schema_validate. */
 int inbox_schema_validate_all(inbox_schema *s, const char *json, size_t len,
                               inbox_schema_error_fn fn, void *payload,

@@ -114,8 +114,8 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 			return -1;
 		}
 	}
-	if (c->schema &&
-	    inbox__schema_check(c->schema, m->root, reason, rlen) != 0) {
+	if (c->schema && inbox__schema_check(c->schema, m->root, d->payload_len,
+	                                     reason, rlen) != 0) {
 		/* Before the key: the violation is the better reason (a
 		 * missing key field is usually a "required" too). The key,
 		 * when it renders, is kept in the dead letter for operators. */

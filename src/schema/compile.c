@@ -101,6 +101,7 @@ void sch__node_free(sch_node *n)
 	free(n->path);
 	free(n->base);
 	free(n->props);
+	free(n->quick);
 	free(n->pprops);
 	free(n->required);
 	for (size_t i = 0; i < n->ndeps; i++)
@@ -491,6 +492,52 @@ sch_node *sch__compile_node(cctx *x, json_t *v, const char *path,
 	return rc < 0 ? NULL : n;
 }
 
+/* The validator remembers its results at the $ref targets that can meet
+ * the same instance value more than once (memo.c). Apart from its $ref
+ * edges the schema is a tree, in which a node meets a value at most once
+ * per visit of the subtree's top; so a target with a single $ref to it is
+ * visited as often as that $ref's node — by induction from the root (one
+ * visit), at most once per value. Only targets with two or more
+ * references (counting the root's own entry) need the memo. */
+static void number_memo_targets(inbox_schema *s)
+{
+	s->root->refs_in = 1;
+	for (sch_node *n = s->nodes; n; n = n->next_alloc)
+		if (n->ref)
+			n->ref->refs_in++;
+	for (sch_node *n = s->nodes; n; n = n->next_alloc)
+		if (n->refs_in >= 2)
+			n->memo_id = ++s->nmemo;
+}
+
+/* A schema that looks at the value alone: nothing below it, no $ref. */
+static int flat(const sch_node *n)
+{
+	return n->boolean >= 0 ||
+	       (!n->ref && !n->nprops && !n->npprops && !n->additional_props &&
+	        !n->property_names && !n->ndeps && !n->items && !n->has_tuple &&
+	        !n->contains && !n->nall_of && !n->nany_of && !n->none_of &&
+	        !n->not_schema && !n->if_schema);
+}
+
+/* The properties to check first when only a yes/no is wanted: the flat
+ * ones, when some others are not (a discriminator beside the payload). */
+static int quick_props(cctx *x, sch_node *n)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n->nprops; i++)
+		m += flat(n->props[i].node);
+	if (m == 0 || m == n->nprops)
+		return 0;
+	n->quick = calloc(m, sizeof(*n->quick));
+	if (!n->quick)
+		return sch__nomem(x);
+	for (size_t i = 0; i < n->nprops; i++)
+		if (flat(n->props[i].node))
+			n->quick[n->nquick++] = n->props[i];
+	return 0;
+}
+
 static void cctx_free(cctx *x)
 {
 	for (size_t i = 0; i < x->nrefs; i++)
@@ -528,6 +575,10 @@ static int compile_all(cctx *x, json_t *doc)
 		return -1;
 	for (sch_node *n = x->s->nodes; n; n = n->next_alloc)
 		if (n->color == 0 && cycle_from(x, n))
+			return -1;
+	number_memo_targets(x->s);
+	for (sch_node *n = x->s->nodes; n; n = n->next_alloc)
+		if (quick_props(x, n))
 			return -1;
 	return 0;
 }
@@ -569,6 +620,7 @@ void inbox_schema_close(inbox_schema *s)
 		s->nodes = n;
 	}
 	sch__regex_free_all(s);
+	sch__memo_free(&s->memo);
 	json_decref(s->doc);
 	free(s);
 }

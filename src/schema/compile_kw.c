@@ -342,7 +342,7 @@ static int names(cctx *x, sch_node *n, const char *k, json_t *v, sch_prop **out,
 		if (!json_is_string(s))
 			return bad(x, n, k, "must be an array of strings");
 		for (size_t j = 0; j < i; j++)
-			if (sch__json_equal(s, json_array_get(v, j)))
+			if (sch__json_equal(s, json_array_get(v, j), NULL))
 				return bad(x, n, k, "lists a name twice");
 		(*out)[i].name = json_string_value(s);
 		(*out)[i].len = json_string_length(s);

@@ -93,6 +93,8 @@ struct sch_node {
 	char *base;           /* base URI for $ref resolution */
 	int boolean;          /* 1 = true schema, 0 = false, -1 = object */
 	int color;            /* cycle check */
+	uint32_t refs_in;     /* $refs to it (+1 for the root) */
+	uint32_t memo_id;     /* > 0: results remembered (memo.c) */
 
 	sch_node *ref; /* "$ref": resolved target (other keywords unused) */
 
@@ -110,6 +112,8 @@ struct sch_node {
 
 	sch_prop *props;
 	size_t nprops;
+	sch_prop *quick; /* the props whose schemas do not descend */
+	size_t nquick;
 	sch_pprop *pprops;
 	size_t npprops;
 	sch_node *additional_props;
@@ -132,6 +136,33 @@ struct sch_node {
 	sch_node *if_schema, *then_schema, *else_schema;
 };
 
+/* Results of one validation per ($ref target, instance value), so that
+ * a schema that reaches the same place by several paths (a oneOf of
+ * recursive alternatives) costs each pair once: without it a tree
+ * schema costs 2^depth. Open addressing; a slot belongs to the current
+ * validation when its generation is `gen`, so starting a validation
+ * clears nothing. Kept by the schema and reused (one thread). */
+typedef struct sch_memo_slot {
+	const void *id; /* the instance: its json_t, or a member name */
+	uint32_t node;  /* the target's memo_id */
+	uint32_t mark;  /* generation << 2 | SCH_MEMO_* */
+} sch_memo_slot;
+
+typedef struct sch_memo {
+	sch_memo_slot *slots;
+	size_t cap;     /* a power of two, or 0 */
+	unsigned shift; /* 64 - log2(cap) */
+	size_t count;
+	uint32_t gen;
+} sch_memo;
+
+enum {
+	SCH_MEMO_UNKNOWN = 0,
+	SCH_MEMO_VALID = 1,
+	SCH_MEMO_INVALID = 2, /* found quietly: nothing reported yet */
+	SCH_MEMO_REPORTED = 3 /* invalid, violations already reported */
+};
+
 struct inbox_schema {
 	json_t *doc;
 	sch_node *root;
@@ -139,6 +170,11 @@ struct inbox_schema {
 	sch_regex *regexes;
 	void *match_data;    /* pcre2_match_data_8 *, shared: one thread */
 	void *match_context; /* pcre2_match_context_8 *, with the limits */
+	void *jit_stack;     /* pcre2_jit_stack_8 * */
+	uint32_t nmemo;      /* $ref targets numbered */
+	sch_memo memo;
+	uint64_t last_steps; /* of the last validation */
+	int memo_off; /* tests: validate without the memo (exponential) */
 };
 
 /* compile_kw.c: the "properties" schema of a member name, or NULL. */
@@ -151,14 +187,38 @@ sch_node *sch__prop_find(const sch_node *n, const char *name, size_t len);
  * means in ECMA 262. 0, or -1 with the reason in err. */
 int sch__regex_compile(inbox_schema *s, const char *pattern, size_t len,
                        sch_regex **out, char *err, size_t errlen);
-/* 1 match, 0 no match, -1 the match hit the backtracking limit. */
+/* Outcomes of sch__regex_match besides 1 (match) and 0 (no match). */
+enum {
+	SCH_RE_LIMIT = -1, /* more than SCH_REGEX_MATCH_LIMIT, or memory */
+	SCH_RE_BUDGET = -2 /* more than max_units */
+};
+/* Backtracking units charged as one step: PCRE2's interpreter spends
+ * about 20 ns on one (its JIT about 4). */
+#define SCH_REGEX_UNITS_PER_STEP 2u
+/* Backtracking units one match may use, whatever the budget left. */
+#define SCH_REGEX_MATCH_LIMIT 1000000u
+/* Match, charging *units (added to) for the work done: PCRE2 cannot say
+ * what a match cost, so it runs with a small limit first and doubles it
+ * while the limit is what stopped it; the limits tried are charged, at
+ * most four times what the match needed. */
 int sch__regex_match(inbox_schema *s, const sch_regex *re, const char *str,
-                     size_t len);
+                     size_t len, uint64_t max_units, uint64_t *units);
 /* Only check that `pattern` compiles ("format": "regex"). 1 valid, 0 not. */
 int sch__regex_valid(const char *pattern, size_t len);
 void sch__regex_free_all(inbox_schema *s);
 /* Allocate the shared match data and context. 0 or -1 (NOMEM). */
 int sch__regex_init(inbox_schema *s);
+
+/* ---- memo.c: results per ($ref target, instance) --------------------- */
+
+/* Begin a validation: forget the previous one's results (O(1)). */
+void sch__memo_begin(sch_memo *m);
+/* SCH_MEMO_* for the pair. */
+unsigned sch__memo_get(const sch_memo *m, uint32_t node, const void *id);
+/* Remember; without memory, silently nothing (the step budget still
+ * bounds the work). */
+void sch__memo_put(sch_memo *m, uint32_t node, const void *id, unsigned state);
+void sch__memo_free(sch_memo *m);
 
 /* ---- format.c ----------------------------------------------------- */
 
@@ -184,10 +244,12 @@ int sch__num_cmp(const sch_num *a, const sch_num *b);
 double sch__round(double d);
 /* 1 if the number has a zero fractional part. */
 int sch__num_is_integer(const sch_num *n);
-/* JSON equality: numbers by value, objects regardless of order. */
-int sch__json_equal(const json_t *a, const json_t *b);
-/* Order-independent hash consistent with sch__json_equal. */
-uint64_t sch__json_hash(const json_t *v);
+/* JSON equality: numbers by value, objects regardless of order. *steps
+ * (if non-NULL) is increased by the values compared. */
+int sch__json_equal(const json_t *a, const json_t *b, uint64_t *steps);
+/* Order-independent hash consistent with sch__json_equal; *steps as
+ * above (the values hashed). */
+uint64_t sch__json_hash(const json_t *v, uint64_t *steps);
 /* Append a short rendering of v (JSON, strings quoted, cut after about
  * `budget` bytes with "..."). */
 void sch__render(char *out, size_t outlen, const json_t *v, size_t budget);

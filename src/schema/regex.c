@@ -6,9 +6,12 @@
  * quantifiers, POSIX classes, verbs) is refused rather than given a
  * meaning the schema's author did not intend.
  *
- * Patterns are not anchored (JSON Schema searches). A match that exceeds
- * the backtracking limit counts as a violation: a hostile payload cannot
- * stall the consumer.
+ * Patterns are not anchored (JSON Schema searches). Every match is
+ * bounded in time (SCH_REGEX_MATCH_LIMIT backtracking units, and what is
+ * left of the validation's step budget) and in memory (the JIT stack, the
+ * interpreter's heap): a hostile payload against `^(a+)+$` cannot stall
+ * the consumer. The validator treats a match it could not finish as
+ * undecided, never as a yes or a no (validate.c).
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -18,8 +21,16 @@
 
 #include "schema/node.h"
 
-#define MATCH_LIMIT 1000000u
-#define DEPTH_LIMIT 10000u
+/* The first limit a match runs with; doubled while it is what stops the
+ * match. A plain pattern needs 1 to 3 units. */
+#define FIRST_LIMIT 16u
+/* Memory: the JIT stack (32 KB growing to 1 MB) and, when that is too
+ * small (a group repeated over a long string), the interpreter's
+ * backtracking frames on the heap, up to 16 MB. */
+#define JIT_STACK_START (32u * 1024u)
+#define JIT_STACK_MAX   (1024u * 1024u)
+#define HEAP_LIMIT_KB   (16u * 1024u)
+#define DEPTH_LIMIT     1000000u
 
 struct sch_regex {
 	sch_regex *next;
@@ -178,31 +189,57 @@ int sch__regex_init(inbox_schema *s)
 	pcre2_match_context *mc = pcre2_match_context_create(NULL);
 	/* One pair suffices: we only ask whether it matches. */
 	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+	/* NULL when JIT is not supported: then it is not used either. */
+	pcre2_jit_stack *js =
+	    pcre2_jit_stack_create(JIT_STACK_START, JIT_STACK_MAX, NULL);
 	if (!mc || !md) {
 		pcre2_match_context_free(mc);
 		pcre2_match_data_free(md);
+		pcre2_jit_stack_free(js);
 		return -1;
 	}
-	pcre2_set_match_limit(mc, MATCH_LIMIT);
+	pcre2_set_match_limit(mc, SCH_REGEX_MATCH_LIMIT);
 	pcre2_set_depth_limit(mc, DEPTH_LIMIT);
+	pcre2_set_heap_limit(mc, HEAP_LIMIT_KB);
+	if (js)
+		pcre2_jit_stack_assign(mc, NULL, js);
 	s->match_context = mc;
 	s->match_data = md;
+	s->jit_stack = js;
 	return 0;
 }
 
 int sch__regex_match(inbox_schema *s, const sch_regex *re, const char *str,
-                     size_t len)
+                     size_t len, uint64_t max_units, uint64_t *units)
 {
-	int rc = pcre2_match(re->code, (PCRE2_SPTR)str, len, 0, 0,
-	                     (pcre2_match_data *)s->match_data,
-	                     (pcre2_match_context *)s->match_context);
-	if (rc >= 0)
-		return 1; /* 0: matched, ovector too small (we asked for 1) */
-	if (rc == PCRE2_ERROR_NOMATCH)
-		return 0;
-	/* Match, depth or heap limit, or invalid UTF-8 (cannot happen:
-	 * parsed JSON strings are valid): not a match we can vouch for. */
-	return -1;
+	pcre2_match_context *mc = s->match_context;
+	uint64_t cap = max_units < SCH_REGEX_MATCH_LIMIT
+	                   ? max_units
+	                   : SCH_REGEX_MATCH_LIMIT;
+	uint32_t opts = 0; /* PCRE2_NO_JIT once the JIT stack was too small */
+	uint64_t limit = FIRST_LIMIT;
+	for (;;) {
+		if (limit > cap)
+			limit = cap;
+		pcre2_set_match_limit(mc, (uint32_t)limit);
+		int rc = pcre2_match(re->code, (PCRE2_SPTR)str, len, 0, opts,
+		                     (pcre2_match_data *)s->match_data, mc);
+		*units += limit;
+		if (rc >= 0)
+			return 1; /* 0: matched, ovector too small (1 pair) */
+		if (rc == PCRE2_ERROR_NOMATCH)
+			return 0;
+		if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !opts) {
+			opts = PCRE2_NO_JIT; /* same limit, on the heap */
+			continue;
+		}
+		if (rc != PCRE2_ERROR_MATCHLIMIT)
+			return SCH_RE_LIMIT; /* depth or heap limit */
+		if (limit >= cap)
+			return cap < SCH_REGEX_MATCH_LIMIT ? SCH_RE_BUDGET
+			                                   : SCH_RE_LIMIT;
+		limit *= 2;
+	}
 }
 
 void sch__regex_free_all(inbox_schema *s)
@@ -215,6 +252,8 @@ void sch__regex_free_all(inbox_schema *s)
 	}
 	pcre2_match_data_free((pcre2_match_data *)s->match_data);
 	pcre2_match_context_free((pcre2_match_context *)s->match_context);
+	pcre2_jit_stack_free((pcre2_jit_stack *)s->jit_stack);
 	s->match_data = NULL;
 	s->match_context = NULL;
+	s->jit_stack = NULL;
 }

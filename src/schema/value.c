@@ -57,17 +57,27 @@ int sch__num_is_integer(const sch_num *n)
 	return n->d == (double)(int64_t)n->d;
 }
 
-int sch__json_equal(const json_t *a, const json_t *b)
+/* A string of n bytes costs a step per 64 compared or hashed. */
+static void charge(uint64_t *steps, size_t n)
+{
+	if (steps)
+		*steps += 1 + n / 64;
+}
+
+int sch__json_equal(const json_t *a, const json_t *b, uint64_t *steps)
 {
 	sch_num x, y;
+	charge(steps, 0);
 	if (sch__num_of(a, &x))
 		return sch__num_of(b, &y) && sch__num_cmp(&x, &y) == 0;
 	if (json_typeof(a) != json_typeof(b))
 		return 0;
 	switch (json_typeof(a)) {
 	case JSON_STRING:
-		return json_string_length(a) == json_string_length(b) &&
-		       memcmp(json_string_value(a), json_string_value(b),
+		if (json_string_length(a) != json_string_length(b))
+			return 0;
+		charge(steps, json_string_length(a));
+		return memcmp(json_string_value(a), json_string_value(b),
 		              json_string_length(a)) == 0;
 	case JSON_ARRAY: {
 		size_t n = json_array_size(a);
@@ -75,7 +85,7 @@ int sch__json_equal(const json_t *a, const json_t *b)
 			return 0;
 		for (size_t i = 0; i < n; i++)
 			if (!sch__json_equal(json_array_get(a, i),
-			                     json_array_get(b, i)))
+			                     json_array_get(b, i), steps))
 				return 0;
 		return 1;
 	}
@@ -87,8 +97,9 @@ int sch__json_equal(const json_t *a, const json_t *b)
 		json_t *v;
 		json_object_keylen_foreach((json_t *)a, k, klen, v)
 		{
+			charge(steps, klen);
 			json_t *w = json_object_getn(b, k, klen);
-			if (!w || !sch__json_equal(v, w))
+			if (!w || !sch__json_equal(v, w, steps))
 				return 0;
 		}
 		return 1;
@@ -114,9 +125,10 @@ static uint64_t hash_bytes(const char *s, size_t n)
 	return h;
 }
 
-uint64_t sch__json_hash(const json_t *v)
+uint64_t sch__json_hash(const json_t *v, uint64_t *steps)
 {
 	sch_num n;
+	charge(steps, 0);
 	if (sch__num_of(v, &n)) {
 		/* Equal numbers hash alike: integral values as integers. */
 		if (!n.is_int && sch__num_is_integer(&n) && n.d >= -9.2e18 &&
@@ -133,12 +145,13 @@ uint64_t sch__json_hash(const json_t *v)
 	}
 	switch (json_typeof(v)) {
 	case JSON_STRING:
+		charge(steps, json_string_length(v));
 		return mix(
 		    3, hash_bytes(json_string_value(v), json_string_length(v)));
 	case JSON_ARRAY: {
 		uint64_t h = 4;
 		for (size_t i = 0; i < json_array_size(v); i++)
-			h = mix(h, sch__json_hash(json_array_get(v, i)));
+			h = mix(h, sch__json_hash(json_array_get(v, i), steps));
 		return h;
 	}
 	case JSON_OBJECT: {
@@ -146,8 +159,12 @@ uint64_t sch__json_hash(const json_t *v)
 		const char *k;
 		size_t klen;
 		json_t *m;
-		json_object_keylen_foreach((json_t *)v, k, klen, m) sum +=
-		    mix(hash_bytes(k, klen), sch__json_hash(m));
+		json_object_keylen_foreach((json_t *)v, k, klen, m)
+		{
+			charge(steps, klen);
+			sum +=
+			    mix(hash_bytes(k, klen), sch__json_hash(m, steps));
+		}
 		return mix(5, sum);
 	}
 	case JSON_TRUE:

@@ -582,7 +582,7 @@ TEST(deep_payloads_are_bounded)
 		/* beyond the parser's depth limit it is malformed JSON */
 		ASSERT_TRUE(v == 1 || v == 0 || (v == -1 && depth > 2000));
 		if (v == 0)
-			ASSERT_CONTAINS(reason, "nested more than");
+			ASSERT_CONTAINS(reason, "nested too deep");
 	}
 	inbox_schema_close(s);
 }
@@ -717,7 +717,7 @@ TEST(validation_is_fast)
 	ASSERT_OK(inbox__json_parse(doc, strlen(doc), &root, e, sizeof(e)));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < N; i++)
-		if (inbox__schema_check(s, root, NULL, 0) != 0)
+		if (inbox__schema_check(s, root, strlen(doc), NULL, 0) != 0)
 			break;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double vus = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 +
