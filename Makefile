@@ -1,16 +1,24 @@
 # libinbox — the two commands: `make demo` and `make test`.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test test-fast chaos demo bench install clean format
+.PHONY: all deps deps-fuzz build build-asan test test-fast chaos demo bench \
+	fuzz install clean format
 
 all: build
 
 deps:
 	@if [ "$$(id -u)" -eq 0 ]; then sh scripts/install-deps.sh; \
 	else echo "make deps: not root, skipping package installation"; fi
+
+# Clang and its libFuzzer runtime, for `make fuzz` only.
+deps-fuzz:
+	@if [ "$$(id -u)" -eq 0 ]; then sh scripts/install-deps.sh --fuzz; \
+	else echo "make deps-fuzz: not root, skipping package installation"; fi
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
@@ -44,6 +52,16 @@ demo: build
 bench: build
 	sh bench/run $(BUILD)
 
+# The fuzz targets of tests/fuzz/ built with Clang's libFuzzer, ASan and
+# UBSan (in $(FUZZ_BUILD)), each run for FUZZ_SECONDS (default 60), one
+# after the other; prints each target's executions. Not part of `make
+# test` (which runs the seed corpora as regression tests).
+fuzz: deps-fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzzers
+	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 install: build
 	cmake --install $(BUILD)
 
@@ -51,4 +69,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages libinbox needs to build and test.
 # Run as root on Debian 12. Only missing packages are installed.
+#   install-deps.sh          what `make build` and `make test` need
+#   install-deps.sh --fuzz   also Clang and its libFuzzer runtime (`make fuzz`)
 #
 # Every command the Makefile, scripts/, bench/ and tests/ run is either
 # in Debian's essential set (a debootstrap minbase has it: coreutils,
@@ -19,6 +21,8 @@
 #   procps            ps, pgrep (no test needs them; for looking around)
 #   iproute2          ss (tests/servers/nats.sh and the NATS and RabbitMQ
 #                     tests wait on listening ports with it)
+#   clang libclang-rt-14-dev   (--fuzz) `make fuzz`: the compiler and its
+#                     libFuzzer runtime
 # node/npm (bench/run's seed row) are optional: that row is skipped
 # without them.
 set -eu
@@ -34,6 +38,9 @@ libnats-dev nats-server
 libcurl4-openssl-dev libmicrohttpd-dev prometheus bsdutils curl jq
 libpcre2-dev json-schema-test-suite
 procps iproute2"
+if [ "${1:-}" = --fuzz ]; then
+	PKGS="$PKGS clang libclang-rt-14-dev"
+fi
 
 missing=""
 for p in $PKGS; do

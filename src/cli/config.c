@@ -24,6 +24,7 @@
 
 typedef struct ctx {
 	yaml_document_t doc;
+	size_t body_values; /* of the outbox body being read */
 	const char *path;
 	char dir[4096]; /* directory of the file, "" when it is the cwd */
 	char *err;
@@ -612,12 +613,20 @@ static int body_leaf(ctx *x, yaml_node_t *n)
 	            s);
 }
 
+/* Values in one body template: YAML aliases can repeat a node, and
+ * nested aliases 10 x 10 x ... would expand to billions. */
+#define BODY_MAX_VALUES 10000
+
 /* The body template as JSON: objects and arrays as written, leaves as
  * their text (resolved per message by src/cli/outbox_effect.c). */
 static json_t *body_tmpl(ctx *x, yaml_node_t *n, int depth)
 {
 	if (depth > 16) {
 		fail(x, n, "outbox body: nested too deep");
+		return NULL;
+	}
+	if (++x->body_values > BODY_MAX_VALUES) {
+		fail(x, n, "outbox body: more than %d values", BODY_MAX_VALUES);
 		return NULL;
 	}
 	if (n->type == YAML_SCALAR_NODE)
@@ -717,6 +726,7 @@ static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
 	if ((v = get(x, m, "headers")) && !is_null(v) &&
 	    !(s->headers = headers_json(x, v)))
 		return -1;
+	x->body_values = 0;
 	if ((v = get(x, m, "body")) && !(s->body = body_tmpl(x, v, 0)))
 		return -1;
 	long long i;
@@ -1102,6 +1112,8 @@ static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 			    "name \"%s\": use printable characters "
 			    "without spaces (e.g. billing.order-created.v1)",
 			    c->name);
+	if (!c->name[0])
+		return fail(x, v, "name: must not be empty");
 	if (strlen(c->name) > 200)
 		return fail(x, v, "name: at most 200 characters");
 	if (!(v = get(x, m, "source")))
@@ -1357,16 +1369,56 @@ static void set_dir(ctx *x, const char *path)
 	x->dir[n] = '\0';
 }
 
-int cli_config_load(cli_config *cfg, const char *path, char *err, size_t errlen)
+/* Values are used as C strings: one with a NUL ("\0" in a quoted
+ * scalar) would be cut there silently — "sqlite:a\0b" opening sqlite:a,
+ * SQL losing its tail. Refused wherever it is. 0, or -1. */
+static int nul_free(ctx *x)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->auto_migrate = 1;
+	for (yaml_node_t *n = x->doc.nodes.start; n < x->doc.nodes.top; n++)
+		if (n->type == YAML_SCALAR_NODE &&
+		    memchr(n->data.scalar.value, '\0', n->data.scalar.length))
+			return fail(x, n,
+			            "a NUL character (\\0) in a value is not "
+			            "allowed");
+	return 0;
+}
+
+/* Load from a parser whose input is set; the file is named `path`. */
+static int load(cli_config *cfg, yaml_parser_t *parser, const char *path,
+                char *err, size_t errlen)
+{
 	ctx x;
 	memset(&x, 0, sizeof(x));
 	x.path = path;
 	x.err = err;
 	x.errlen = errlen;
 	set_dir(&x, path);
+	if (!yaml_parser_load(parser, &x.doc)) {
+		const yaml_mark_t *m = parser->context ? &parser->context_mark
+		                                       : &parser->problem_mark;
+		if (parser->problem)
+			m = &parser->problem_mark;
+		snprintf(err, errlen, "%s:%zu:%zu: YAML syntax error: %s%s%s",
+		         path, m->line + 1, m->column + 1,
+		         parser->problem ? parser->problem : "malformed",
+		         parser->context ? " " : "",
+		         parser->context ? parser->context : "");
+		return -1;
+	}
+	int rc = -1;
+	yaml_node_t *root = yaml_document_get_root_node(&x.doc);
+	if (!root)
+		snprintf(err, errlen, "%s: the file is empty", path);
+	else if (!nul_free(&x))
+		rc = top(&x, root, cfg);
+	yaml_document_delete(&x.doc);
+	return rc;
+}
+
+int cli_config_load(cli_config *cfg, const char *path, char *err, size_t errlen)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->auto_migrate = 1;
 	cfg->path = strdup(path);
 	FILE *f = fopen(path, "rb");
 	if (!f) {
@@ -1381,29 +1433,26 @@ int cli_config_load(cli_config *cfg, const char *path, char *err, size_t errlen)
 		return -1;
 	}
 	yaml_parser_set_input_file(&parser, f);
-	int rc = -1;
-	if (!yaml_parser_load(&parser, &x.doc)) {
-		const yaml_mark_t *m = parser.context ? &parser.context_mark
-		                                      : &parser.problem_mark;
-		if (parser.problem)
-			m = &parser.problem_mark;
-		snprintf(err, errlen, "%s:%zu:%zu: YAML syntax error: %s%s%s",
-		         path, m->line + 1, m->column + 1,
-		         parser.problem ? parser.problem : "malformed",
-		         parser.context ? " " : "",
-		         parser.context ? parser.context : "");
-		yaml_parser_delete(&parser);
-		fclose(f);
-		return -1;
-	}
-	yaml_node_t *root = yaml_document_get_root_node(&x.doc);
-	if (!root)
-		snprintf(err, errlen, "%s: the file is empty", path);
-	else
-		rc = top(&x, root, cfg);
-	yaml_document_delete(&x.doc);
+	int rc = load(cfg, &parser, path, err, errlen);
 	yaml_parser_delete(&parser);
 	fclose(f);
+	return rc;
+}
+
+int cli_config_parse(cli_config *cfg, const char *path, const char *text,
+                     size_t len, char *err, size_t errlen)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->auto_migrate = 1;
+	cfg->path = strdup(path);
+	yaml_parser_t parser;
+	if (!yaml_parser_initialize(&parser)) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	int rc = load(cfg, &parser, path, err, errlen);
+	yaml_parser_delete(&parser);
 	return rc;
 }
 

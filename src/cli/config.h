@@ -141,6 +141,10 @@ typedef struct cli_config {
  * Free with cli_config_free (also after a failure). */
 int cli_config_load(cli_config *cfg, const char *path, char *err,
                     size_t errlen);
+/* The same from the text [text, text+len), as if read from `path` (for
+ * messages and relative paths). */
+int cli_config_parse(cli_config *cfg, const char *path, const char *text,
+                     size_t len, char *err, size_t errlen);
 void cli_config_free(cli_config *cfg);
 
 /* The store URL of a consumer (its own, or the file's). */
