@@ -11,6 +11,10 @@
  * that are ordinary messages (a deep tree, nesting to the parser's limit)
  * must validate.
  *
+ * The other steps of a message (parsing, the key template, the canonical
+ * form and its SHA-256, pointers) get messages shaped against them, each
+ * through a consumer in a child under the same limit.
+ *
  * Built with -DBOMB_PUBLIC_ONLY the file uses the public API alone, so
  * that it can be run against an older library.
  */
@@ -129,6 +133,197 @@ static void validate_in_child(const char *schema, const char *msg, size_t len,
 	}
 	close(fd[0]);
 	o->cpu = cpu;
+}
+
+/* ---- the other steps of a message ---------------------------------- */
+
+static char db_dir[] = "/tmp/inbox-bomb-test-XXXXXX";
+static int db_seq;
+
+/* Process [msg, msg+len) through a consumer on a fresh SQLite store (key
+ * "{/id}:{/k}", fingerprint of the whole payload, no schema) in a child;
+ * outcome in o->valid (the inbox_outcome), reason in o->reason. */
+static void process_in_child(const char *msg, size_t len, outcome *o)
+{
+	memset(o, 0, sizeof(*o));
+	int fd[2];
+	if (pipe(fd) != 0)
+		return;
+	char url[700];
+	snprintf(url, sizeof(url), "sqlite:%s/%d.db", db_dir, ++db_seq);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		return;
+	if (pid == 0) {
+		close(fd[0]);
+		outcome r;
+		memset(&r, 0, sizeof(r));
+		inbox_store *st = NULL;
+		inbox_consumer *c = NULL;
+		inbox_consumer_options opt = INBOX_CONSUMER_OPTIONS_INIT;
+		opt.name = "bombs";
+		opt.key_template = "{/id}:{/k}";
+		r.rc = inbox_store_open(&st, url, NULL);
+		if (r.rc == INBOX_OK)
+			r.rc = inbox_consumer_open(&c, st, &opt, r.reason,
+			                           sizeof(r.reason));
+		if (r.rc == INBOX_OK) {
+			inbox_delivery d = {0};
+			inbox_result res;
+			d.payload = msg;
+			d.payload_len = len;
+			r.rc = inbox_consumer_process(c, &d, &res);
+			r.valid = (int)res.outcome;
+			snprintf(r.reason, sizeof(r.reason), "%s",
+			         res.reason ? res.reason : "");
+		}
+		inbox_consumer_close(c);
+		inbox_store_close(st);
+		r.finished = 1;
+		ssize_t w = write(fd[1], &r, sizeof(r));
+		_exit(w == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(fd[1]);
+	double t0 = now();
+	int status = 0;
+	struct rusage ru;
+	while (wait4(pid, &status, WNOHANG, &ru) == 0) {
+		if (now() - t0 > WALL_LIMIT) {
+			kill(pid, SIGKILL);
+			wait4(pid, &status, 0, &ru);
+			close(fd[0]);
+			snprintf(o->reason, sizeof(o->reason),
+			         "did not finish in %d s (killed)", WALL_LIMIT);
+			return;
+		}
+		struct timespec nap = {0, 2000000};
+		nanosleep(&nap, NULL);
+	}
+	if (read(fd[0], o, sizeof(*o)) != (ssize_t)sizeof(*o)) {
+		memset(o, 0, sizeof(*o));
+		snprintf(o->reason, sizeof(o->reason), "child died (status %d)",
+		         status);
+	}
+	close(fd[0]);
+	o->cpu = (double)ru.ru_utime.tv_sec +
+	         (double)ru.ru_utime.tv_usec / 1e6 +
+	         (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Messages up to max_payload shaped against the steps besides the
+ * schema: many members to sort for the canonical form, long shared
+ * prefixes, nesting to the parser's limit, escapes, numbers whose
+ * shortest form takes the longest search, a key field as long as the
+ * message. */
+static int gen_members(inbox__buf *b, size_t target, int prefix)
+{
+	inbox__buf_reset(b);
+	if (inbox__buf_puts(b, "{\"id\":\"m\",\"k\":\"x\"") < 0)
+		return -1;
+	for (size_t i = 0; b->len + 40 + (size_t)prefix < target; i++) {
+		if (inbox__buf_puts(b, ",\"") < 0)
+			return -1;
+		for (int j = 0; j < prefix; j++)
+			if (inbox__buf_putc(b, 'p') < 0)
+				return -1;
+		if (inbox__buf_printf(b, "%zu\":%zu", 1000000 - i, i) < 0)
+			return -1;
+	}
+	return inbox__buf_puts(b, "}");
+}
+
+static int gen_sorting(inbox__buf *b, size_t target)
+{
+	return gen_members(b, target, 0);
+}
+
+static int gen_prefixes(inbox__buf *b, size_t target)
+{
+	return gen_members(b, target, 1000);
+}
+
+static int gen_escapes(inbox__buf *b, size_t target)
+{
+	inbox__buf_reset(b);
+	if (inbox__buf_puts(b, "{\"id\":\"m\",\"k\":\"x\",\"s\":\"") < 0)
+		return -1;
+	while (b->len + 16 < target)
+		if (inbox__buf_puts(b, "\\u0001\\ud83d\\ude00\\\"") < 0)
+			return -1;
+	return inbox__buf_puts(b, "\"}");
+}
+
+static int gen_doubles(inbox__buf *b, size_t target)
+{
+	inbox__buf_reset(b);
+	if (inbox__buf_puts(b, "{\"id\":\"m\",\"k\":\"x\",\"n\":[0") < 0)
+		return -1;
+	for (size_t i = 1; b->len + 32 < target; i++)
+		if (inbox__buf_printf(b, ",%.17g",
+		                      5e-324 * (double)(i * 2654435761u)) < 0)
+			return -1;
+	return inbox__buf_puts(b, "]}");
+}
+
+static int gen_nesting(inbox__buf *b, size_t target)
+{
+	inbox__buf_reset(b);
+	if (inbox__buf_puts(b, "{\"id\":\"m\",\"k\":\"x\",\"d\":[") < 0)
+		return -1;
+	for (size_t n = 0; b->len + 4 * BOMB_MAX_DEPTH + 8 < target; n++) {
+		if (n && inbox__buf_putc(b, ',') < 0)
+			return -1;
+		for (int i = 0; i < BOMB_MAX_DEPTH - 4; i++)
+			if (inbox__buf_puts(b, i % 2 ? "[" : "{\"a\":") < 0)
+				return -1;
+		for (int i = BOMB_MAX_DEPTH - 4; i-- > 0;)
+			if (inbox__buf_puts(b, i % 2 ? "]" : "}") < 0)
+				return -1;
+	}
+	return inbox__buf_puts(b, "]}");
+}
+
+static int gen_long_key(inbox__buf *b, size_t target)
+{
+	inbox__buf_reset(b);
+	if (inbox__buf_puts(b, "{\"id\":\"m\",\"k\":\"") < 0)
+		return -1;
+	while (b->len + 4 < target)
+		if (inbox__buf_putc(b, 'k') < 0)
+			return -1;
+	return inbox__buf_puts(b, "\"}");
+}
+
+TEST(every_other_step_is_bounded)
+{
+	static const struct {
+		const char *name;
+		int (*gen)(inbox__buf *, size_t);
+	} kinds[] = {
+	    {"members to sort", gen_sorting},
+	    {"members with a 1000-byte prefix", gen_prefixes},
+	    {"escapes and surrogate pairs", gen_escapes},
+	    {"doubles of 17 digits", gen_doubles},
+	    {"nesting to the parser's limit", gen_nesting},
+	    {"a key field of the whole size", gen_long_key},
+	};
+	inbox__buf msg = INBOX__BUF_INIT;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		ASSERT_EQ(kinds[k].gen(&msg, 1024 * 1024), 0);
+		ASSERT_TRUE(msg.len <= 1024 * 1024);
+		outcome o;
+		process_in_child(msg.data, msg.len, &o);
+		printf("     %-40s %8zu B %9.3f s cpu  outcome %d %.100s\n",
+		       kinds[k].name, msg.len, o.cpu, o.valid, o.reason);
+		if (!o.finished || o.rc != INBOX_OK || o.cpu >= CPU_LIMIT ||
+		    (o.valid != INBOX_APPLIED &&
+		     o.valid != INBOX_DEAD_LETTERED))
+			TEST_FAIL_("%s: rc %d, outcome %d, %s (%.3f s cpu)",
+			           kinds[k].name, o.rc, o.valid, o.reason,
+			           o.cpu);
+	}
+	inbox__buf_free(&msg);
 }
 
 static int stopped(const char *reason)
@@ -396,6 +591,10 @@ TEST(memo_reports_what_it_found_quietly)
 
 int main(void)
 {
+	if (!mkdtemp(db_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
 	RUN(a_stop_inside_not_is_not_a_yes);
 	RUN(a_long_string_matches_a_repeated_group);
 	RUN(unique_items_names_the_first_pair);
@@ -406,5 +605,10 @@ int main(void)
 	RUN(memo_reports_what_it_found_quietly);
 #endif
 	RUN(every_bomb_is_bounded);
+	RUN(every_other_step_is_bounded);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", db_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", db_dir);
 	return test_summary();
 }
