@@ -7,10 +7,11 @@
 #   - SIGSTOP of a daemon past the lease and the brokers' redelivery
 #     timeouts (3-5 s), then SIGCONT, every 8-16 s
 #   - pg: an immediate shutdown of PostgreSQL, down 0.2-2 s, started again
-#     plainly or in a PID namespace (CHAOS_PG_NS), 4-9 s after the previous
-#     one ended; one in a namespace is followed 1.5-3 s later by another
-#     one (a crash loop: the daemons' new connections likely get the PIDs
-#     they had)
+#     plainly or in a PID namespace (CHAOS_PG_NS), 3-7 s after the previous
+#     one ended; one in a namespace is followed by another one once the
+#     daemons have reconnected (a crash loop: their new connections likely
+#     get the PIDs they had; no SIGKILL meanwhile, so that they live on to
+#     the second)
 #   - pg: pg_terminate_backend of some of the daemons' connections, every
 #     3-8 s
 #   - brokers: kill -9 of the broker (the Kafka mock: every broker set
@@ -251,7 +252,7 @@ outage_running() {
 	if [ -n "$outage_pid" ]; then
 		wait "$outage_pid" 2>/dev/null
 		case "$outage_fn" in
-		pg_outage) next_pgr=$(after 4000 9000) ;;
+		pg_outage) next_pgr=$(after 3000 7000) ;;
 		broker_outage) next_brk=$(after 8000 16000) ;;
 		esac
 		# either kind waits 2-4 s after the other
@@ -280,11 +281,20 @@ pg_restart() {
 # 1.5-3 s later by another one in a namespace (a container that
 # crash-loops: the daemons that reconnected to the first are likely to
 # get the same backend PIDs from the second).
+# The second comes once two daemons have reconnected (10 s at most) and
+# had 0.3-1 s to use their connections; kills leave the daemons alone
+# meanwhile ($dir/crashloop), so that they live on to the second.
 pg_outage() {
 	pg_restart || return 1
 	if [ "$_m" = ns ]; then
-		sleep_ms "$(rand_between 1500 3000)"
+		: >"$dir/crashloop"
+		reconnected() {
+			[ "$(sh "$here/pgfault.sh" clients "$CHAOS_PG_DIR")" -ge 2 ]
+		}
+		wait_until 10 reconnected
+		sleep_ms "$(rand_between 300 1000)"
 		pg_restart ns
+		rm -f "$dir/crashloop"
 	fi
 }
 
@@ -315,7 +325,7 @@ while :; do
 	[ "$n" -ge "$t_end" ] && break
 	grep -q '^outage_failed' "$dir/faults" && break
 	housekeeping
-	if [ "$n" -ge "$next_kill" ]; then
+	if [ "$n" -ge "$next_kill" ] && [ ! -f "$dir/crashloop" ]; then
 		s=$(pick)
 		if [ -n "$s" ]; then
 			eval "p=\$pid_$s"

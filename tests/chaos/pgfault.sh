@@ -14,6 +14,9 @@
 #                                       the postmaster, by its host PID
 #   pgfault.sh stop DIR                -> fast shutdown, whichever mode
 #   pgfault.sh mode DIR                -> prints plain, ns or down
+#   pgfault.sh clients DIR             -> how many client backends run,
+#                                       read from /proc (connecting would
+#                                       fork one more)
 # DIR/mode says how the running server was started; DIR/ns.pid holds the
 # host PID of a namespaced postmaster (its postmaster.pid holds the PID
 # inside the namespace, which means another process out here).
@@ -30,10 +33,6 @@ as_pg() {
 	else
 		"$@"
 	fi
-}
-
-ready() {
-	"$bindir/pg_isready" -q -h 127.0.0.1 -p "$1"
 }
 
 # ours PID: PID is a postgres process (not a reused PID).
@@ -75,7 +74,12 @@ start_ns() {
 	u=$!
 	i=0
 	pm=""
-	until [ -n "$pm" ] && [ -f "$data/postmaster.pid" ] && ready "$port"; do
+	# Ready when postmaster.pid says so (its 8th line): polling with
+	# pg_isready would fork a backend per poll, a different number each
+	# time, and the daemons' connections would not get the PIDs they
+	# had before the restart.
+	until [ -n "$pm" ] &&
+		[ "$(sed -n 8p "$data/postmaster.pid" 2>/dev/null | tr -d ' ')" = ready ]; do
 		[ -n "$pm" ] || pm=$(cat "/proc/$u/task/$u/children" 2>/dev/null | tr -d ' ')
 		i=$((i + 1))
 		if [ $i -gt 300 ] || ! kill -0 "$u" 2>/dev/null; then
@@ -136,8 +140,25 @@ crash | stop)
 mode)
 	cat "$dir/mode" 2>/dev/null || echo down
 	;;
+clients)
+	case "$(cat "$dir/mode" 2>/dev/null)" in
+	ns) pm=$(cat "$dir/ns.pid" 2>/dev/null || true) ;;
+	plain) pm=$(head -1 "$dir/pg/postmaster.pid" 2>/dev/null || true) ;;
+	*) pm="" ;;
+	esac
+	n=0
+	if [ -n "$pm" ] && ours "$pm"; then
+		for c in $(cat "/proc/$pm/task/$pm/children" 2>/dev/null); do
+			# a client backend's title: "postgres: USER DB HOST(PORT) ..."
+			tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null |
+				grep -q '^postgres: [^ ]* [^ ]* [0-9.]*([0-9]*)' &&
+				n=$((n + 1))
+		done
+	fi
+	echo "$n"
+	;;
 *)
-	echo "usage: pgfault.sh start DIR PORT plain|ns | crash DIR | stop DIR | mode DIR" >&2
+	echo "usage: pgfault.sh start DIR PORT plain|ns | crash DIR | stop DIR | mode DIR | clients DIR" >&2
 	exit 2
 	;;
 esac

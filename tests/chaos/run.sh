@@ -6,10 +6,11 @@
 # it started by PID. Exit 0 only if every cell held.
 #   run.sh BUILD_DIR
 # Environment:
-#   CHAOS_MINUTES  the whole run's budget (default 10): each cell gets an
-#                  equal share of what is left when it starts, less the
-#                  time it needs to start and settle (CHAOS_SETUP, default
-#                  25 s; the cell may settle for up to CHAOS_SETTLE, 90 s)
+#   CHAOS_MINUTES  the whole run's budget (default 10): when a cell
+#                  starts, what is left, less CHAOS_SETUP (default 25 s)
+#                  per cell still to run for starting and settling (a cell
+#                  may settle for up to CHAOS_SETTLE, 90 s), is shared among
+#                  them, 3 shares to a pg cell, 2 to a sqlite one
 #   CHAOS_CELLS    which cells, STORE+SOURCE (default: all ten, below)
 #   CHAOS_DAEMONS  daemons per cell (3); CHAOS_RATE orders/s (100)
 #   CHAOS_PG_NS    PostgreSQL restarts come back in a PID namespace:
@@ -73,10 +74,16 @@ deadline=$(awk -v m="$MINUTES" -v t="$t_start" 'BEGIN {
 }
 set -- $CELLS
 left=$#
+# weights: a PostgreSQL cell has more faults to go through (restarts,
+# terminations) than a SQLite one, and gets 3 shares to its 2
+weight() { case "$1" in pg+*) echo 3 ;; *) echo 2 ;; esac; }
+wleft=0
+for cell in "$@"; do wleft=$((wleft + $(weight "$cell"))); done
 for cell in "$@"; do
 	store=${cell%%+*}
 	source=${cell#*+}
-	share=$(((deadline - $(now_ms)) / 1000 / left - SETUP))
+	w=$(weight "$cell")
+	share=$((((deadline - $(now_ms)) / 1000 - left * SETUP) * w / wleft))
 	[ "$share" -ge 15 ] || share=15
 	echo "chaos: $cell for ${share}s ($left cells left)"
 	CHAOS_OUT=$out sh "$here/cell.sh" "$BUILD" "$store" "$source" "$share" ||
@@ -85,6 +92,7 @@ for cell in "$@"; do
 	grep -q "store=$store source=$source " "$out" ||
 		echo "chaos store=$store source=$source result=FAIL (did not run)" >>"$out"
 	left=$((left - 1))
+	wleft=$((wleft - w))
 done
 t_all=$((($(now_ms) - t_start) / 1000))
 
