@@ -158,6 +158,7 @@ for i in $(seq 1 "$DAEMONS"); do slot_start "$i"; done
 # --- The producer ---------------------------------------------------------------
 # Chunk k is due at start + k * CHUNK_MS; a failed publish is retried
 # (new message ids) every 300 ms. Its log: "CHUNK ATTEMPT ok|fail MS".
+: >"$dir/producer.log"
 t0=$(now_ms)
 (
 	trap - EXIT
@@ -178,7 +179,6 @@ t0=$(now_ms)
 	echo "done $(now_ms)" >>"$dir/producer.log"
 ) 9>&- &
 producer_pid=$!
-: >"$dir/producer.log"
 
 # --- Faults -------------------------------------------------------------------------
 t_end=$((t0 + SECONDS_CHAOS * 1000))
