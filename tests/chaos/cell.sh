@@ -264,8 +264,9 @@ outage_running() {
 	return 1
 }
 
-# pg_restart [MODE]: crash PostgreSQL, start it again (MODE, or as
-# pg_mode_next says).
+# pg_restart [MODE [NEXTPID]]: crash PostgreSQL, start it again (MODE,
+# or as pg_mode_next says; NEXTPID: the next backend's PID in the
+# namespace)
 pg_restart() {
 	_s=$(now_ms)
 	sh "$here/pgfault.sh" crash "$CHAOS_PG_DIR"
@@ -274,26 +275,29 @@ pg_restart() {
 		echo "outage_failed pg $(now_ms)" >>"$dir/faults"
 		return 1
 	}
+	[ -n "${2:-}" ] && sh "$here/pgfault.sh" nextpid "$CHAOS_PG_DIR" "$2"
 	echo "pg_restart $_s $(now_ms) $_m" >>"$dir/faults"
 }
 
 # pg_outage: a restart; one that came back in a PID namespace is followed
-# 1.5-3 s later by another one in a namespace (a container that
-# crash-loops: the daemons that reconnected to the first are likely to
-# get the same backend PIDs from the second).
-# The second comes once two daemons have reconnected (10 s at most) and
-# had 0.3-1 s to use their connections; kills leave the daemons alone
+# by another one in a namespace (a container that crash-loops), once two
+# daemons have reconnected (10 s at most) and had 0.3-1 s to use their
+# connections, and the namespace's next PID is set to the first of their
+# backends' (how many processes the start-up forked varies: the daemons'
+# attempts while it recovers each cost one), so that the daemons reconnect
+# to backends with the PIDs they had. Kills leave the daemons alone
 # meanwhile ($dir/crashloop), so that they live on to the second.
 pg_outage() {
 	pg_restart || return 1
 	if [ "$_m" = ns ]; then
 		: >"$dir/crashloop"
 		reconnected() {
-			[ "$(sh "$here/pgfault.sh" clients "$CHAOS_PG_DIR")" -ge 2 ]
+			[ "$(sh "$here/pgfault.sh" clients "$CHAOS_PG_DIR" | wc -l)" -ge 2 ]
 		}
 		wait_until 10 reconnected
 		sleep_ms "$(rand_between 300 1000)"
-		pg_restart ns
+		_first=$(sh "$here/pgfault.sh" clients "$CHAOS_PG_DIR" | sort -n | head -1)
+		pg_restart ns "$_first"
 		rm -f "$dir/crashloop"
 	fi
 }

@@ -61,7 +61,10 @@ start_node() {
 	mkdir -p "$HOME" "$RABBITMQ_MNESIA_BASE" "$RABBITMQ_LOG_BASE"
 	rm -f "$RABBITMQ_PID_FILE"
 	# setsid: the node must not get the signals of the caller's group.
-	setsid "$sbin/rabbitmq-server" >>"$dir/server.out" 2>&1 </dev/null &
+	# Started in DIR: a node killed while Mnesia starts writes its crash
+	# dump (MnesiaCore.*) into its working directory.
+	(cd "$dir" && exec setsid "$sbin/rabbitmq-server") \
+		>>"$dir/server.out" 2>&1 </dev/null &
 	echo $! >"$dir/server.pid"
 	i=0
 	until probe "$port"; do
