@@ -133,8 +133,18 @@ typedef struct inbox_delivery {
 	/* Producer timestamp, milliseconds since the Unix epoch; 0 = unknown.
 	 * Used by the replay guard. */
 	int64_t timestamp_ms;
-	/* Broker's delivery count for this message (1 = first delivery);
-	 * 0 = unknown. Feeds the attempt counter. */
+	/* How many times the broker (or the source) has delivered this
+	 * message, this delivery included (1 = first delivery); 0 =
+	 * unknown. It never counts toward the message's attempts — those are
+	 * what the inbox recorded: handler failures and lease takeovers —
+	 * because a broker's count also grows with what is no fault of the
+	 * message (our own graceful stop handing a batch back during a
+	 * database outage, a restart loop, another member's takeover). It
+	 * only feeds the consumer's max_deliveries, the bound on a message
+	 * that is delivered again and again without ever completing (one
+	 * that crashes the process before anything is recorded). Sources
+	 * leave out of it what they can tell is ours (see each source's
+	 * header). */
 	int32_t delivery_count;
 	/* Reserved for sources (an ack token); the library ignores it. */
 	uint64_t source_token;
@@ -354,7 +364,10 @@ typedef struct inbox_consumer_options {
 	 * least this long; older messages meet the replay guard. */
 	int64_t retention_seconds;
 	/* Attempts before a transiently failing message is dead-lettered
-	 * (default 5). */
+	 * (default 5). Attempts are what the inbox recorded: a handler's
+	 * RETRY (or a failed statement), a lease taken over after it
+	 * expired. Infrastructure faults never count, nor does the broker's
+	 * delivery count (see max_deliveries). */
 	int max_attempts;
 	/* Lease length for long handlers, in milliseconds (default 30000). */
 	int64_t lease_ms;
@@ -388,14 +401,40 @@ typedef struct inbox_consumer_options {
 	 * applied meanwhile are duplicates then). Those timeouts are
 	 * transient failures: retried, never counted toward attempts. */
 	int64_t batch_timeout_ms;
+	/* --- version 4 --- */
+	/* Deliveries of a message that never completes, after which it is
+	 * dead-lettered: a delivery whose delivery_count is above it, of a
+	 * key not completed (new, failed, or an expired lease), goes to the
+	 * dead letters without running the handler, with the reason
+	 * "delivered N times without completing (max_deliveries M): a crash
+	 * loop?". It is the bound on a message that kills the process (or
+	 * its handler) before anything is recorded — a poison pill that
+	 * max_attempts cannot see, as nothing was ever written for it. 0
+	 * (the default): 10 x max_attempts, at least 20 (50 with the default
+	 * max_attempts); < 0: no bound. Otherwise it must be at least
+	 * max_attempts (every retry is a delivery too), else open fails with
+	 * INBOX_ERR_INVALID. A duplicate (the key completed or dead) is never
+	 * bounded: it is acked whatever its count.
+	 * Keep it well above max_attempts: the broker's count also grows with
+	 * what is no fault of the message (see inbox_delivery.delivery_count).
+	 * When the process dies, every message of the batch in hand comes
+	 * back, so the batch-mates of a message that crashes it count the
+	 * same deliveries and, at the bound, are dead-lettered with it (same
+	 * reason; replay them once the cause is fixed). Sources without a
+	 * broker-side count (JSONL, Kafka) count in the process only: a
+	 * crash loop there is not bounded. inbox_lease_acquire() does not
+	 * apply it: a lease records its attempt before the work runs, so a
+	 * crash under a lease is a takeover, counted toward max_attempts.
+	 * Ignored (the default) when version is below 4. */
+	int max_deliveries;
 } inbox_consumer_options;
 
-#define INBOX_CONSUMER_OPTIONS_VERSION 3
+#define INBOX_CONSUMER_OPTIONS_VERSION 4
 #define INBOX_CONSUMER_OPTIONS_INIT                                            \
 	{                                                                      \
 		INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,        \
 		    7 * 24 * 3600, 5, 30000, 1024 * 1024,                      \
-		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL, 0              \
+		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL, 0, 0           \
 	}
 
 /* Create a consumer on `st` (borrowed: it must outlive the consumer; one

@@ -944,6 +944,7 @@ static const char *const consumer_keys[] = {"name",
                                             "batch_size",
                                             "retention",
                                             "max_attempts",
+                                            "max_deliveries",
                                             "lease",
                                             "max_payload",
                                             "retry_delay",
@@ -987,6 +988,27 @@ static int timeout_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 	                     &c->idle_timeout_ms);
 }
 
+/* max_deliveries: a count at least max_attempts (every retry is a
+ * delivery too), or "off" / 0 for no bound (-1). Read after max_attempts. */
+static int max_deliveries(ctx *x, yaml_node_t *v, cli_consumer *c)
+{
+	long long i;
+	if (v->type == YAML_SCALAR_NODE && !strcmp(sv(v), "off")) {
+		c->max_deliveries = -1;
+		return 0;
+	}
+	if (int_value(x, v, "max_deliveries", 0, INT32_MAX, &i))
+		return -1;
+	if (i > 0 && i < c->max_attempts)
+		return fail(
+		    x, v,
+		    "max_deliveries (%lld) must be at least max_attempts "
+		    "(%d): every retry is a delivery too (off: no bound)",
+		    i, c->max_attempts);
+	c->max_deliveries = i == 0 ? -1 : (int)i;
+	return 0;
+}
+
 static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
 	yaml_node_t *v;
@@ -1025,6 +1047,8 @@ static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 			return -1;
 		c->max_attempts = (int)i;
 	}
+	if ((v = get(x, m, "max_deliveries")) && max_deliveries(x, v, c))
+		return -1;
 	if ((v = get(x, m, "retention"))) {
 		if (duration_value(x, v, "retention", 1000, INT64_MAX / 2, &ms))
 			return -1;

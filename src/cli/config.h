@@ -83,6 +83,7 @@ typedef struct cli_consumer {
 	size_t batch_size;
 	int64_t retention_s;
 	int max_attempts;
+	int max_deliveries; /* 0 = unset (derived), -1 = off */
 	int64_t lease_ms;
 	size_t max_payload;
 	int retry_delay_ms;

@@ -152,6 +152,7 @@ int cli_try_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	o.fingerprint_pointer = c->fingerprint;
 	o.retention_seconds = c->retention_s;
 	o.max_attempts = c->max_attempts;
+	o.max_deliveries = c->max_deliveries;
 	o.lease_ms = c->lease_ms;
 	o.max_payload = c->max_payload;
 	o.replay_policy = c->replay;

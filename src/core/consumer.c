@@ -53,6 +53,22 @@ static int apply_budget(inbox_store *st, const inbox_consumer_options *o)
 	return st->vt->set_limits(st, &l);
 }
 
+/* The bound on deliveries without completion (see max_deliveries in
+ * inbox.h): well above max_attempts, since every retry is a delivery
+ * too and so are the redeliveries that are no fault of the message. */
+static int32_t max_deliveries(const inbox_consumer_options *o)
+{
+	int md = o->version >= 4 ? o->max_deliveries : 0;
+	if (md < 0)
+		return 0;
+	if (md > 0)
+		return md;
+	int64_t d = (int64_t)o->max_attempts * 10;
+	if (d < 20)
+		d = 20;
+	return d > INT32_MAX ? INT32_MAX : (int32_t)d;
+}
+
 int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
                         const inbox_consumer_options *o, char *err,
                         size_t errlen)
@@ -99,6 +115,14 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 		         "be positive");
 		return INBOX_ERR_INVALID;
 	}
+	int md = o->version >= 4 ? o->max_deliveries : 0;
+	if (md > 0 && md < o->max_attempts) {
+		snprintf(err, errlen,
+		         "max_deliveries (%d) must be at least max_attempts "
+		         "(%d): every retry is a delivery too",
+		         md, o->max_attempts);
+		return INBOX_ERR_INVALID;
+	}
 	/* An unknown value would fall through to APPLY, the risky one. */
 	if (o->replay_policy != INBOX_REPLAY_DEAD_LETTER &&
 	    o->replay_policy != INBOX_REPLAY_DROP &&
@@ -121,6 +145,7 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	c->fp_pointer = strdup(fpp);
 	c->retention_s = o->retention_seconds;
 	c->max_attempts = o->max_attempts;
+	c->max_deliveries = max_deliveries(o);
 	c->lease_ms = o->lease_ms;
 	c->max_payload = o->max_payload;
 	c->replay = o->replay_policy;
@@ -512,12 +537,22 @@ static int apply(inbox_consumer *c, inbox__slot *s, int32_t attempt,
 	return INBOX_OK;
 }
 
-static int32_t next_attempt(const inbox_msg *m, int32_t stored)
+/* A key that never completes, delivered more than max_deliveries times:
+ * dead-letter it (with the attempts the inbox recorded) instead of running
+ * the handler once more. 1 when buried (or found taken), 0 when not over
+ * the bound, < 0 on error. */
+static int over_deliveries(inbox_consumer *c, inbox__slot *s, int32_t attempts,
+                           inbox_status expect, int *rc)
 {
-	int32_t a = stored + 1;
-	if (m->d->delivery_count > a)
-		a = m->d->delivery_count;
-	return a;
+	int32_t n = s->msg.d->delivery_count;
+	if (c->max_deliveries <= 0 || n <= c->max_deliveries)
+		return 0;
+	snprintf(s->reason, sizeof(s->reason),
+	         "delivered %d times without completing (max_deliveries %d): "
+	         "a crash loop?",
+	         n, c->max_deliveries);
+	*rc = bury(c, s, attempts, expect);
+	return 1;
 }
 
 /* Decide one primary delivery from its claim. */
@@ -527,16 +562,15 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 	inbox_claim *cl = &c->claims[s->claim];
 	s->takeover = 0;
 	s->dl_id = 0;
+	int rc;
 	if (cl->is_new) {
-		int32_t attempt =
-		    s->msg.d->delivery_count > 1 ? s->msg.d->delivery_count : 1;
 		if (s->too_old && c->replay == INBOX_REPLAY_DEAD_LETTER) {
 			snprintf(
 			    s->reason, sizeof(s->reason),
 			    "too old to deduplicate: message time is older "
 			    "than the %llds retention window",
 			    (long long)c->retention_s);
-			return bury(c, s, attempt, INBOX_ST_NONE);
+			return bury(c, s, 1, INBOX_ST_NONE);
 		}
 		if (s->too_old && c->replay == INBOX_REPLAY_DROP) {
 			snprintf(s->reason, sizeof(s->reason),
@@ -544,14 +578,9 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 			set_result(s, INBOX_DUPLICATE, 0);
 			return INBOX_OK;
 		}
-		if (attempt > c->max_attempts) {
-			snprintf(
-			    s->reason, sizeof(s->reason),
-			    "max attempts (%d) reached: delivered %d times",
-			    c->max_attempts, attempt);
-			return bury(c, s, attempt, INBOX_ST_NONE);
-		}
-		return apply(c, s, attempt, 1);
+		if (over_deliveries(c, s, 0, INBOX_ST_NONE, &rc))
+			return rc;
+		return apply(c, s, 1, 1);
 	}
 	if (cl->status != INBOX_ST_NONE &&
 	    strcmp(cl->stored_fingerprint, s->msg.fp) != 0) {
@@ -559,7 +588,7 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 		         "fingerprint conflict: key \"%s\" was recorded with "
 		         "fingerprint %s, this message has %s",
 		         s->msg.key.data, cl->stored_fingerprint, s->msg.fp);
-		int rc = inbox__write_dead_letter(
+		rc = inbox__write_dead_letter(
 		    c, &s->msg, s->reason, cl->attempts, cl->stored_fingerprint,
 		    &s->dl_id);
 		if (rc < 0)
@@ -583,18 +612,22 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 		/* an expired lease is retried like a failure */
 		__attribute__((fallthrough));
 	case INBOX_ST_FAILED: {
-		int32_t attempt = next_attempt(&s->msg, cl->attempts);
+		int32_t attempt = cl->attempts + 1;
 		if (attempt > c->max_attempts) {
 			snprintf(s->reason, sizeof(s->reason),
 			         "max attempts (%d) reached", c->max_attempts);
-			return bury(c, s, attempt - 1, cl->status);
+			return bury(c, s, cl->attempts, cl->status);
+		}
+		if (over_deliveries(c, s, cl->attempts, cl->status, &rc)) {
+			s->takeover = 0;
+			return rc;
 		}
 		int taken = 0;
 		int32_t att = 0;
 		int64_t fence = 0;
-		int rc = st->vt->reclaim(st, c->name, s->msg.key.data,
-		                         INBOX_ST_COMPLETED, 0, &taken, &att,
-		                         &fence);
+		rc = st->vt->reclaim(st, c->name, s->msg.key.data,
+		                     INBOX_ST_COMPLETED, 0, &taken, &att,
+		                     &fence);
 		if (rc < 0)
 			return rc;
 		if (!taken) {
@@ -665,12 +698,11 @@ static int run_batch(inbox_consumer *c, size_t n, size_t nclaims)
 			rc = decide(c, s);
 		} else if (s->kind == SLOT_BAD) {
 			s->dl_id = 0;
-			rc = inbox__write_dead_letter(c, &s->msg, s->reason,
-			                              s->msg.d->delivery_count,
+			/* one attempt, its own: the broker's count is not */
+			rc = inbox__write_dead_letter(c, &s->msg, s->reason, 1,
 			                              NULL, &s->dl_id);
 			if (rc >= 0)
-				set_result(s, INBOX_DEAD_LETTERED,
-				           s->msg.d->delivery_count);
+				set_result(s, INBOX_DEAD_LETTERED, 1);
 		}
 	}
 	for (size_t i = 0; i < n && rc >= 0; i++)

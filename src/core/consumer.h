@@ -65,6 +65,7 @@ struct inbox_consumer {
 	char *fp_pointer;
 	int64_t retention_s;
 	int max_attempts;
+	int32_t max_deliveries; /* 0 = no bound */
 	int64_t lease_ms;
 	size_t max_payload;
 	inbox_replay_policy replay;

@@ -189,8 +189,8 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 			break;
 		if (bad) {
 			int64_t id;
-			rc = inbox__write_dead_letter(
-			    c, &l->msg, reason, d->delivery_count, NULL, &id);
+			rc = inbox__write_dead_letter(c, &l->msg, reason, 1,
+			                              NULL, &id);
 			*outcome = INBOX_DEAD_LETTERED;
 		} else {
 			rc = acquire_in_txn(c, l, outcome, &takeover, reason,

@@ -1335,8 +1335,8 @@ TEST(dead_letters_idempotent_across_processes)
 	env_teardown(&e);
 }
 
-/* ---- delivery counts from the broker feed attempts ---- */
-TEST(broker_delivery_count_feeds_attempts)
+/* ---- a broker's delivery count is not the message's attempts ---- */
+TEST(broker_delivery_count_is_not_attempts)
 {
 	env e;
 	ASSERT_OK(env_setup(&e));
@@ -1346,24 +1346,145 @@ TEST(broker_delivery_count_feeds_attempts)
 	char js[256];
 	order_json(js, sizeof(js), "e-dc", "o-dc", 1);
 	inbox_delivery d = delivery(js);
-	d.delivery_count = 7; /* the broker tried 7 times already (crashes) */
+	/* delivered 7 times (restarts during an outage, hand-backs): none
+	 * of it the message's fault, max_attempts is 3 */
+	d.delivery_count = 7;
 	inbox_result r;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
-	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
-	ASSERT_CONTAINS(r.reason, "max attempts");
-	ASSERT_EQ(h.calls, 0);
-	/* a retried record: the broker's count wins over the stored one */
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_EQ(r.attempts, 1);
+	ASSERT_EQ(h.calls, 1);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	ASSERT_STREQ(scalar(e.st, "SELECT attempts FROM %s WHERE key = 'e-dc'",
+	                    e.inbox_tbl),
+	             "1");
+	/* a failing message: its own failures count, not the broker's */
 	h.always_retry = 1;
 	order_json(js, sizeof(js), "e-dc2", "o-dc2", 1);
 	d = delivery(js);
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_RETRY);
 	ASSERT_EQ(r.attempts, 1);
-	d.delivery_count = 3;
+	d.delivery_count = 9;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_EQ(r.attempts, 2);
+	d.delivery_count = 10;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
 	ASSERT_EQ(r.attempts, 3);
+	ASSERT_CONTAINS(r.reason, "max attempts (3) reached");
+	/* bad input: dead-lettered at its one attempt */
+	d = delivery("{not json");
+	d.delivery_count = 6;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r.attempts, 1);
+	ASSERT_EQ(count(e.st, e.dl_tbl, "attempts = 1"), 1);
 	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+static inbox_consumer *open_bounded(inbox_store *st, hctx *h, int max_del)
+{
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "billing.order-created.v1";
+	o.handler = invoice_handler;
+	o.handler_payload = h;
+	o.max_attempts = 3;
+	o.max_deliveries = max_del;
+	o.retention_seconds = 3600;
+	inbox_consumer *c = NULL;
+	char err[256];
+	int rc = inbox_consumer_open(&c, st, &o, err, sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "consumer open: %d %s\n", rc, err);
+	return c;
+}
+
+static int deliver(inbox_consumer *c, const char *id, int32_t count,
+                   inbox_result *r)
+{
+	char js[256];
+	order_json(js, sizeof(js), id, id, 1);
+	inbox_delivery d = delivery(js);
+	d.delivery_count = count;
+	return inbox_consumer_process(c, &d, r);
+}
+
+/* ---- max_deliveries: a message that crashes the process, again ---- */
+TEST(max_deliveries_bounds_a_crash_loop)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c = open_bounded(e.st, &h, 4);
+	ASSERT_TRUE(c != NULL);
+	inbox_result r;
+	/* never recorded (each delivery killed the process before its
+	 * commit), delivered a 5th time: dead-lettered unrun */
+	ASSERT_OK(deliver(c, "e-crash", 5, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(h.calls, 0);
+	ASSERT_STREQ(r.reason, "delivered 5 times without completing "
+	                       "(max_deliveries 4): a crash loop?");
+	ASSERT_STREQ(scalar(e.st,
+	                    "SELECT attempts || ' ' || reason FROM %s "
+	                    "WHERE key = 'e-crash'",
+	                    e.dl_tbl),
+	             "0 delivered 5 times without completing "
+	             "(max_deliveries 4): a crash loop?");
+	ASSERT_STREQ(scalar(e.st, "SELECT status FROM %s WHERE key = 'e-crash'",
+	                    e.inbox_tbl),
+	             "dead");
+	ASSERT_OK(deliver(c, "e-crash", 6, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	/* at the bound: run */
+	ASSERT_OK(deliver(c, "e-fourth", 4, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_EQ(r.attempts, 1);
+	/* a duplicate is never bounded */
+	ASSERT_OK(deliver(c, "e-fourth", 1000, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	/* failed once, then crash-looped: dead with its recorded attempts */
+	h.retries_left = 1;
+	ASSERT_OK(deliver(c, "e-failed", 1, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_OK(deliver(c, "e-failed", 5, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r.attempts, 1);
+	ASSERT_CONTAINS(r.reason, "delivered 5 times without completing");
+	ASSERT_EQ(h.calls, 2);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1); /* e-fourth only */
+	inbox_consumer_close(c);
+
+	/* the default: 10 x max_attempts, at least 20 (here 30) */
+	c = open_bounded(e.st, &h, 0);
+	ASSERT_TRUE(c != NULL);
+	ASSERT_OK(deliver(c, "e-30", 30, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_OK(deliver(c, "e-31", 31, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_CONTAINS(r.reason, "(max_deliveries 30)");
+	inbox_consumer_close(c);
+	/* no bound */
+	c = open_bounded(e.st, &h, -1);
+	ASSERT_TRUE(c != NULL);
+	ASSERT_OK(deliver(c, "e-many", 100000, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	inbox_consumer_close(c);
+	/* below max_attempts: refused */
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "billing.order-created.v1";
+	o.max_attempts = 3;
+	o.max_deliveries = 2;
+	char err[256] = "";
+	c = NULL;
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_TRUE(c == NULL);
+	ASSERT_CONTAINS(err, "max_deliveries (2) must be at least "
+	                     "max_attempts (3)");
 	env_teardown(&e);
 }
 
@@ -1684,7 +1805,8 @@ int main(int argc, char **argv)
 	RUN(refused_and_keyless_deliveries);
 	RUN(dead_letters_are_idempotent);
 	RUN(dead_letters_idempotent_across_processes);
-	RUN(broker_delivery_count_feeds_attempts);
+	RUN(broker_delivery_count_is_not_attempts);
+	RUN(max_deliveries_bounds_a_crash_loop);
 	RUN(handler_statement_failure_is_retry);
 	RUN(no_handler_deduplicates_only);
 	RUN(statement_failure_inside_a_batch);

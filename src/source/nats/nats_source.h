@@ -19,11 +19,13 @@
  *                    redelivers (default 30s).
  *   max_deliver=N    deliveries after which the server gives a message up
  *                    (default -1, unlimited). Leave it unlimited: the
- *                    consumer's max_attempts, fed by the delivery count,
- *                    dead-letters a message that keeps failing, with its
- *                    payload and context. A server-side limit at or below
- *                    max_attempts makes the server drop the message
- *                    silently before the inbox could dead-letter it.
+ *                    consumer's max_attempts dead-letters a message that
+ *                    keeps failing and its max_deliveries, fed by the
+ *                    delivery count, one that keeps crashing the process,
+ *                    both with its payload and context. A server-side
+ *                    limit at or below max_deliveries makes the server
+ *                    drop the message silently before the inbox could
+ *                    dead-letter it.
  *   max_ack_pending=N  unacknowledged messages the server lets out at once
  *                    across every client of the durable (default 1000, at
  *                    least 2 * max_batch).
@@ -55,8 +57,8 @@
  *   valid UTF-8 become "hex:" + lower-case hex; NULL when none), position
  *   = "STREAM/SEQ" (the stream sequence), timestamp_ms = the time the
  *   stream stored the message, delivery_count = the server's NumDelivered
- *   (so attempts survive restarts and are shared by every client of the
- *   durable), source_token = index in the batch.
+ *   (so the consumer's max_deliveries sees deliveries across restarts
+ *   and every client of the durable), source_token = index in the batch.
  *
  * Settle
  *   APPLIED, DUPLICATE, STALE: AckSync, the double ack: the server

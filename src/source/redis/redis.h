@@ -76,7 +76,7 @@
  *             (year 2000 or later; auto-generated ids are), else 0.
  *   delivery_count  1 for new entries; for our own pending and claimed
  *             entries Redis's delivery counter (XPENDING), which feeds the
- *             consumer's attempts and so its max_attempts.
+ *             consumer's max_deliveries (never its attempts).
  *   source_token    the slot index in the batch.
  *
  * Entries deleted from the stream while pending (XDEL, XTRIM) cannot be
