@@ -28,6 +28,7 @@ const char cli_dispatch_usage[] =
     "usage: inbox dispatch CONFIG [--consumer NAME] [--once | --drain]\n"
     "                             [--timeout DURATION] [--pending] "
     "[--metrics ADDR]\n"
+    "                             [--connect-timeout DURATION]\n"
     "\n"
     "Perform the external effects (outbox: steps) of the consumers in "
     "CONFIG: one\ndispatcher per consumer with outbox steps. Each row is "
@@ -52,12 +53,20 @@ const char cli_dispatch_usage[] =
     "port 0 = any\n"
     "                    free port, logged); metrics: listen: of CONFIG "
     "is not used\n"
+    "  --connect-timeout D  give up (exit 4) when a store is still not "
+    "reachable\n"
+    "                    after D (30s, 5m; 0: do not wait); without it the "
+    "dispatcher\n"
+    "                    waits for it, with a log line per attempt and "
+    "/healthz\n"
+    "                    answering 503 meanwhile (--pending never waits)\n"
     "\n"
     "Without --once/--drain it runs until SIGTERM/SIGINT (the calls in "
     "flight finish\nfirst). Logs: a JSON line per outcome (done/retry: "
     "info, unknown/dead: warn).\n"
     "Exit codes: 0 ok, 1 runtime failure or --drain timeout, 2 usage, 3 "
-    "config\nerror, 4 cannot open the store.\n";
+    "config\nerror, 4 cannot open the store (--connect-timeout) or the "
+    "metrics address.\n";
 
 typedef struct dworker {
 	const cli_config *cfg;
@@ -200,11 +209,23 @@ static void free_group(struct cli_dispatchers *g)
 	free(g);
 }
 
-static int open_worker(dworker *w)
+static int open_worker(dworker *w, cli_waiter *wt)
 {
-	int rc = cli_open_store(w->cfg, w->cc, -1, &w->st);
-	if (rc)
-		return rc;
+	cli_open_fail f;
+	int rc;
+	for (int attempt = 1;
+	     (rc = cli_try_open_store(w->cfg, w->cc, -1, &w->st, &f)) != 0;
+	     attempt++) {
+		if (!wt) {
+			cli_open_report(&f);
+			return rc;
+		}
+		if ((rc = cli_wait_again(wt, w->cc, w->hidx, "store", attempt,
+		                         &f)))
+			return rc;
+	}
+	if (wt)
+		cli_wait_done(wt, w->hidx);
 	const cli_dispatch *c = &w->cc->dispatch;
 	inbox_dispatcher_options o = INBOX_DISPATCHER_OPTIONS_INIT;
 	o.consumer = w->cc->name;
@@ -277,7 +298,7 @@ int cli_dispatch_wanted(const cli_consumer *cc, const cli_consumer *only)
 
 int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
                        cli_dispatch_mode mode, volatile sig_atomic_t *stop,
-                       cli_http *http, cli_dispatchers **out)
+                       cli_http *http, cli_waiter *wt, cli_dispatchers **out)
 {
 	*out = NULL;
 	struct cli_dispatchers *g = calloc(1, sizeof(*g));
@@ -301,7 +322,7 @@ int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
 		w->cc = cc;
 		w->g = g;
 		w->hidx = cli_http_index(http, cc);
-		int rc = open_worker(w);
+		int rc = open_worker(w, wt);
 		if (rc) {
 			free_group(g);
 			return rc;
@@ -431,10 +452,24 @@ static void *watchdog(void *arg)
 
 static int parse_args(int argc, char **argv, const char **path,
                       const char **only, cli_dispatch_mode *mode,
-                      double *timeout_s, int *pending, const char **listen)
+                      double *timeout_s, int *pending, const char **listen,
+                      double *connect_s)
 {
 	for (int i = 1; i < argc; i++) {
 		int64_t ms;
+		if (!strcmp(argv[i], "--connect-timeout") && i + 1 < argc) {
+			if (!strcmp(argv[++i], "0")) {
+				*connect_s = 0;
+			} else if (cli_parse_duration_ms(argv[i], &ms) < 0) {
+				cli_error("--connect-timeout: \"%s\" is not a "
+				          "duration (0, 30s, 5m)",
+				          argv[i]);
+				return CLI_EXIT_USAGE;
+			} else {
+				*connect_s = (double)ms / 1000.0;
+			}
+			continue;
+		}
 		if (!strcmp(argv[i], "--metrics") && i + 1 < argc) {
 			struct sockaddr_storage ss;
 			socklen_t sslen;
@@ -507,10 +542,10 @@ int cli_cmd_dispatch(int argc, char **argv)
 {
 	const char *path = NULL, *only = NULL, *listen = NULL;
 	cli_dispatch_mode mode = CLI_DISPATCH_FOREVER;
-	double timeout_s = 0;
+	double timeout_s = 0, connect_s = -1; /* < 0: wait forever */
 	int pending = 0;
 	int rc = parse_args(argc, argv, &path, &only, &mode, &timeout_s,
-	                    &pending, &listen);
+	                    &pending, &listen, &connect_s);
 	if (rc)
 		return rc;
 	struct sigaction sa;
@@ -532,11 +567,21 @@ int cli_cmd_dispatch(int argc, char **argv)
 	}
 	cli_dispatchers *g = NULL;
 	cli_http *http = NULL;
+	/* /healthz first: it says "not ready" while we wait. */
 	if (listen)
 		rc = start_http(&cfg, sel, listen, &http);
-	if (rc == 0)
-		rc = cli_dispatch_start(&cfg, sel, mode, &d_stop, http, &g);
-	if (rc == 0 && !g)
+	cli_waiter wt;
+	cli_waiter_init(&wt, connect_s, &d_stop, http, NULL);
+	int stopped = 0;
+	if (rc == 0 && (rc = cli_dispatch_start(&cfg, sel, mode, &d_stop, http,
+	                                        &wt, &g)) < 0) {
+		inbox__log(INBOX_LOG_INFO, NULL,
+		           "\"event\":\"stopped\",\"result\":\"ok\","
+		           "\"while\":\"waiting for a store\"");
+		rc = CLI_EXIT_OK;
+		stopped = 1;
+	}
+	if (rc == 0 && !g && !stopped)
 		cli_error("%s: no consumer declares outbox steps%s", cfg.path,
 		          sel ? " (--consumer)" : "");
 	double deadline = inbox__mono_seconds() + timeout_s;

@@ -304,17 +304,6 @@ static void close_all(worker *ws, int n)
 	}
 }
 
-/* Waiting at start-up for a store or broker that is not there yet:
- * attempts 200 ms apart at first, doubling up to 10 s, until `deadline`
- * (inbox__mono_seconds(); 0 = forever, < 0 = do not wait). */
-typedef struct waiter {
-	double deadline;
-	int delay_ms;
-} waiter;
-
-#define WAIT_FIRST_MS 200
-#define WAIT_MAX_MS   10000
-
 /* The store, its effects and the consumer of w: opened again whole after
  * a failure (a handle that failed half-way is not reused). */
 static int try_store_side(const cli_config *cfg, worker *w, cli_open_fail *f)
@@ -331,65 +320,28 @@ static int try_store_side(const cli_config *cfg, worker *w, cli_open_fail *f)
 	return rc;
 }
 
-/* A failed attempt: give up (its exit code, the message printed), or
- * log it, show it in /healthz and wait; -1 when a stop signal came
- * while waiting. */
-static int wait_again(const worker *w, const char *what, int attempt,
-                      const cli_open_fail *f, waiter *wt)
-{
-	double now = inbox__mono_seconds();
-	if (!cli_open_retryable(f) || wt->deadline < 0 ||
-	    (wt->deadline > 0 && now >= wt->deadline)) {
-		cli_open_report(f);
-		if (cli_open_retryable(f) && wt->deadline > 0)
-			cli_error(
-			    "gave up waiting for the %s of consumer \"%s\" "
-			    "(--connect-timeout)",
-			    what, w->cc->name);
-		return f->exit_code;
-	}
-	int delay = wt->delay_ms;
-	if (wt->deadline > 0 && now + delay / 1000.0 > wt->deadline)
-		delay = (int)((wt->deadline - now) * 1000.0) + 1;
-	char e1[1500], reason[1700];
-	pthread_mutex_lock(&g_mu);
-	inbox__log(INBOX_LOG_WARN, w->cc->name,
-	           "\"event\":\"waiting\",\"for\":\"%s\",\"attempt\":%d,"
-	           "\"error\":\"%s\",\"retry_in_ms\":%d",
-	           what, attempt, esc(e1, sizeof(e1), f->msg), delay);
-	pthread_mutex_unlock(&g_mu);
-	snprintf(reason, sizeof(reason), "waiting for its %s (attempt %d): %s",
-	         what, attempt, f->msg);
-	cli_http_set_waiting(g_http, w->idx, reason);
-	sleep_ms(delay);
-	wt->delay_ms =
-	    wt->delay_ms * 2 > WAIT_MAX_MS ? WAIT_MAX_MS : wt->delay_ms * 2;
-	return g_stop ? -1 : 0;
-}
-
 /* Open and check everything before anything is consumed, waiting for
  * what is not there yet. 0, an exit code, or -1 (stopped meanwhile). */
-static int open_all(const cli_config *cfg, worker *ws, int n, waiter *wt)
+static int open_all(const cli_config *cfg, worker *ws, int n, cli_waiter *wt)
 {
 	cli_open_fail f;
 	int rc;
 	for (int i = 0; i < n; i++) {
 		for (int attempt = 1;
 		     (rc = try_store_side(cfg, &ws[i], &f)) != 0; attempt++)
-			if ((rc = wait_again(&ws[i], "store", attempt, &f, wt)))
+			if ((rc = cli_wait_again(wt, ws[i].cc, ws[i].idx,
+			                         "store", attempt, &f)))
 				return rc;
-		wt->delay_ms = WAIT_FIRST_MS;
-		cli_http_set_waiting(g_http, ws[i].idx, NULL);
+		cli_wait_done(wt, ws[i].idx);
 	}
 	for (int i = 0; i < n; i++) {
 		for (int attempt = 1;
 		     (rc = cli_try_open_source(cfg, ws[i].cc, &ws[i].src, &f));
 		     attempt++)
-			if ((rc =
-			         wait_again(&ws[i], "source", attempt, &f, wt)))
+			if ((rc = cli_wait_again(wt, ws[i].cc, ws[i].idx,
+			                         "source", attempt, &f)))
 				return rc;
-		wt->delay_ms = WAIT_FIRST_MS;
-		cli_http_set_waiting(g_http, ws[i].idx, NULL);
+		cli_wait_done(wt, ws[i].idx);
 	}
 	return 0;
 }
@@ -607,19 +559,18 @@ int cli_cmd_run(int argc, char **argv)
 		listen = cfg.metrics_listen;
 	/* /healthz first: it says "not ready" while we wait. */
 	rc = listen ? start_http(&cfg, ws, n, listen) : 0;
-	waiter wt = {connect_s < 0    ? 0
-	             : connect_s == 0 ? -1
-	                              : inbox__mono_seconds() + connect_s,
-	             WAIT_FIRST_MS};
+	cli_waiter wt;
+	cli_waiter_init(&wt, connect_s, &g_stop, g_http, &g_mu);
 	if (rc == 0 && (rc = open_all(&cfg, ws, n, &wt)) < 0) {
 		inbox__log(INBOX_LOG_INFO, NULL,
 		           "\"event\":\"stopped\",\"result\":\"ok\","
 		           "\"while\":\"waiting for a store or source\"");
 		rc = CLI_EXIT_OK;
 	}
-	if (rc == 0 && dispatch)
-		rc = cli_dispatch_start(&cfg, sel, CLI_DISPATCH_FOREVER,
-		                        &g_stop, g_http, &dg);
+	if (rc == 0 && dispatch &&
+	    (rc = cli_dispatch_start(&cfg, sel, CLI_DISPATCH_FOREVER, &g_stop,
+	                             g_http, &wt, &dg)) < 0)
+		rc = CLI_EXIT_OK; /* stopped while waiting: g_stop is set */
 	if (rc == 0 && g_stop)
 		rc = CLI_EXIT_OK; /* stopped while starting: nothing read */
 	else if (rc == 0) {

@@ -11,6 +11,7 @@
 
 #include "cli/config.h"
 #include "cli/http.h"
+#include "cli/open.h"
 
 typedef enum cli_dispatch_mode {
 	CLI_DISPATCH_FOREVER = 0, /* until *stop */
@@ -28,11 +29,12 @@ int cli_dispatch_wanted(const cli_consumer *cc, const cli_consumer *only);
  * steps (or `only`), then start their threads. *out is NULL (and 0
  * returned) when no consumer has outbox steps. Each thread publishes its
  * counters and state on `http` (may be NULL) under its consumer's entry,
- * if the endpoint lists that consumer. Returns 0 or an exit code (message
- * printed). */
+ * if the endpoint lists that consumer. A store that cannot be reached is
+ * waited for as `wt` says (NULL: not at all). Returns 0, an exit code
+ * (message printed), or -1 when a stop signal came while waiting. */
 int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
                        cli_dispatch_mode mode, volatile sig_atomic_t *stop,
-                       cli_http *http, cli_dispatchers **out);
+                       cli_http *http, cli_waiter *wt, cli_dispatchers **out);
 
 /* From now on, threads in FOREVER mode stop once nothing is left to do. */
 void cli_dispatch_drain(cli_dispatchers *g);

@@ -225,15 +225,16 @@ static void refresh(cli_http *h, mon *m, int full)
 	if (m->read_at > 0 && now - m->read_at < READ_EVERY_S &&
 	    (m->read_full || !full || !m->store_ok))
 		return;
-	/* `inbox run` serves while it waits for its stores and opens them:
+	/* `inbox run` serves while it waits for its stores and opens them
+	 * (`inbox dispatch` while it waits for a store):
 	 * a consumer not started yet is not ready whatever its store says,
 	 * and a reading then (a store that does not answer, tables being
 	 * created) would only hold the request up or be wrong a moment
 	 * later. */
 	pthread_mutex_lock(&h->mu);
-	int started = m->started;
+	int started = m->started, waiting = m->waiting[0] != '\0';
 	pthread_mutex_unlock(&h->mu);
-	if (h->role == CLI_HTTP_RUN && !started)
+	if ((h->role == CLI_HTTP_RUN && !started) || waiting)
 		return;
 	m->read_at = now;
 	m->read_full = full;
@@ -366,9 +367,10 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 		bad |= inbox__buf_printf(
 		    &list, ",\"running\":%s,\"store\":\"%s\"",
 		    running ? "true" : "false",
-		    m->store_ok                              ? "ok"
-		    : h->role == CLI_HTTP_RUN && !m->started ? "unknown"
-		                                             : "error");
+		    m->store_ok ? "ok"
+		    : (h->role == CLI_HTTP_RUN && !m->started) || m->waiting[0]
+		        ? "unknown"
+		        : "error");
 		if (!running && m->waiting[0]) {
 			bad |= inbox__buf_puts(&list, ",\"waiting\":");
 			bad |= json_str(&list, m->waiting);

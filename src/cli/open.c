@@ -4,9 +4,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/effect.h"
+#include "cli/http.h"
+#include "core/internal.h"
+#include "core/log.h"
 
 int cli_load(cli_config *cfg, const char *path)
 {
@@ -215,6 +219,92 @@ int cli_open_source(const cli_config *cfg, const cli_consumer *c,
 	if (rc)
 		cli_open_report(&f);
 	return rc;
+}
+
+#define WAIT_FIRST_MS 200
+#define WAIT_MAX_MS   10000
+
+void cli_waiter_init(cli_waiter *wt, double connect_s,
+                     volatile sig_atomic_t *stop, struct cli_http *http,
+                     pthread_mutex_t *mu)
+{
+	wt->deadline = connect_s < 0    ? 0
+	               : connect_s == 0 ? -1
+	                                : inbox__mono_seconds() + connect_s;
+	wt->delay_ms = WAIT_FIRST_MS;
+	wt->stop = stop;
+	wt->http = http;
+	wt->mu = mu;
+}
+
+/* JSON-escape into buf (thread-safe, unlike inbox__log_escape). */
+static const char *esc(char *buf, size_t len, const char *s)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : "");
+	     *p && o + 8 < len; p++) {
+		if (*p == '"' || *p == '\\') {
+			buf[o++] = '\\';
+			buf[o++] = (char)*p;
+		} else if (*p < 0x20) {
+			o += (size_t)snprintf(buf + o, len - o, "\\u%04x", *p);
+		} else {
+			buf[o++] = (char)*p;
+		}
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+static int stopped(const cli_waiter *wt)
+{
+	return wt->stop && *wt->stop;
+}
+
+int cli_wait_again(cli_waiter *wt, const cli_consumer *cc, int hidx,
+                   const char *what, int attempt, const cli_open_fail *f)
+{
+	double now = inbox__mono_seconds();
+	if (!cli_open_retryable(f) || wt->deadline < 0 ||
+	    (wt->deadline > 0 && now >= wt->deadline)) {
+		cli_open_report(f);
+		if (cli_open_retryable(f) && wt->deadline > 0)
+			cli_error(
+			    "gave up waiting for the %s of consumer \"%s\" "
+			    "(--connect-timeout)",
+			    what, cc->name);
+		return f->exit_code;
+	}
+	int delay = wt->delay_ms;
+	if (wt->deadline > 0 && now + delay / 1000.0 > wt->deadline)
+		delay = (int)((wt->deadline - now) * 1000.0) + 1;
+	char e1[1500], reason[1700];
+	if (wt->mu)
+		pthread_mutex_lock(wt->mu);
+	inbox__log(INBOX_LOG_WARN, cc->name,
+	           "\"event\":\"waiting\",\"for\":\"%s\",\"attempt\":%d,"
+	           "\"error\":\"%s\",\"retry_in_ms\":%d",
+	           what, attempt, esc(e1, sizeof(e1), f->msg), delay);
+	if (wt->mu)
+		pthread_mutex_unlock(wt->mu);
+	snprintf(reason, sizeof(reason), "waiting for its %s (attempt %d): %s",
+	         what, attempt, f->msg);
+	cli_http_set_waiting(wt->http, hidx, reason);
+	/* in slices, so that a stop signal ends the wait at once */
+	for (int ms = delay; ms > 0 && !stopped(wt); ms -= 50) {
+		int slice = ms > 50 ? 50 : ms;
+		struct timespec ts = {0, (long)slice * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	wt->delay_ms =
+	    wt->delay_ms * 2 > WAIT_MAX_MS ? WAIT_MAX_MS : wt->delay_ms * 2;
+	return stopped(wt) ? -1 : 0;
+}
+
+void cli_wait_done(cli_waiter *wt, int hidx)
+{
+	wt->delay_ms = WAIT_FIRST_MS;
+	cli_http_set_waiting(wt->http, hidx, NULL);
 }
 
 const cli_consumer *cli_find_consumer(const cli_config *cfg, const char *name)

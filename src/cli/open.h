@@ -3,6 +3,9 @@
 #ifndef INBOX_CLI_OPEN_H
 #define INBOX_CLI_OPEN_H
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <inbox/inbox.h>
 #include <inbox/source.h>
 
@@ -61,6 +64,32 @@ int cli_open_consumer(const cli_config *cfg, const cli_consumer *c,
 /* Open the consumer's source. */
 int cli_open_source(const cli_config *cfg, const cli_consumer *c,
                     inbox_source **out);
+
+/* Waiting at start-up for a store or broker that is not there yet (`inbox
+ * run`, `inbox dispatch`): attempts 200 ms apart at first, doubling up to
+ * 10 s, a JSON "waiting" line per attempt and /healthz answering 503 with
+ * the reason meanwhile. */
+typedef struct cli_waiter {
+	double deadline; /* inbox__mono_seconds(); 0 = forever, < 0 = no wait */
+	int delay_ms;
+	volatile sig_atomic_t *stop; /* set by a stop signal: stop waiting */
+	struct cli_http *http;       /* or NULL */
+	pthread_mutex_t *mu;         /* held around a log line, or NULL */
+} cli_waiter;
+
+/* connect_s < 0: wait forever, 0: do not wait, else give up after it. */
+void cli_waiter_init(cli_waiter *wt, double connect_s,
+                     volatile sig_atomic_t *stop, struct cli_http *http,
+                     pthread_mutex_t *mu);
+/* A failed attempt of the `what` ("store", "source") of consumer cc (its
+ * /healthz entry hidx, or -1): give up — the message printed, its exit
+ * code returned — when it is not retryable or the deadline passed; else
+ * log it, show it in /healthz, wait and return 0; -1 when a stop came
+ * while waiting. */
+int cli_wait_again(cli_waiter *wt, const cli_consumer *cc, int hidx,
+                   const char *what, int attempt, const cli_open_fail *f);
+/* It succeeded: the next wait starts short again, /healthz forgets it. */
+void cli_wait_done(cli_waiter *wt, int hidx);
 
 /* The consumer named `name`, or NULL after printing the known names. */
 const cli_consumer *cli_find_consumer(const cli_config *cfg, const char *name);
