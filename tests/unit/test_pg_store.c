@@ -216,6 +216,16 @@ TEST(claim_new_then_duplicate)
 	ASSERT_STREQ(cl[0].stored_fingerprint, FP_A); /* a conflict */
 	ASSERT_STREQ(cl[1].stored_fingerprint, FP_A);
 	ASSERT_STREQ(cl[2].stored_fingerprint, FP_B);
+	/* Stored as given (the claim's arrays are binary: no quoting to get
+	 * wrong), a missing message id as NULL. */
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'c1' "
+	                    "AND key = 'k\"3\\,{}' AND message_id IS NULL%s",
+	                    NULL)),
+	          1);
+	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'c1' "
+	                    "AND key = 'k1' AND message_id IS NULL%s",
+	                    NULL)),
+	          1);
 	/* Stored as given: message id and processed_at. */
 	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'c1' "
 	                    "AND key = 'k2' AND message_id = 'id-2' AND "

@@ -357,11 +357,8 @@ int inbox__pg_gens_maybe(pg_store *s, const char *consumer,
 	if (s->gen_cur <= 1)
 		return INBOX_OK; /* nothing sealed: the plain claim */
 	inbox__buf *b = &s->maybe;
-	inbox__buf_reset(b);
-	if (inbox__buf_reserve(b, 2 * n + 2) < 0)
-		return INBOX_ERR_NOMEM;
-	b->data[b->len++] = '{';
-	for (size_t i = 0; i < n; i++) {
+	int bad = inbox__pg_barr_start(b, PG_OID_BOOL);
+	for (size_t i = 0; i < n && !bad; i++) {
 		int p = 0;
 		if (s->bloom_upto > 0) {
 			uint64_t h[2];
@@ -370,13 +367,11 @@ int inbox__pg_gens_maybe(pg_store *s, const char *consumer,
 				p = s->blooms[f].gen <= s->bloom_upto &&
 				    bloom_has(&s->blooms[f], h);
 		}
-		if (i)
-			b->data[b->len++] = ',';
-		b->data[b->len++] = p ? 't' : 'f';
+		bad = inbox__pg_barr_bool(b, p);
 		*lookup |= p;
 	}
-	b->data[b->len++] = '}';
-	b->data[b->len] = '\0';
+	if (bad)
+		return INBOX_ERR_NOMEM;
 	return INBOX_OK;
 }
 

@@ -27,46 +27,18 @@ static int bad_status(pg_store *s, const char *what, inbox_status st)
 	return INBOX_ERR_INVALID;
 }
 
-/* Append one element of a text[] literal: "..." with " and \ escaped, or
- * NULL. */
-static int arr_put(inbox__buf *b, const char *v)
-{
-	if (b->len > 1 && inbox__buf_putc(b, ',') < 0)
-		return -1;
-	if (!v)
-		return inbox__buf_puts(b, "NULL");
-	size_t n = strlen(v);
-	if (inbox__buf_reserve(b, 2 * n + 2) < 0)
-		return -1;
-	char *p = b->data + b->len;
-	*p++ = '"';
-	for (size_t i = 0; i < n; i++) {
-		if (v[i] == '"' || v[i] == '\\')
-			*p++ = '\\';
-		*p++ = v[i];
-	}
-	*p++ = '"';
-	*p = '\0';
-	b->len = (size_t)(p - b->data);
-	return 0;
-}
-
+/* The claim's keys, fingerprints and message ids as binary text[]
+ * parameters. */
 static int build_arrays(pg_store *s, const inbox_claim *claims, size_t n)
 {
-	for (int a = 0; a < 3; a++) {
-		inbox__buf_reset(&s->arr[a]);
-		if (inbox__buf_putc(&s->arr[a], '{') < 0)
-			return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (arr_put(&s->arr[0], claims[i].key) < 0 ||
-		    arr_put(&s->arr[1], claims[i].fingerprint) < 0 ||
-		    arr_put(&s->arr[2], claims[i].message_id) < 0)
-			return -1;
+	int bad = 0;
 	for (int a = 0; a < 3; a++)
-		if (inbox__buf_putc(&s->arr[a], '}') < 0)
-			return -1;
-	return 0;
+		bad |= inbox__pg_barr_start(&s->arr[a], PG_OID_TEXT);
+	for (size_t i = 0; i < n && !bad; i++)
+		bad = inbox__pg_barr_text(&s->arr[0], claims[i].key) |
+		      inbox__pg_barr_text(&s->arr[1], claims[i].fingerprint) |
+		      inbox__pg_barr_text(&s->arr[2], claims[i].message_id);
+	return bad ? -1 : 0;
 }
 
 /* Fill a claim that is not new from columns c..c+4 of row i: status,
@@ -152,18 +124,17 @@ static int reread(pg_store *s, const char *consumer, inbox_claim *claims,
                   size_t n)
 {
 	inbox__buf *b = &s->arr[0];
-	inbox__buf_reset(b);
-	if (inbox__buf_putc(b, '{') < 0)
-		return INBOX_ERR_NOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (invisible(&claims[i]) && arr_put(b, claims[i].key) < 0)
-			return INBOX_ERR_NOMEM;
-	if (inbox__buf_putc(b, '}') < 0)
+	int bad = inbox__pg_barr_start(b, PG_OID_TEXT);
+	for (size_t i = 0; i < n && !bad; i++)
+		if (invisible(&claims[i]))
+			bad = inbox__pg_barr_text(b, claims[i].key);
+	if (bad)
 		return INBOX_ERR_NOMEM;
 	const char *params[2] = {consumer, b->data};
+	int lengths[2] = {0, (int)b->len}, formats[2] = {0, 1};
 	int rc;
-	PGresult *r = inbox__pg_run(s, PGQ_CLAIM_REREAD, NULL, 2, params, NULL,
-	                            NULL, "claim", &rc);
+	PGresult *r = inbox__pg_run(s, PGQ_CLAIM_REREAD, NULL, 2, params,
+	                            lengths, formats, "claim", &rc);
 	if (!r)
 		return rc;
 	int rows = PQntuples(r);
@@ -200,18 +171,30 @@ int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
 	    inbox__pg_gens_maybe(s, consumer, claims, n, upto, cur, &lookup);
 	if (rc != INBOX_OK)
 		return rc;
+	/* Nothing to look up in sealed generations: the plain claim, which
+	 * does not read $7. */
 	const char *params[9] = {consumer,
 	                         s->arr[0].data,
 	                         s->arr[1].data,
 	                         s->arr[2].data,
 	                         inbox__status_name(status),
 	                         lease,
-	                         s->maybe.data,
+	                         lookup ? s->maybe.data : NULL,
 	                         upto,
 	                         cur};
-	/* Nothing to look up in sealed generations: the plain claim. */
-	PGresult *r = inbox__pg_run(s, lookup ? PGQ_CLAIM : PGQ_CLAIM_NEWEST,
-	                            NULL, 9, params, NULL, NULL, "claim", &rc);
+	int lengths[9] = {0,
+	                  (int)s->arr[0].len,
+	                  (int)s->arr[1].len,
+	                  (int)s->arr[2].len,
+	                  0,
+	                  0,
+	                  lookup ? (int)s->maybe.len : 0,
+	                  0,
+	                  0};
+	int formats[9] = {0, 1, 1, 1, 0, 0, 1, 0, 0};
+	PGresult *r =
+	    inbox__pg_run(s, lookup ? PGQ_CLAIM : PGQ_CLAIM_NEWEST, NULL, 9,
+	                  params, lengths, formats, "claim", &rc);
 	if (!r) {
 		/* Maybe our newest generation was sealed: read them again
 		 * before the batch re-runs. */

@@ -132,7 +132,7 @@ typedef struct pg_store {
 	const char **vals;
 	size_t vals_cap;
 	unsigned char hsent[PG_HCACHE]; /* Parse already in this pipeline */
-	/* Scratch for claim's array literals; reused, so memory stays flat. */
+	/* Scratch for the claim's binary arrays; reused: memory stays flat. */
 	inbox__buf arr[3];
 	/* Qualified table names, for migrate. */
 	inbox__buf t_inbox, t_dl, t_consumers, t_version, t_outbox, t_gens;
@@ -143,7 +143,7 @@ typedef struct pg_store {
 	int bloom_upto;
 	int gen_cur;         /* the newest generation, as last read */
 	double gens_checked; /* monotonic seconds of the last refresh; 0 */
-	inbox__buf maybe;    /* scratch: the claim's bool[] literal */
+	inbox__buf maybe;    /* scratch: the claim's bool[] (binary) */
 	/* The transactions' timeouts: the options' explicit values (ms; 0
 	 * unset, < 0 none), and the statement that sets the effective ones
 	 * (SET LOCAL, queued after every BEGIN; "" = none). */
@@ -189,6 +189,20 @@ char *inbox__pg_schema_v4(const pg_store *s);
  * migrate key ignores the prefix (CREATE SCHEMA IF NOT EXISTS races
  * between prefixes of one schema). Tests use it to hold the purge lock. */
 int64_t inbox__pg_lock_key(const inbox_store *st, const char *purpose);
+
+/* Type OIDs of array elements (pg_type.h is a server header; these
+ * never change). */
+#define PG_OID_BOOL 16
+#define PG_OID_TEXT 25
+
+/* pg_array.c: a one-dimensional array parameter in binary form (send it
+ * with format 1 and length b->len). Start it (emptying b), then append
+ * elements; each keeps the header's count up to date. 0 or -1 (no
+ * memory; b is then unusable until the next start). */
+int inbox__pg_barr_start(inbox__buf *b, unsigned elem_oid);
+int inbox__pg_barr_text(inbox__buf *b, const char *v); /* NULL: a NULL */
+int inbox__pg_barr_bool(inbox__buf *b, int v);
+uint32_t inbox__pg_barr_count(const inbox__buf *b);
 
 /* pg_exec.c */
 
@@ -257,7 +271,7 @@ int inbox__pg_query(inbox_store *st, const char *sql, int nparams,
 /* Schema v3: make the inbox a LIST-partitioned table of generations
  * (an existing inbox becomes generation 1). In migrate's transaction. */
 int inbox__pg_gens_migrate(pg_store *s);
-/* For a claim: fill s->maybe with the bool[] literal of "a loaded filter
+/* For a claim: fill s->maybe with the binary bool[] of "a loaded filter
  * may hold claims[i].key" (refreshing the filters every few seconds),
  * upto with the generation up to which filters are loaded and cur with
  * the newest generation; *lookup = 0 when no sealed generation needs a
