@@ -572,7 +572,12 @@ inbox_store *inbox_txn_store(inbox_txn *t);
  * every statement executed when issued, so the handler gets the error as
  * described above: handlers may be called more than once per message in
  * one processing call (as after a transient error). Pass rows to have a
- * statement run before inbox_txn_exec() returns. */
+ * statement run before inbox_txn_exec() returns. Consecutive deferred
+ * executions of one single-row INSERT (INSERT INTO t (cols) VALUES ($1,
+ * ...) [ON CONFLICT DO NOTHING], parameters only) may be sent as one
+ * multi-row INSERT, rows in the order issued — never into a table with a
+ * statement-level or AFTER row INSERT trigger, a transition table, a
+ * foreign key to itself or an INSERT rule, where that could be seen. */
 int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
                    const char *const *params, int64_t *rows);
 

@@ -107,20 +107,37 @@ static int queued(const pg_store *s, int hs)
 /* Forget slot `hs`; a statement prepared on this connection is
  * deallocated in the next pipeline (in the open transaction, where it
  * cannot fail unless the transaction already has). */
+static int deallocate(pg_store *s, const char *name)
+{
+	pg_pending *e = push(s);
+	if (!e)
+		return -1;
+	e->op = PGOP_DEALLOCATE;
+	e->params = s->args.len;
+	if (put_str(&s->args, name) < 0) {
+		s->npending--;
+		return -1;
+	}
+	return 0;
+}
+
 static int evict(pg_store *s, int hs)
 {
 	pg_hstmt *h = &s->hcache[hs];
-	if (h->ready_conn && h->ready_conn == s->conn_id && s->base.in_txn) {
-		char name[32];
-		snprintf(name, sizeof(name), "inbox__h%u", h->id);
-		pg_pending *e = push(s);
-		if (!e)
-			return -1;
-		e->op = PGOP_DEALLOCATE;
-		e->params = s->args.len;
-		if (put_str(&s->args, name) < 0) {
-			s->npending--;
-			return -1;
+	if (s->base.in_txn) {
+		char name[48];
+		if (h->ready_conn && h->ready_conn == s->conn_id) {
+			snprintf(name, sizeof(name), "inbox__h%u", h->id);
+			if (deallocate(s, name) < 0)
+				return -1;
+		}
+		for (int k = 0; k < PG_MERGE_SLOTS; k++) {
+			if (h->m.ready_id != h->id ||
+			    h->m.ready[k] != s->conn_id)
+				continue;
+			snprintf(name, sizeof(name), "inbox__h%u_%d", h->id, k);
+			if (deallocate(s, name) < 0)
+				return -1;
 		}
 	}
 	free(h->sql);
@@ -163,6 +180,7 @@ int inbox__pg_hstmt(pg_store *s, const char *sql)
 	h->id = ++s->hnext;
 	h->ready_conn = 0;
 	h->used = s->htick;
+	inbox__pg_merge_parse(copy, &h->m);
 	return victim;
 }
 
@@ -190,4 +208,8 @@ void inbox__pg_hcache_free(pg_store *s)
 	free(s->vals);
 	s->vals = NULL;
 	s->vals_cap = 0;
+	free(s->sent);
+	s->sent = NULL;
+	s->nsent = s->sent_cap = 0;
+	inbox__buf_free(&s->mtext);
 }

@@ -238,14 +238,153 @@ static int send_pending(pg_store *s, pg_pending *e)
 	           : -1;
 }
 
+/* Remember what a command just sent stands for (collect reads them in
+ * this order). 0 or -1 (no memory). */
+static int note_sent(pg_store *s, int hs, int slot, int parse, int stmt)
+{
+	if (s->nsent == s->sent_cap) {
+		int cap = s->sent_cap ? s->sent_cap * 2 : 64;
+		pg_sent *p = realloc(s->sent, sizeof(*p) * (size_t)cap);
+		if (!p)
+			return -1;
+		s->sent = p;
+		s->sent_cap = cap;
+	}
+	s->sent[s->nsent++] = (pg_sent){
+	    hs, (signed char)slot, (unsigned char)parse, (unsigned char)stmt};
+	return 0;
+}
+
+static int merge_ready(const pg_store *s, const pg_hstmt *h, int slot)
+{
+	return h->m.ready_id == h->id && h->m.ready[slot] == s->conn_id;
+}
+
+static void merge_set_ready(pg_store *s, pg_hstmt *h, int slot)
+{
+	if (h->m.ready_id != h->id) {
+		memset(h->m.ready, 0, sizeof(h->m.ready));
+		h->m.ready_id = h->id;
+	}
+	h->m.ready[slot] = s->conn_id;
+}
+
+/* Execute merge slot `slot` of cached statement hs (its Parse first when
+ * it is not prepared on this connection yet). */
+static int send_merge_slot(pg_store *s, int hs, int slot, int nparams,
+                           const char *const *vals)
+{
+	pg_hstmt *h = &s->hcache[hs];
+	char name[48];
+	snprintf(name, sizeof(name), "inbox__h%u_%d", h->id, slot);
+	int parse = 0;
+	if (!merge_ready(s, h, slot) && !(s->msent[hs] & (1u << slot))) {
+		if (inbox__pg_merge_sql(h->sql, &h->m, slot, &s->mtext) < 0 ||
+		    !PQsendPrepare(s->conn, name, s->mtext.data, 0, NULL))
+			return -1;
+		s->msent[hs] |= (uint16_t)(1u << slot);
+		parse = 1;
+	}
+	if (!PQsendQueryPrepared(s->conn, name, nparams, vals, NULL, NULL, 0))
+		return -1;
+	return note_sent(s, hs, slot, parse, 1);
+}
+
+static int same_stmt(const pg_pending *a, const pg_pending *b)
+{
+	return b->stmt && b->hs == a->hs && b->nparams == a->nparams;
+}
+
+/* Decode the parameters of queued statement e into dst. */
+static void decode_params(const pg_store *s, const pg_pending *e,
+                          const char **dst)
+{
+	const char *p = s->args.data + e->params;
+	for (int i = 0; i < e->nparams; i++) {
+		if (*p++) {
+			dst[i] = p;
+			p += strlen(p) + 1;
+		} else {
+			dst[i] = NULL;
+		}
+	}
+}
+
+/* Send the run of executions of one mergeable statement that starts at
+ * queue entry i as multi-row INSERTs (pg_merge.c), after the table's
+ * LOCK and guard. Returns the entries it sent (0: none, it is no such
+ * run; a last single one is left to the caller) or -1. */
+static int send_merged(pg_store *s, int i)
+{
+	const pg_pending *e = &s->pending[i];
+	if (!e->stmt || e->hs < 0)
+		return 0;
+	pg_hstmt *h = &s->hcache[e->hs];
+	int m = h->m.nparams;
+	if (!m || h->m.refused || e->nparams != m)
+		return 0;
+	int run = 1;
+	while (i + run < s->npending && same_stmt(e, &s->pending[i + run]))
+		run++;
+	if (run < 2 || inbox__pg_merge_slot_for(&h->m, run) < 0)
+		return 0;
+	int hs = e->hs;
+	if (!s->mguard[hs]) {
+		inbox__buf name = INBOX__BUF_INIT;
+		int bad = inbox__buf_append(&name, h->sql + h->m.target_at,
+		                            h->m.target_len);
+		const char *v[1] = {name.data};
+		bad = bad ||
+		      send_merge_slot(s, hs, PG_MERGE_LOCK, 0, NULL) < 0 ||
+		      send_merge_slot(s, hs, PG_MERGE_GUARD, 1, v) < 0;
+		inbox__buf_free(&name);
+		if (bad)
+			return -1;
+		s->mguard[hs] = 1;
+	}
+	int done = 0, slot;
+	while ((slot = inbox__pg_merge_slot_for(&h->m, run - done)) >= 0) {
+		int rows = inbox__pg_merge_rows(&h->m, slot);
+		size_t need = (size_t)rows * (size_t)m;
+		if (need > s->vals_cap) {
+			const char **v = realloc(s->vals, sizeof(*v) * need);
+			if (!v)
+				return -1;
+			s->vals = v;
+			s->vals_cap = need;
+		}
+		for (int r = 0; r < rows; r++)
+			decode_params(s, &s->pending[i + done + r],
+			              s->vals + (size_t)r * (size_t)m);
+		if (send_merge_slot(s, hs, slot, (int)need, s->vals) < 0)
+			return -1;
+		done += rows;
+	}
+	return done;
+}
+
 /* Send the whole pipeline: the queue, then the final statement (with its
  * Parse when not prepared yet), then Sync. 0 or -1 (libpq refused). */
 static int send_pipeline(pg_store *s, final_stmt *f)
 {
 	memset(s->hsent, 0, sizeof(s->hsent));
-	for (int i = 0; i < s->npending; i++)
-		if (send_pending(s, &s->pending[i]) < 0)
+	memset(s->msent, 0, sizeof(s->msent));
+	memset(s->mguard, 0, sizeof(s->mguard));
+	s->nsent = 0;
+	for (int i = 0; i < s->npending;) {
+		int merged = send_merged(s, i);
+		if (merged < 0)
 			return -1;
+		if (merged > 0) {
+			i += merged;
+			continue;
+		}
+		pg_pending *e = &s->pending[i++];
+		if (send_pending(s, e) < 0 ||
+		    note_sent(s, e->stmt ? e->hs : -1, -1, e->parse, e->stmt) <
+		        0)
+			return -1;
+	}
 	f->parse = 0;
 	if (f->q >= 0) {
 		char name[32];
@@ -308,15 +447,17 @@ typedef struct collected {
 	PGresult *err;    /* the first failure */
 	int err_deferred; /* ... was a queued handler statement */
 	int err_hs;       /* ... its cache slot, or -1 */
+	int err_slot;     /* ... the merge slot it was, or -1 */
 	int copied;
 	int lost; /* the connection went away mid-read */
 } collected;
 
-/* Read one command's result (after its Parse, if any). Returns the
- * result unless it was the first failure (then kept in c->err) or not
- * wanted (cleared). */
+/* Read one command's result (after its Parse, if any): a queued entry or
+ * a merge's statement (slot >= 0) of cached statement hs, or the final
+ * statement. Returns the result unless it was the first failure (then
+ * kept in c->err) or not wanted (cleared). */
 static PGresult *read_one(pg_store *s, collected *c, int parse, int hs,
-                          int deferred, int want)
+                          int slot, int deferred, int want)
 {
 	for (int k = parse ? 0 : 1; k < 2; k++) {
 		PGresult *r = next_result(s, &c->copied);
@@ -325,12 +466,20 @@ static PGresult *read_one(pg_store *s, collected *c, int parse, int hs,
 			return NULL;
 		}
 		ExecStatusType t = PQresultStatus(r);
-		if (k == 0 && t == PGRES_COMMAND_OK && hs >= 0)
-			s->hcache[hs].ready_conn = s->conn_id;
+		if (k == 0 && t == PGRES_COMMAND_OK && hs >= 0) {
+			if (slot < 0)
+				s->hcache[hs].ready_conn = s->conn_id;
+			else
+				merge_set_ready(s, &s->hcache[hs], slot);
+		}
+		/* A merge the server cannot even prepare is not tried again. */
+		if (k == 0 && t == PGRES_FATAL_ERROR && hs >= 0 && slot >= 0)
+			s->hcache[hs].m.refused = 1;
 		if (!ok_status(t) && t != PGRES_PIPELINE_ABORTED && !c->err) {
 			c->err = r;
 			c->err_deferred = deferred;
 			c->err_hs = hs;
+			c->err_slot = slot;
 			continue;
 		}
 		if (k == 1 && want && ok_status(t))
@@ -343,9 +492,9 @@ static PGresult *read_one(pg_store *s, collected *c, int parse, int hs,
 /* Collect every result of the pipeline, then the sync point. */
 static void collect(pg_store *s, const final_stmt *f, collected *c)
 {
-	for (int i = 0; i < s->npending && !c->lost; i++) {
-		pg_pending *e = &s->pending[i];
-		read_one(s, c, e->parse, e->stmt ? e->hs : -1, e->stmt, 0);
+	for (int i = 0; i < s->nsent && !c->lost; i++) {
+		const pg_sent *e = &s->sent[i];
+		read_one(s, c, e->parse, e->hs, e->slot, e->stmt, 0);
 	}
 	if (has_stmt(f) && !c->lost) {
 		/* A fixed statement's Parse: prepared even if a later
@@ -367,9 +516,9 @@ static void collect(pg_store *s, const final_stmt *f, collected *c)
 				}
 			}
 			if (!c->lost)
-				c->last = read_one(s, c, 0, -1, 0, 1);
+				c->last = read_one(s, c, 0, -1, -1, 0, 1);
 		} else {
-			c->last = read_one(s, c, f->parse, f->hs, 0, 1);
+			c->last = read_one(s, c, f->parse, f->hs, -1, 0, 1);
 		}
 	}
 	if (PQstatus(s->conn) == CONNECTION_OK)
@@ -423,7 +572,7 @@ static int deferred_failure(pg_store *s, int rc)
 static PGresult *run_pipelined(pg_store *s, final_stmt *f, const char *what,
                                int *rc)
 {
-	collected c = {NULL, NULL, 0, -1, 0, 0};
+	collected c = {NULL, NULL, 0, -1, -1, 0, 0};
 	if (!PQenterPipelineMode(s->conn)) {
 		inbox__pg_queue_clear(s);
 		*rc = inbox__pg_fail(s, NULL, what);
@@ -440,6 +589,12 @@ static PGresult *run_pipelined(pg_store *s, final_stmt *f, const char *what,
 	}
 	if (c.err || sent < 0 || c.lost || (has_stmt(f) && !c.last)) {
 		*rc = inbox__pg_fail(s, c.err, c.err_deferred ? "exec" : what);
+		/* The guard refused the merge (or the table cannot be
+		 * locked): the statement runs unmerged from now on. */
+		if (c.err && c.err_hs >= 0 &&
+		    (c.err_slot == PG_MERGE_LOCK ||
+		     c.err_slot == PG_MERGE_GUARD))
+			s->hcache[c.err_hs].m.refused = 1;
 		if (c.err && c.err_hs >= 0)
 			inbox__pg_hstmt_failed(
 			    s, c.err_hs,

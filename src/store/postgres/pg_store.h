@@ -98,13 +98,42 @@ typedef struct pg_pending {
  * reused, so a statement whose DEALLOCATE was lost cannot collide. */
 #define PG_HCACHE 32
 
+/* A cached statement whose consecutive deferred executions may be sent
+ * as multi-row INSERTs (pg_merge.c). Its statements (slots): the INSERT
+ * with 128, 64, ..., 2 rows, the LOCK and the guard, prepared as
+ * "inbox__h<id>_<slot>". */
+#define PG_MERGE_SIZES 7
+#define PG_MERGE_LOCK  PG_MERGE_SIZES
+#define PG_MERGE_GUARD (PG_MERGE_SIZES + 1)
+#define PG_MERGE_SLOTS (PG_MERGE_SIZES + 2)
+
+typedef struct pg_merge {
+	int nparams; /* it uses $1..$nparams; 0: not mergeable */
+	int refused; /* the guard or the LOCK failed: never merged again */
+	size_t tuple_at, tuple_end;   /* the "(...)" after VALUES */
+	size_t target_at, target_len; /* the table, as written */
+	unsigned ready_id; /* the statement's id when ready[] was set */
+	uint64_t ready[PG_MERGE_SLOTS]; /* prepared on that conn_id */
+} pg_merge;
+
 typedef struct pg_hstmt {
 	char *sql; /* NULL: free slot */
 	uint64_t hash;
 	unsigned id;
 	uint64_t ready_conn; /* prepared on that conn_id; 0 = not yet */
 	uint64_t used;       /* LRU tick */
+	pg_merge m;
 } pg_hstmt;
+
+/* What one command sent in a pipeline stands for, to read its result:
+ * a queued entry, or (slot >= 0) a statement of a merge of cached
+ * statement hs. */
+typedef struct pg_sent {
+	int hs;              /* cache slot, or -1 */
+	signed char slot;    /* -1: hs itself (or no statement); merge slot */
+	unsigned char parse; /* a Parse precedes it */
+	unsigned char stmt;  /* stands for queued handler statements */
+} pg_sent;
 
 typedef struct pg_store {
 	struct inbox_store base; /* first: the core casts */
@@ -132,6 +161,13 @@ typedef struct pg_store {
 	const char **vals;
 	size_t vals_cap;
 	unsigned char hsent[PG_HCACHE]; /* Parse already in this pipeline */
+	/* Merges of this pipeline: the commands sent for the queue, and per
+	 * cached statement the Parses sent and whether LOCK and guard went. */
+	pg_sent *sent;
+	int nsent, sent_cap;
+	uint16_t msent[PG_HCACHE];       /* bit per merge slot: Parse sent */
+	unsigned char mguard[PG_HCACHE]; /* LOCK and guard sent */
+	inbox__buf mtext; /* scratch: a merged statement's text */
 	/* Scratch for the claim's binary arrays; reused: memory stays flat. */
 	inbox__buf arr[3];
 	/* Qualified table names, for migrate. */
@@ -203,6 +239,17 @@ int inbox__pg_barr_start(inbox__buf *b, unsigned elem_oid);
 int inbox__pg_barr_text(inbox__buf *b, const char *v); /* NULL: a NULL */
 int inbox__pg_barr_bool(inbox__buf *b, int v);
 uint32_t inbox__pg_barr_count(const inbox__buf *b);
+
+/* pg_merge.c (see there) */
+/* Is `sql` a single-row INSERT that may be merged? 1 (m filled) or 0. */
+int inbox__pg_merge_parse(const char *sql, pg_merge *m);
+/* The text of merge slot `slot` of statement `sql` into out. 0 or -1. */
+int inbox__pg_merge_sql(const char *sql, const pg_merge *m, int slot,
+                        inbox__buf *out);
+/* Rows of merge slot `slot` (0 for LOCK and guard). */
+int inbox__pg_merge_rows(const pg_merge *m, int slot);
+/* The largest merge slot for at most `left` executions, or -1. */
+int inbox__pg_merge_slot_for(const pg_merge *m, int left);
 
 /* pg_exec.c */
 
