@@ -36,6 +36,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "plain.h"
 #include "workload.h"
 
 #define CONSUMER "billing.order-created.v1"
@@ -285,7 +286,12 @@ static int run(const run_opts *o)
 	/* Only the processing calls are timed: making up the messages is the
 	 * broker's work, done by the other contenders before their clock. */
 	long purge_at = o->purge ? o->n / 5 : -1, at_start = 0, at_end = -1;
-	double batch_max = 0, busy = 0, busy_start = 0, busy_end = -1;
+	double batch_max = 0, busy = 0, busy_start = 0, busy_end = -1, cpu = 0;
+	/* The backend's CPU, as for plain_pg (PostgreSQL only). */
+	long pid = strcmp(inbox_store_kind(st), "postgresql") == 0
+	               ? count(st, "SELECT pg_backend_pid()")
+	               : -1;
+	double srv0 = pid > 0 ? plain_proc_cpu_s((int)pid) : -1;
 	for (long i = 0; i < o->n; i += (long)o->batch) {
 		if (i >= purge_at && purge_at >= 0) {
 			at_start = i;
@@ -305,8 +311,9 @@ static int run(const run_opts *o)
 			d[k].payload = m[k].json;
 			d[k].payload_len = (size_t)m[k].len;
 		}
-		double tb = now_s();
+		double tb = now_s(), cb = plain_cpu_s();
 		int rc = inbox_consumer_process_batch(c, d, b, r);
+		cpu += plain_cpu_s() - cb;
 		tb = now_s() - tb;
 		busy += tb;
 		if (tb > batch_max)
@@ -318,6 +325,10 @@ static int run(const run_opts *o)
 		}
 	}
 	double dt = busy;
+	double srv1 = pid > 0 ? plain_proc_cpu_s((int)pid) : -1;
+	char srv[32] = "-";
+	if (srv0 >= 0 && srv1 >= 0)
+		snprintf(srv, sizeof(srv), "%.2f", (srv1 - srv0) * 1e6 / o->n);
 	if (o->purge) {
 		if (at_end < 0) {
 			at_end = o->n;
@@ -347,12 +358,13 @@ static int run(const run_opts *o)
 	       "applied=%llu duplicates=%llu invoices=%ld inbox_rows=%ld "
 	       "inbox_rows_before=%ld "
 	       "counts=%s seconds=%.3f rate=%.0f maxrss_kb=%ld "
-	       "max_batch_ms=%.1f max_claim_ms=%.1f",
+	       "max_batch_ms=%.1f max_claim_ms=%.1f client_cpu_us=%.2f "
+	       "server_cpu_us=%s",
 	       inbox_store_kind(st), o->batch, o->n, distinct,
 	       (unsigned long long)s.applied, (unsigned long long)s.duplicates,
 	       invoices, records, before_rows, ok ? "ok" : "WRONG", dt,
 	       (double)o->n / dt, ru.ru_maxrss, batch_max * 1e3,
-	       claim_max[0] * 1e3);
+	       claim_max[0] * 1e3, cpu * 1e6 / o->n, srv);
 	if (o->purge) {
 		/* During = from the purge's start to its end, or to the end
 		 * of the stream if the purge outlasted it. */
