@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/json.h"
+#include "core/log.h"
 #include "source/nats/nats_source.h"
 
 #define MSG_ID_HEADER "Nats-Msg-Id"
@@ -79,6 +80,22 @@ static int connect_server(nats_source *ns, const char *consumer)
 	s = natsConnection_JetStream(&ns->js, ns->nc, &jo);
 	if (s != NATS_OK) {
 		seterr_nats(ns, s, "JetStream context", 0);
+		return INBOX_ERR_SOURCE;
+	}
+	/* The answers to the confirmed acks (cnats subscribes it again
+	 * after every reconnect). */
+	natsInbox *inbox = NULL;
+	s = natsInbox_Create(&inbox);
+	if (s == NATS_OK) {
+		char subj[sizeof(ns->ack_prefix) + 1];
+		snprintf(ns->ack_prefix, sizeof(ns->ack_prefix), "%s.",
+		         (const char *)inbox);
+		snprintf(subj, sizeof(subj), "%s*", ns->ack_prefix);
+		s = natsConnection_SubscribeSync(&ns->ack_sub, ns->nc, subj);
+	}
+	natsInbox_Destroy(inbox);
+	if (s != NATS_OK) {
+		seterr_nats(ns, s, "ack subscription", 0);
 		return INBOX_ERR_SOURCE;
 	}
 	return INBOX_OK;
@@ -181,7 +198,9 @@ static void ns_close(inbox_source *src)
 		inbox__buf_free(&ns->slots[i].text);
 	}
 	free(ns->slots);
+	free(ns->ack_slot);
 	natsSubscription_Destroy(ns->sub);
+	natsSubscription_Destroy(ns->ack_sub);
 	jsCtx_Destroy(ns->js);
 	if (connected(ns))
 		natsConnection_FlushTimeout(ns->nc, 1000); /* naks, terms */
@@ -195,6 +214,10 @@ static int grow_slots(nats_source *ns, size_t want)
 {
 	if (want <= ns->nslots)
 		return INBOX_OK;
+	size_t *a = realloc(ns->ack_slot, want * sizeof(*a));
+	if (!a)
+		return INBOX_ERR_NOMEM;
+	ns->ack_slot = a;
 	nats_slot *p = realloc(ns->slots, want * sizeof(*p));
 	if (!p)
 		return INBOX_ERR_NOMEM;
@@ -300,6 +323,8 @@ static int fill(nats_source *ns, size_t i, natsMsg *m, inbox_delivery *d)
 	return INBOX_OK;
 }
 
+static int settle_collect(nats_source *ns, int wait);
+
 static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
                    size_t *n, int timeout_ms, int *eof)
 {
@@ -333,6 +358,15 @@ static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	jsErrCode jerr = 0;
 	natsStatus s = natsSubscription_Fetch(&list, ns->sub, (int)max,
 	                                      left > 0 ? left : 1, &jerr);
+	/* The answers to the last batch's acks came while the fetch was out
+	 * (collected before the slots are filled again). Its settle has
+	 * returned: what failed is logged here, as the runner logs a failed
+	 * settle; it loses nothing (redelivered, dropped as duplicates). */
+	if (ns->ack_nslots > 0 &&
+	    settle_collect(ns, s == NATS_OK || s == NATS_TIMEOUT))
+		inbox__log(INBOX_LOG_WARN, ns->base.opts.consumer,
+		           "\"event\":\"ack_failed\",\"error\":\"%s\"",
+		           inbox__log_escape(inbox_source_errmsg(src)));
 	if (s == NATS_TIMEOUT)
 		return INBOX_OK;
 	if (s != NATS_OK) {
@@ -395,30 +429,119 @@ static int batch_matches(const nats_source *ns, const inbox_delivery *d,
 	return 1;
 }
 
-/* Settle one message; the natsStatus of the broker call. */
-static natsStatus settle_one(nats_source *ns, natsMsg *m, const inbox_result *r,
-                             int confirm, const char **what)
+/* Send what settles slot i: a nak (no answer expected), or a confirmed
+ * ack or term (a request answered on ack_prefix + its sequence number;
+ * sent unconfirmed when confirm is 0). */
+static void settle_send(nats_source *ns, size_t i, const inbox_result *r,
+                        int confirm)
 {
-	jsOptions jo;
-	jsOptions_Init(&jo);
-	jo.Wait = ns->ack_timeout_ms;
+	nats_slot *sl = &ns->slots[i];
+	natsMsg *m = sl->msg;
+	sl->ack_seq = 0;
+	sl->ack_st = NATS_OK;
 	if (!r || !inbox_outcome_ackable(r->outcome)) {
-		*what = "nak";
-		if (ns->retry_delay_ms > 0)
-			return natsMsg_NakWithDelay(m, ns->retry_delay_ms,
-			                            NULL);
-		return natsMsg_Nak(m, NULL);
+		sl->ack_what = "nak";
+		sl->ack_st =
+		    ns->retry_delay_ms > 0
+		        ? natsMsg_NakWithDelay(m, ns->retry_delay_ms, NULL)
+		        : natsMsg_Nak(m, NULL);
+		return;
 	}
-	if (r->outcome == INBOX_DEAD_LETTERED || r->outcome == INBOX_CONFLICT) {
-		/* Dead-lettered in the store already: never redeliver. */
-		*what = "term";
-		return natsMsg_Term(m, confirm ? &jo : NULL);
+	/* Dead-lettered in the store already: never redeliver. */
+	int term =
+	    r->outcome == INBOX_DEAD_LETTERED || r->outcome == INBOX_CONFLICT;
+	sl->ack_what = term ? "term" : "ack";
+	if (!confirm) {
+		natsStatus s =
+		    term ? natsMsg_Term(m, NULL) : natsMsg_Ack(m, NULL);
+		sl->ack_st = s == NATS_OK ? NATS_NOT_YET_CONNECTED : s;
+		return;
 	}
-	*what = "ack";
-	if (!confirm)
-		return natsMsg_Ack(m, NULL);
-	jsErrCode jerr = 0;
-	return natsMsg_AckSync(m, &jo, &jerr);
+	char reply[sizeof(ns->ack_prefix) + 24];
+	uint64_t seq = ns->ack_seq + 1;
+	snprintf(reply, sizeof(reply), "%s%" PRIu64, ns->ack_prefix, seq);
+	sl->ack_st = natsConnection_PublishRequestString(
+	    ns->nc, natsMsg_GetReply(m), reply, term ? "+TERM" : "+ACK");
+	if (sl->ack_st == NATS_OK) {
+		ns->ack_seq = seq;
+		sl->ack_seq = seq;
+		sl->ack_st = NATS_TIMEOUT; /* until its answer comes */
+		ns->ack_slot[seq - ns->ack_first] = i;
+		ns->ack_waiting++;
+	}
+}
+
+/* Collect the answers to the requests of the last settled batch
+ * (slots[0..ack_nslots), sequence numbers ack_first..ack_seq): those
+ * already here, then, with wait, up to ack_timeout after they were sent.
+ * Answers to older requests are dropped. Then put in errmsg what failed
+ * (1) or return 0; either way nothing is outstanding afterwards. Must run
+ * before the slots are filled again. */
+static int settle_collect(nats_source *ns, int wait)
+{
+	size_t plen = strlen(ns->ack_prefix);
+	while (ns->ack_waiting > 0) {
+		int64_t left = wait ? ns->ack_sent_at + ns->ack_timeout_ms -
+		                          inbox__src_mono_ms()
+		                    : 0;
+		natsMsg *a = NULL;
+		natsStatus st = natsSubscription_NextMsg(&a, ns->ack_sub,
+		                                         left > 0 ? left : 0);
+		if (st == NATS_NO_RESPONDERS) {
+			/* an answer from no consumer (cnats dropped it): the
+			 * request stays unconfirmed */
+			ns->ack_waiting--;
+			continue;
+		}
+		if (st != NATS_OK)
+			break;
+		const char *subj = natsMsg_GetSubject(a);
+		char *end = NULL;
+		uint64_t seq = strncmp(subj, ns->ack_prefix, plen) == 0
+		                   ? strtoull(subj + plen, &end, 10)
+		                   : 0;
+		if (end && !*end && seq >= ns->ack_first &&
+		    seq <= ns->ack_seq) {
+			nats_slot *sl =
+			    &ns->slots[ns->ack_slot[seq - ns->ack_first]];
+			if (sl->ack_seq == seq && sl->ack_st == NATS_TIMEOUT) {
+				sl->ack_st = NATS_OK;
+				ns->ack_waiting--;
+			}
+		}
+		natsMsg_Destroy(a);
+	}
+	size_t failed = 0, n = ns->ack_nslots;
+	char first[400] = "";
+	for (size_t i = 0; i < n; i++) {
+		nats_slot *sl = &ns->slots[i];
+		if (sl->ack_st == NATS_OK || failed++ > 0)
+			continue;
+		char t[300];
+		if (sl->ack_st == NATS_TIMEOUT)
+			snprintf(t, sizeof(t),
+			         "not confirmed within ack_timeout");
+		else if (sl->ack_st == NATS_NOT_YET_CONNECTED)
+			snprintf(t, sizeof(t),
+			         "sent unconfirmed: not connected");
+		else
+			inbox__nats_errtext(ns, sl->ack_st, t, sizeof(t));
+		snprintf(first, sizeof(first), "%s %s: %s", sl->ack_what,
+		         sl->position_at >= 0 ? sl->text.data + sl->position_at
+		                              : "?",
+		         t);
+	}
+	ns->ack_nslots = 0;
+	ns->ack_waiting = 0;
+	ns->ack_first = ns->ack_seq + 1;
+	if (!failed)
+		return 0;
+	inbox__source_seterr(&ns->base,
+	                     "nats: %zu of %zu settlements failed "
+	                     "(redelivered after ack_wait, then "
+	                     "dropped as duplicates); first: %s",
+	                     failed, n, first);
+	return 1;
 }
 
 static int ns_settle(inbox_source *src, const inbox_delivery *d,
@@ -443,39 +566,30 @@ static int ns_settle(inbox_source *src, const inbox_delivery *d,
 		rc = INBOX_ERR_INVALID;
 		res = NULL;
 	}
-	size_t failed = 0;
-	int confirm = 1;
-	char first[400] = "";
+	/* What is still unanswered of the batch before (a poll that
+	 * failed) is given up: one batch outstanding at a time. */
+	if (ns->ack_nslots > 0 && settle_collect(ns, 0) && rc == INBOX_OK)
+		rc = INBOX_ERR_SOURCE;
+	int confirm = connected(ns);
+	ns->ack_first = ns->ack_seq + 1;
+	ns->ack_sent_at = inbox__src_mono_ms();
 	for (size_t i = 0; i < ns->nbatch; i++) {
-		nats_slot *sl = &ns->slots[i];
-		const char *what = "ack";
-		natsStatus s = settle_one(ns, sl->msg, res ? &res[i] : NULL,
-		                          confirm, &what);
-		if (s != NATS_OK) {
-			failed++;
-			if (!first[0]) {
-				char t[300];
-				inbox__nats_errtext(ns, s, t, sizeof(t));
-				snprintf(first, sizeof(first), "%s %s: %s",
-				         what,
-				         sl->position_at >= 0
-				             ? sl->text.data + sl->position_at
-				             : "?",
-				         t);
-			}
-			/* Do not wait ack_timeout for each of the others. */
-			if (s == NATS_TIMEOUT || !connected(ns))
-				confirm = 0;
-		}
-		natsMsg_Destroy(sl->msg);
-		sl->msg = NULL;
+		settle_send(ns, i, res ? &res[i] : NULL, confirm);
+		natsMsg_Destroy(ns->slots[i].msg);
+		ns->slots[i].msg = NULL;
 	}
-	if (failed && rc == INBOX_OK) {
-		inbox__source_seterr(src,
-		                     "nats: %zu of %zu settlements failed "
-		                     "(redelivered after ack_wait, then "
-		                     "dropped as duplicates); first: %s",
-		                     failed, ns->nbatch, first);
+	/* The answers are collected by the next poll, once its fetch is
+	 * back: they arrive meanwhile. Only what could not be sent at all is
+	 * reported now. */
+	ns->ack_nslots = ns->nbatch;
+	size_t unsent = 0;
+	for (size_t i = 0; i < ns->nbatch; i++)
+		unsent += ns->slots[i].ack_st != NATS_OK &&
+		          ns->slots[i].ack_st != NATS_TIMEOUT &&
+		          ns->slots[i].ack_st != NATS_NOT_YET_CONNECTED;
+	if (unsent && rc == INBOX_OK) {
+		/* the whole report (and nothing outstanding) now */
+		settle_collect(ns, 0);
 		rc = INBOX_ERR_SOURCE;
 	}
 	ns->nbatch = 0;

@@ -61,17 +61,26 @@
  *   and every client of the durable), source_token = index in the batch.
  *
  * Settle
- *   APPLIED, DUPLICATE, STALE: AckSync, the double ack: the server
- *   confirms it recorded the ack. DEAD_LETTERED and CONFLICT: Term (the
- *   store holds the dead letter already; Term tells the server never to
- *   redeliver it, whatever max_deliver). RETRY, IN_PROGRESS, or res NULL
+ *   APPLIED, DUPLICATE, STALE: the double ack (what AckSync does): the
+ *   ack is a request and the server answers once it recorded it.
+ *   DEAD_LETTERED and CONFLICT: Term, confirmed the same way (the store
+ *   holds the dead letter already; Term tells the server never to
+ *   redeliver it, whatever max_deliver). The requests of the whole batch
+ *   go out at once, their answers (on a subscription of this source's
+ *   own inbox, one reply subject per request) are collected after: one
+ *   round trip per batch, not one per message, and that round trip
+ *   overlaps the next fetch: settle sends, the next poll collects the
+ *   answers once its fetch is back (waiting, if need be, until
+ *   ack_timeout after they were sent). RETRY, IN_PROGRESS, or res NULL
  *   (the transaction failed): NakWithDelay(retry_delay_ms), so the server
- *   redelivers after that delay with NumDelivered + 1. A failed or
- *   timed-out ack is reported (INBOX_ERR_SOURCE, errmsg) but loses
- *   nothing: the message comes back after ack_wait and the inbox drops
- *   it as a duplicate. After one confirmed ack timed out, the rest of the
- *   batch is acked without waiting, so a dead connection costs one
- *   ack_timeout per batch, not one per message.
+ *   redelivers after that delay with NumDelivered + 1. An ack that cannot
+ *   be sent is reported by settle (INBOX_ERR_SOURCE, errmsg); one that
+ *   fails or is not answered within ack_timeout is logged by the next
+ *   poll (WARN, event ack_failed, the same text). Neither loses anything:
+ *   the message comes back after ack_wait and the inbox drops it as a
+ *   duplicate. While disconnected, acks are sent without confirmation
+ *   (cnats buffers them until the reconnect) and reported as
+ *   unconfirmed.
  *
  * Connection
  *   cnats reconnects by itself, forever (MaxReconnect -1, ReconnectWait
@@ -105,6 +114,11 @@ typedef struct nats_slot {
 	const char *id;
 	inbox__buf text;
 	long refused_at, headers_at, position_at; /* offsets; -1 = none */
+	/* settle: its confirmed ack or term in flight (0: none) and how it
+	 * ended */
+	uint64_t ack_seq;
+	natsStatus ack_st;
+	const char *ack_what;
 } nats_slot;
 
 typedef struct nats_source {
@@ -128,9 +142,21 @@ typedef struct nats_source {
 	natsSubscription *sub;
 	int need_setup; /* check stream/consumer and subscribe again */
 
+	/* Confirmed acks and terms (settle): each is a request to the
+	 * message's reply subject answered on ack_prefix + a sequence number,
+	 * all of a batch sent at once, then their answers collected. */
+	natsSubscription *ack_sub; /* ack_prefix + "*" */
+	char ack_prefix[128];
+	uint64_t ack_seq;    /* last sequence number used */
+	uint64_t ack_first;  /* first of the last settled batch */
+	int64_t ack_sent_at; /* monotonic ms */
+	size_t ack_nslots;   /* slots of that batch (0: nothing to collect) */
+	size_t ack_waiting;  /* its requests not answered yet */
+
 	nats_slot *slots;
-	size_t nslots; /* allocated */
-	size_t nbatch; /* slots of the batch in hand */
+	size_t *ack_slot; /* ack_slot[seq - first of the batch] = slot */
+	size_t nslots;    /* allocated (slots and ack_slot) */
+	size_t nbatch;    /* slots of the batch in hand */
 	int polled;
 
 	/* InProgress keeper (nats_keepalive.c). */
