@@ -326,10 +326,17 @@ TEST(url_parts)
 	ASSERT_STREQ(s.queue, "orders");
 	ASSERT_STREQ(s.retry_queue, "orders.retry");
 	ASSERT_STREQ(s.where, "h:5672/");
-	ASSERT_EQ(s.prefetch, 65535); /* max_batch, capped */
+	ASSERT_EQ(s.prefetch, 65535); /* 2 x max_batch, capped */
 	ASSERT_EQ(s.retry_mode, AMQP_RETRY_TTL);
 	ASSERT_EQ(s.declare, 0);
 	ASSERT_TRUE(s.dlx == NULL);
+	free_parsed(&s);
+	/* two batches by default: the next is on its way meanwhile */
+	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
+	o.consumer = "amqp-test";
+	o.max_batch = 100;
+	ASSERT_OK(inbox__amqp_parse_url(&s, "amqp://h/orders", &o));
+	ASSERT_EQ(s.prefetch, 200);
 	free_parsed(&s);
 	ASSERT_OK(parse(&s, "amqp://u%3a:p@ss%2F@[::1]:5673/%2fprod/a%2Fb"
 	                    "?prefetch=7&retry=requeue&retry_queue=r%20q"

@@ -18,7 +18,9 @@
  *   what inbox_redact_url hides). amqps:// (TLS) is not supported yet.
  *
  *   prefetch=N          basic.qos prefetch count, 1..65535 (default
- *                       max_batch, capped at 65535).
+ *                       2 x max_batch, capped at 65535: the broker sends
+ *                       the next batch while this one is processed; at
+ *                       max_batch it waited for each batch's ack).
  *   retry=ttl|requeue   how a RETRY / IN_PROGRESS message comes back after
  *                       retry_delay_ms (default ttl):
  *                       ttl: a copy is published (publisher confirms) to the

@@ -156,7 +156,9 @@ static int set_defaults(amqp_source *s, const inbox_source_options *opts)
 		return INBOX_ERR_NOMEM;
 	s->port = 5672;
 	s->retry_mode = AMQP_RETRY_TTL;
-	s->prefetch = opts->max_batch > 65535 ? 65535 : (int)opts->max_batch;
+	/* Two batches: the next one is on its way while one is processed. */
+	s->prefetch =
+	    opts->max_batch > 65535 / 2 ? 65535 : 2 * (int)opts->max_batch;
 	if (s->prefetch < 1)
 		s->prefetch = 1;
 	s->heartbeat = 30;
