@@ -41,10 +41,16 @@
  * Settings the source imposes: enable.auto.commit=false,
  * enable.auto.offset.store=false, partition.assignment.strategy=
  * cooperative-sticky (overridable; the rebalance callback handles both
- * protocols). Cooperative: a member joining or leaving only moves the
- * partitions that change owner; the others keep consuming and keep their
- * pending retry state, instead of every member stopping, committing and
- * restarting all its partitions on each rebalance.
+ * protocols). The prefetch is librdkafka's own (queued.min.messages
+ * 100000, queued.max.messages.kbytes 65536, one bound for the whole
+ * consumer queue, all partitions): rdkafka.queued.max.messages.kbytes=
+ * lowers the memory it may take on a backlog. A small queued.min.messages
+ * starves the consumer: a partition whose queue holds that many is
+ * fetched again only after a backoff (up to a second), and the consumer
+ * drains it sooner. Cooperative: a member joining or leaving only moves
+ * the partitions that change owner; the others keep consuming and keep
+ * their pending retry state, instead of every member stopping, committing
+ * and restarting all its partitions on each rebalance.
  *
  * Group membership
  *   Static (KIP-345) by default: the member joins with a
