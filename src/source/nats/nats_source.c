@@ -429,11 +429,16 @@ static int batch_matches(const nats_source *ns, const inbox_delivery *d,
 	return 1;
 }
 
-/* Send what settles slot i: a nak (no answer expected), or a confirmed
- * ack or term (a request answered on ack_prefix + its sequence number;
- * sent unconfirmed when confirm is 0). */
+/* Send what settles slot i: a nak (no answer expected), or an ack or
+ * term. With confirm, the batch's last ack or term (ask) is a request
+ * answered on ack_prefix + its sequence number, and the others wait for
+ * that answer (NATS_TIMEOUT until it comes): the server handles a
+ * consumer's acks in the order they came on the connection, so its
+ * answer to the last one says it has recorded those before it too — the
+ * double ack of every message for one answer. Without confirm (not
+ * connected) they are sent unconfirmed. */
 static void settle_send(nats_source *ns, size_t i, const inbox_result *r,
-                        int confirm)
+                        int confirm, int ask)
 {
 	nats_slot *sl = &ns->slots[i];
 	natsMsg *m = sl->msg;
@@ -451,10 +456,12 @@ static void settle_send(nats_source *ns, size_t i, const inbox_result *r,
 	int term =
 	    r->outcome == INBOX_DEAD_LETTERED || r->outcome == INBOX_CONFLICT;
 	sl->ack_what = term ? "term" : "ack";
-	if (!confirm) {
+	if (!confirm || !ask) {
 		natsStatus s =
 		    term ? natsMsg_Term(m, NULL) : natsMsg_Ack(m, NULL);
-		sl->ack_st = s == NATS_OK ? NATS_NOT_YET_CONNECTED : s;
+		sl->ack_st = s != NATS_OK ? s
+		             : confirm    ? NATS_TIMEOUT /* the last one's */
+		                          : NATS_NOT_YET_CONNECTED;
 		return;
 	}
 	char reply[sizeof(ns->ack_prefix) + 24];
@@ -507,6 +514,11 @@ static int settle_collect(nats_source *ns, int wait)
 			if (sl->ack_seq == seq && sl->ack_st == NATS_TIMEOUT) {
 				sl->ack_st = NATS_OK;
 				ns->ack_waiting--;
+				/* and those it vouches for */
+				for (size_t j = 0; j < ns->ack_nslots; j++)
+					if (ns->slots[j].ack_seq == 0 &&
+					    ns->slots[j].ack_st == NATS_TIMEOUT)
+						ns->slots[j].ack_st = NATS_OK;
 			}
 		}
 		natsMsg_Destroy(a);
@@ -573,8 +585,13 @@ static int ns_settle(inbox_source *src, const inbox_delivery *d,
 	int confirm = connected(ns);
 	ns->ack_first = ns->ack_seq + 1;
 	ns->ack_sent_at = inbox__src_mono_ms();
+	size_t last = 0; /* the last ack or term, + 1 (0: none) */
+	for (size_t i = 0; res && i < ns->nbatch; i++)
+		if (inbox_outcome_ackable(res[i].outcome))
+			last = i + 1;
 	for (size_t i = 0; i < ns->nbatch; i++) {
-		settle_send(ns, i, res ? &res[i] : NULL, confirm);
+		settle_send(ns, i, res ? &res[i] : NULL, confirm,
+		            i + 1 == last);
 		natsMsg_Destroy(ns->slots[i].msg);
 		ns->slots[i].msg = NULL;
 	}

@@ -62,22 +62,24 @@
  *
  * Settle
  *   APPLIED, DUPLICATE, STALE: the double ack (what AckSync does): the
- *   ack is a request and the server answers once it recorded it.
- *   DEAD_LETTERED and CONFLICT: Term, confirmed the same way (the store
- *   holds the dead letter already; Term tells the server never to
- *   redeliver it, whatever max_deliver). The requests of the whole batch
- *   go out at once, their answers (on a subscription of this source's
- *   own inbox, one reply subject per request) are collected after: one
- *   round trip per batch, not one per message, and that round trip
- *   overlaps the next fetch: settle sends, the next poll collects the
- *   answers once its fetch is back (waiting, if need be, until
- *   ack_timeout after they were sent). RETRY, IN_PROGRESS, or res NULL
- *   (the transaction failed): NakWithDelay(retry_delay_ms), so the server
- *   redelivers after that delay with NumDelivered + 1. An ack that cannot
- *   be sent is reported by settle (INBOX_ERR_SOURCE, errmsg); one that
- *   fails or is not answered within ack_timeout is logged by the next
- *   poll (WARN, event ack_failed, the same text). Neither loses anything:
- *   the message comes back after ack_wait and the inbox drops it as a
+ *   server confirms it recorded the ack. DEAD_LETTERED and CONFLICT:
+ *   Term, confirmed the same way (the store holds the dead letter
+ *   already; Term tells the server never to redeliver it, whatever
+ *   max_deliver). The whole batch is settled at once and confirmed by one
+ *   answer: every ack and term is published, the last one as a request
+ *   answered on this source's own inbox subscription; the server handles
+ *   a consumer's acks in the order they came on the connection, so its
+ *   answer to the last says it recorded all of them. One round trip per
+ *   batch, not one per message, and it overlaps the next fetch: settle
+ *   sends, the next poll collects the answer once its fetch is back
+ *   (waiting, if need be, until ack_timeout after it was sent). RETRY,
+ *   IN_PROGRESS, or res NULL (the transaction failed):
+ *   NakWithDelay(retry_delay_ms), so the server redelivers after that
+ *   delay with NumDelivered + 1. An ack that cannot be sent is reported
+ *   by settle (INBOX_ERR_SOURCE, errmsg); a batch whose answer fails or
+ *   does not come within ack_timeout is logged by the next poll (WARN,
+ *   event ack_failed, the same text). Neither loses anything: the
+ *   message comes back after ack_wait and the inbox drops it as a
  *   duplicate. While disconnected, acks are sent without confirmation
  *   (cnats buffers them until the reconnect) and reported as
  *   unconfirmed.
@@ -142,9 +144,9 @@ typedef struct nats_source {
 	natsSubscription *sub;
 	int need_setup; /* check stream/consumer and subscribe again */
 
-	/* Confirmed acks and terms (settle): each is a request to the
-	 * message's reply subject answered on ack_prefix + a sequence number,
-	 * all of a batch sent at once, then their answers collected. */
+	/* Confirmed acks and terms (settle): a batch's last ack or term is a
+	 * request to its message's reply subject, answered on ack_prefix + a
+	 * sequence number; the answer confirms the batch's others too. */
 	natsSubscription *ack_sub; /* ack_prefix + "*" */
 	char ack_prefix[128];
 	uint64_t ack_seq;    /* last sequence number used */
