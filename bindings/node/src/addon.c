@@ -1,0 +1,1638 @@
+/*
+ * libinbox for Node.js: a Node-API addon over the public C API
+ * (<inbox/inbox.h>, <inbox/admin.h>, <inbox/outbox.h>) only.
+ *
+ * Threads. Every native handle (an Inbox's admin store, or one consumer's
+ * own store + consumer) owns one worker thread. The main thread never
+ * calls the library: it queues a job and returns; the worker runs it and
+ * posts the result back through a thread-safe function, whose callback
+ * (on the main thread) settles the job's promise. A handler runs on the
+ * worker inside the library's transaction: the worker posts a "handler"
+ * event to the main thread, which calls the JS handler, and then waits on
+ * the handle's transaction queue, executing the requests the JS handler
+ * sends (query, exec, upsert, outbox) on the connection that holds the
+ * transaction, until the handler's "done" arrives with its verdict. The
+ * event loop never waits for the database.
+ *
+ * Lifetime. While a job is pending the thread-safe function is ref'ed
+ * (the process stays alive) and the JS object is held strongly; when idle
+ * both are released, so an Inbox or consumer that is no longer referenced
+ * is garbage-collected: its finalizer queues a close, the worker closes
+ * the library's handles and exits, and the memory is freed once both the
+ * finalizer and the worker are done.
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <inbox/admin.h>
+#include <inbox/inbox.h>
+#include <inbox/outbox.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                        */
+/* ------------------------------------------------------------------ */
+
+#define NAPI_OK(call)                                                          \
+	do {                                                                   \
+		if ((call) != napi_ok)                                         \
+			return throw_last(env);                                \
+	} while (0)
+
+static napi_value throw_last(napi_env env)
+{
+	const napi_extended_error_info *info = NULL;
+	bool pending = false;
+	napi_is_exception_pending(env, &pending);
+	if (!pending) {
+		napi_get_last_error_info(env, &info);
+		napi_throw_error(env, "INBOX_ERR_INVALID",
+		                 info && info->error_message
+		                     ? info->error_message
+		                     : "invalid argument");
+	}
+	return NULL;
+}
+
+static char *xstrdup(const char *s)
+{
+	if (!s)
+		return NULL;
+	size_t n = strlen(s);
+	char *d = malloc(n + 1);
+	if (d)
+		memcpy(d, s, n + 1);
+	return d;
+}
+
+static char *xmemdup(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) {
+		if (n)
+			memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+/* ------------------------------------------------------------------ */
+/* Jobs                                                                 */
+/* ------------------------------------------------------------------ */
+
+enum op {
+	OP_OPEN = 1,
+	OP_CLOSE,
+	OP_EXEC,
+	OP_QUERY,
+	OP_PROCESS,
+	OP_BATCH,
+	OP_STATS,
+	OP_ADMIN_STATS,
+	OP_DLQ_LIST,
+	OP_DLQ_GET,
+	OP_DLQ_REPLAY,
+	OP_DLQ_DROP,
+	OP_INSPECT,
+	OP_PURGE,
+	OP_SCHEMA_VERSION,
+	OP_LEASE_ACQUIRE,
+	OP_LEASE_EXTEND,
+	OP_LEASE_COMPLETE,
+	OP_LEASE_FAIL,
+	OP_LEASE_FREE,
+	OP_DISPATCH_ONCE,
+	OP_OUTBOX_COUNTS,
+	/* transaction requests (only while a handler runs) */
+	T_EXEC = 100,
+	T_QUERY,
+	T_UPSERT,
+	T_OUTBOX,
+	T_DONE
+};
+
+typedef struct rowset {
+	int ncols;
+	size_t nvals, cap;
+	char **vals; /* nrows * ncols, NULL = SQL NULL */
+	int nullmask_unused;
+} rowset;
+
+typedef struct res_copy {
+	inbox_outcome outcome;
+	int32_t attempts;
+	char *key;
+	char *reason;
+	int64_t dead_letter_id;
+} res_copy;
+
+typedef struct dl_copy {
+	inbox_admin_dead_letter dl; /* strings owned (strdup'ed) */
+} dl_copy;
+
+typedef struct job {
+	struct job *next;
+	int op;
+	uint32_t id; /* 0: nobody waits for the result */
+	/* inputs */
+	char *s[6];
+	int nparams;
+	char **params;
+	int64_t i[8];
+	double f[2];
+	inbox_delivery *d;
+	size_t nd;
+	int has_handler;
+	/* outputs */
+	int rc;
+	char *err;     /* message of a failure (never a password) */
+	char *errcode; /* SQLSTATE / SQLite code name, or NULL */
+	res_copy *res; /* nd results (1 for process) */
+	rowset rows;
+	int64_t out_i[4];
+	char *out_s;
+	inbox_stats stats;
+	inbox_admin_stats astats;
+	inbox_admin_record *record;
+	dl_copy *dls;
+	size_t ndl, capdl;
+	inbox_outbox_stats ostats;
+	inbox_outbox_counts counts;
+} job;
+
+/* A handler call posted to the main thread. */
+typedef struct hcall {
+	uint32_t job_id;
+	int64_t index;
+	int attempt;
+	char *key, *id, *fp, *payload;
+	size_t len;
+} hcall;
+
+/* What the thread-safe function carries. */
+typedef struct ev {
+	int kind; /* 0: a job finished; 1: a handler call */
+	job *j;
+	hcall *h;
+} ev;
+
+typedef struct queue {
+	job *head, *tail;
+} queue;
+
+typedef struct lease_ent {
+	struct lease_ent *next;
+	int64_t id;
+	inbox_lease *l;
+} lease_ent;
+
+typedef struct handle {
+	/* touched by the worker only */
+	inbox_store *st;
+	inbox_consumer *c;
+	inbox_txn *txn;      /* while a handler runs */
+	uint32_t cur_job;    /* the job running (its handler calls) */
+	int cur_has_handler; /* whether JS gave that job a handler */
+	lease_ent *leases;
+	int64_t next_lease;
+	/* shared, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	queue jobs, txq;
+	int closing; /* a close was queued: the worker ends after it */
+	/* main thread only */
+	napi_threadsafe_function tsfn;
+	napi_ref self; /* strong while jobs are pending, weak otherwise */
+	int pending;
+	int closed;      /* close() queued: no more jobs */
+	int js_gone;     /* the JS object was finalized */
+	int worker_gone; /* the tsfn was finalized */
+	int exited;      /* under mu: the worker left its loop */
+	pthread_t thread;
+} handle;
+
+static void rowset_free(rowset *r)
+{
+	for (size_t k = 0; k < r->nvals; k++)
+		free(r->vals[k]);
+	free(r->vals);
+	memset(r, 0, sizeof *r);
+}
+
+static void dl_free_fields(inbox_admin_dead_letter *d)
+{
+	free(d->consumer);
+	free(d->key);
+	free(d->message_id);
+	free(d->payload);
+	free(d->headers);
+	free(d->position);
+	free(d->reason);
+	free(d->fingerprint);
+	free(d->stored_fingerprint);
+}
+
+static void job_free(job *j)
+{
+	if (!j)
+		return;
+	for (int k = 0; k < 6; k++)
+		free(j->s[k]);
+	for (int k = 0; k < j->nparams; k++)
+		free(j->params[k]);
+	free(j->params);
+	for (size_t k = 0; k < j->nd; k++) {
+		free((char *)j->d[k].id);
+		free((char *)j->d[k].payload);
+		free((char *)j->d[k].headers);
+		free((char *)j->d[k].position);
+	}
+	free(j->d);
+	free(j->err);
+	free(j->errcode);
+	if (j->res) {
+		size_t n = j->nd ? j->nd : 1;
+		for (size_t k = 0; k < n; k++) {
+			free(j->res[k].key);
+			free(j->res[k].reason);
+		}
+		free(j->res);
+	}
+	rowset_free(&j->rows);
+	free(j->out_s);
+	inbox_admin_record_free(j->record);
+	for (size_t k = 0; k < j->ndl; k++)
+		dl_free_fields(&j->dls[k].dl);
+	free(j->dls);
+	free(j);
+}
+
+static void hcall_free(hcall *h)
+{
+	if (!h)
+		return;
+	free(h->key);
+	free(h->id);
+	free(h->fp);
+	free(h->payload);
+	free(h);
+}
+
+static void q_push(queue *q, job *j)
+{
+	j->next = NULL;
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+}
+
+static job *q_pop(queue *q)
+{
+	job *j = q->head;
+	if (j) {
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
+		j->next = NULL;
+	}
+	return j;
+}
+
+/* ------------------------------------------------------------------ */
+/* Worker side                                                          */
+/* ------------------------------------------------------------------ */
+
+static void post(handle *h, ev *e)
+{
+	if (napi_call_threadsafe_function(h->tsfn, e, napi_tsfn_blocking) !=
+	    napi_ok) {
+		/* the environment is going away: nobody will read it */
+		if (e->kind == 0)
+			job_free(e->j);
+		else
+			hcall_free(e->h);
+		free(e);
+	}
+}
+
+static void finish(handle *h, job *j)
+{
+	ev *e = calloc(1, sizeof *e);
+	if (!e) {
+		job_free(j);
+		return;
+	}
+	e->kind = 0;
+	e->j = j;
+	post(h, e);
+}
+
+/* Record the failure rc of a call on the store (or the consumer). */
+static void fail_store(handle *h, job *j, int rc)
+{
+	j->rc = rc;
+	const char *m = h->st ? inbox_store_errmsg(h->st) : "";
+	const char *c = h->st ? inbox_store_errcode(h->st) : "";
+	j->err = xstrdup(m && *m ? m : inbox_strerror(rc));
+	j->errcode = c && *c ? xstrdup(c) : NULL;
+}
+
+static void fail_consumer(handle *h, job *j, int rc)
+{
+	j->rc = rc;
+	const char *m = h->c ? inbox_consumer_errmsg(h->c) : "";
+	if (!m || !*m)
+		m = h->st ? inbox_store_errmsg(h->st) : "";
+	const char *c = h->st ? inbox_store_errcode(h->st) : "";
+	j->err = xstrdup(m && *m ? m : inbox_strerror(rc));
+	j->errcode = c && *c ? xstrdup(c) : NULL;
+}
+
+static void copy_result(res_copy *dst, const inbox_result *r)
+{
+	dst->outcome = r->outcome;
+	dst->attempts = r->attempts;
+	dst->key = xstrdup(r->key);
+	dst->reason = xstrdup(r->reason);
+	dst->dead_letter_id = r->dead_letter_id;
+}
+
+static int row_cb(int ncols, const char *const *values, void *payload)
+{
+	rowset *r = payload;
+	if (r->nvals == 0 && r->cap == 0)
+		r->ncols = ncols;
+	if (ncols != r->ncols)
+		return 1;
+	if (r->nvals + (size_t)ncols > r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		while (cap < r->nvals + (size_t)ncols)
+			cap *= 2;
+		char **v = realloc(r->vals, cap * sizeof *v);
+		if (!v)
+			return 1;
+		r->vals = v;
+		r->cap = cap;
+	}
+	for (int k = 0; k < ncols; k++)
+		r->vals[r->nvals++] = values[k] ? xstrdup(values[k]) : NULL;
+	return 0;
+}
+
+static void run_txn_request(handle *h, job *j)
+{
+	int rc;
+	int64_t rows = 0;
+	switch (j->op) {
+	case T_EXEC:
+		rc = inbox_txn_exec(h->txn, j->s[0], j->nparams,
+		                    (const char *const *)j->params,
+		                    j->i[0] ? NULL : &rows);
+		j->out_i[0] = rows;
+		break;
+	case T_QUERY:
+		rc = inbox_txn_query(h->txn, j->s[0], j->nparams,
+		                     (const char *const *)j->params, row_cb,
+		                     &j->rows);
+		break;
+	case T_UPSERT: {
+		/* s0 table, s1 key column, s2 key value, s3 version column;
+		 * params: ncols column names then ncols values */
+		int n = j->nparams / 2, applied = 0;
+		rc = inbox_txn_upsert_versioned(
+		    h->txn, j->s[0], j->s[1], j->s[2], j->s[3], j->i[0], n,
+		    (const char *const *)j->params,
+		    (const char *const *)j->params + n, &applied);
+		j->out_i[0] = applied;
+		break;
+	}
+	case T_OUTBOX: {
+		inbox_outbox_effect e = INBOX_OUTBOX_EFFECT_INIT;
+		char key[INBOX_OUTBOX_KEY_LEN + 1] = "";
+		int added = 0;
+		/* params: step kind method url headers body reconcile_url
+		 * key_header */
+		const char *const *p = (const char *const *)j->params;
+		e.step = p[0];
+		e.kind = p[1];
+		e.method = p[2];
+		e.url = p[3];
+		e.headers = p[4];
+		e.body = p[5];
+		e.body_len = (size_t)j->i[1];
+		e.reconcile_url = p[6];
+		e.key_header = p[7];
+		e.idempotent = (int)j->i[0];
+		e.max_attempts = (int)j->i[2];
+		rc = inbox_txn_outbox_add(h->txn, &e, key, &added);
+		j->out_i[0] = added;
+		j->out_s = xstrdup(key);
+		break;
+	}
+	default:
+		rc = INBOX_ERR_INVALID;
+	}
+	if (rc < 0)
+		fail_store(h, j, rc);
+	finish(h, j);
+}
+
+/* The C handler: hand the message to JS, serve its requests, return its
+ * verdict. */
+static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
+{
+	handle *h = payload;
+	if (!h->cur_has_handler)
+		return INBOX_HANDLER_OK;
+	hcall *hc = calloc(1, sizeof *hc);
+	ev *e = calloc(1, sizeof *e);
+	if (!hc || !e) {
+		free(hc);
+		free(e);
+		return INBOX_HANDLER_RETRY;
+	}
+	const inbox_delivery *d = inbox_msg_delivery(msg);
+	size_t len = 0;
+	const char *p = inbox_msg_payload(msg, &len);
+	uint64_t tok = d ? d->source_token : 0;
+	hc->job_id = h->cur_job;
+	hc->index = (int64_t)tok;
+	hc->attempt = inbox_msg_attempt(msg);
+	hc->key = xstrdup(inbox_msg_key(msg));
+	hc->id = xstrdup(inbox_msg_id(msg));
+	hc->fp = xstrdup(inbox_msg_fingerprint(msg));
+	hc->payload = xmemdup(p ? p : "", p ? len : 0);
+	hc->len = p ? len : 0;
+	e->kind = 1;
+	e->h = hc;
+	if (napi_call_threadsafe_function(h->tsfn, e, napi_tsfn_blocking) !=
+	    napi_ok) {
+		hcall_free(hc);
+		free(e);
+		return INBOX_HANDLER_RETRY;
+	}
+	h->txn = txn;
+	int verdict = INBOX_HANDLER_RETRY;
+	for (;;) {
+		pthread_mutex_lock(&h->mu);
+		while (!h->txq.head)
+			pthread_cond_wait(&h->cv, &h->mu);
+		job *j = q_pop(&h->txq);
+		pthread_mutex_unlock(&h->mu);
+		if (j->op == T_DONE) {
+			verdict = (int)j->i[0];
+			if (j->s[0])
+				inbox_txn_set_reason(txn, j->s[0]);
+			if (j->i[1])
+				inbox_txn_mark_stale(txn);
+			job_free(j);
+			break;
+		}
+		run_txn_request(h, j);
+	}
+	h->txn = NULL;
+	return verdict;
+}
+
+static lease_ent *lease_find(handle *h, int64_t id, lease_ent ***prevp)
+{
+	lease_ent **pp = &h->leases;
+	for (; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id) {
+			if (prevp)
+				*prevp = pp;
+			return *pp;
+		}
+	return NULL;
+}
+
+static void lease_drop(handle *h, int64_t id)
+{
+	lease_ent **pp = NULL;
+	lease_ent *le = lease_find(h, id, &pp);
+	if (le) {
+		*pp = le->next;
+		inbox_lease_free(le->l);
+		free(le);
+	}
+}
+
+static int dlq_cb(const inbox_admin_dead_letter *dl, void *payload)
+{
+	job *j = payload;
+	if (j->ndl == j->capdl) {
+		size_t cap = j->capdl ? j->capdl * 2 : 16;
+		dl_copy *n = realloc(j->dls, cap * sizeof *n);
+		if (!n)
+			return 1;
+		j->dls = n;
+		j->capdl = cap;
+	}
+	inbox_admin_dead_letter *d = &j->dls[j->ndl++].dl;
+	*d = *dl;
+	d->consumer = xstrdup(dl->consumer);
+	d->key = xstrdup(dl->key);
+	d->message_id = xstrdup(dl->message_id);
+	d->payload = dl->payload ? xmemdup(dl->payload, dl->payload_len) : NULL;
+	d->headers = xstrdup(dl->headers);
+	d->position = xstrdup(dl->position);
+	d->reason = xstrdup(dl->reason);
+	d->fingerprint = xstrdup(dl->fingerprint);
+	d->stored_fingerprint = xstrdup(dl->stored_fingerprint);
+	return 0;
+}
+
+static void run_open(handle *h, job *j)
+{
+	/* s0 url, s1 table prefix, s2 pg schema; i0 auto_migrate,
+	 * i1 busy timeout, i2 lock timeout, i3 statement timeout;
+	 * consumer: s3 name, s4 key template, s5 fingerprint pointer;
+	 * params[0] id pointer, params[1] json schema; i4 retention,
+	 * i5 max attempts, i6 replay policy, i7 batch timeout; f0 lease
+	 * ms, f1 max payload */
+	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
+	so.table_prefix = j->s[1];
+	so.schema = j->s[2];
+	so.auto_migrate = (int)j->i[0];
+	if (j->i[1] > 0)
+		so.busy_timeout_ms = (int)j->i[1];
+	so.lock_timeout_ms = j->i[2];
+	so.statement_timeout_ms = j->i[3];
+	int rc = inbox_store_open(&h->st, j->s[0], &so);
+	if (rc < 0) {
+		fail_store(h, j, rc);
+		inbox_store_close(h->st);
+		h->st = NULL;
+		return;
+	}
+	if (!j->s[3])
+		return;
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = j->s[3];
+	co.key_template = j->s[4];
+	co.fingerprint_pointer = j->s[5];
+	co.id_pointer = j->nparams > 0 ? j->params[0] : NULL;
+	co.json_schema = j->nparams > 1 ? j->params[1] : NULL;
+	if (j->i[4] > 0)
+		co.retention_seconds = j->i[4];
+	if (j->i[5] > 0)
+		co.max_attempts = (int)j->i[5];
+	if (j->f[0] > 0)
+		co.lease_ms = (int64_t)j->f[0];
+	if (j->f[1] > 0)
+		co.max_payload = (size_t)j->f[1];
+	co.replay_policy = (inbox_replay_policy)j->i[6];
+	co.batch_timeout_ms = j->i[7];
+	co.handler = c_handler;
+	co.handler_payload = h;
+	char err[512] = "";
+	rc = inbox_consumer_open(&h->c, h->st, &co, err, sizeof err);
+	if (rc < 0) {
+		if (*err) {
+			j->rc = rc;
+			j->err = xstrdup(err);
+		} else {
+			fail_store(h, j, rc);
+		}
+		inbox_store_close(h->st);
+		h->st = NULL;
+		h->c = NULL;
+	}
+}
+
+static void run_job(handle *h, job *j)
+{
+	int rc = 0;
+	if (!h->st && j->op != OP_OPEN && j->op != OP_CLOSE) {
+		j->rc = INBOX_ERR_STATE;
+		j->err = xstrdup("the handle is not open");
+		return;
+	}
+	if (!h->c &&
+	    (j->op == OP_PROCESS || j->op == OP_BATCH || j->op == OP_STATS ||
+	     j->op == OP_DLQ_REPLAY || j->op == OP_LEASE_ACQUIRE)) {
+		j->rc = INBOX_ERR_STATE;
+		j->err = xstrdup("not a consumer handle");
+		return;
+	}
+	switch (j->op) {
+	case OP_OPEN:
+		run_open(h, j);
+		return;
+	case OP_CLOSE:
+		while (h->leases)
+			lease_drop(h, h->leases->id);
+		inbox_consumer_close(h->c);
+		inbox_store_close(h->st);
+		h->c = NULL;
+		h->st = NULL;
+		return;
+	case OP_EXEC: {
+		int64_t rows = 0;
+		rc = inbox_store_exec(h->st, j->s[0], j->nparams,
+		                      (const char *const *)j->params, &rows);
+		j->out_i[0] = rows;
+		break;
+	}
+	case OP_QUERY:
+		rc = inbox_store_query(h->st, j->s[0], j->nparams,
+		                       (const char *const *)j->params, row_cb,
+		                       &j->rows);
+		break;
+	case OP_PROCESS:
+	case OP_BATCH: {
+		j->res = calloc(j->nd, sizeof *j->res);
+		inbox_result *r = calloc(j->nd, sizeof *r);
+		if (!j->res || !r) {
+			free(r);
+			rc = INBOX_ERR_NOMEM;
+			break;
+		}
+		for (size_t k = 0; k < j->nd; k++)
+			j->d[k].source_token = k; /* the handler's msg.index */
+		if (j->op == OP_PROCESS)
+			rc = inbox_consumer_process(h->c, j->d, r);
+		else
+			rc = inbox_consumer_process_batch(h->c, j->d, j->nd, r);
+		if (rc >= 0)
+			for (size_t k = 0; k < j->nd; k++)
+				copy_result(&j->res[k], &r[k]);
+		free(r);
+		if (rc < 0) {
+			fail_consumer(h, j, rc);
+			return;
+		}
+		return;
+	}
+	case OP_STATS:
+		inbox_consumer_stats(h->c, &j->stats);
+		return;
+	case OP_ADMIN_STATS:
+		rc = inbox_admin_stats_read(h->st, j->s[0], &j->astats);
+		break;
+	case OP_DLQ_LIST: {
+		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
+		f.consumer = j->s[0];
+		f.key = j->s[1];
+		f.after_id = j->i[0];
+		f.limit = (int)j->i[1];
+		f.pending_only = (int)j->i[2];
+		f.messages_only = (int)j->i[3];
+		rc = inbox_admin_dlq_list(h->st, &f, dlq_cb, j);
+		break;
+	}
+	case OP_DLQ_GET: {
+		inbox_admin_dead_letter *dl = NULL;
+		rc = inbox_admin_dlq_get(h->st, j->i[0], j->s[0], &dl);
+		if (rc >= 0) {
+			dlq_cb(dl, j);
+			inbox_admin_dead_letter_free(dl);
+		}
+		break;
+	}
+	case OP_DLQ_REPLAY: {
+		inbox_result r = {0};
+		j->nd = 0;
+		j->res = calloc(1, sizeof *j->res);
+		if (!j->res) {
+			rc = INBOX_ERR_NOMEM;
+			break;
+		}
+		rc = inbox_admin_dlq_replay(h->st, h->c, j->i[0], &r);
+		if (rc >= 0)
+			copy_result(j->res, &r);
+		if (rc < 0) {
+			fail_consumer(h, j, rc);
+			return;
+		}
+		return;
+	}
+	case OP_DLQ_DROP:
+		rc = inbox_admin_dlq_drop(h->st, j->i[0]);
+		break;
+	case OP_INSPECT:
+		rc = inbox_admin_inspect(h->st, j->s[0], j->s[1], &j->record);
+		if (rc == INBOX_ERR_NOTFOUND)
+			return; /* null */
+		break;
+	case OP_PURGE: {
+		int64_t deleted = 0;
+		rc = inbox_admin_purge(h->st, j->s[0], j->i[0], (int)j->i[1],
+		                       (int)j->i[2], NULL, NULL, &deleted);
+		j->out_i[0] = deleted;
+		break;
+	}
+	case OP_SCHEMA_VERSION: {
+		int v = 0;
+		rc = inbox_store_schema_version(h->st, &v);
+		j->out_i[0] = v;
+		break;
+	}
+	case OP_LEASE_ACQUIRE: {
+		inbox_lease *l = NULL;
+		inbox_outcome o = INBOX_OUTCOME_NONE;
+		rc = inbox_lease_acquire(h->c, j->d, &l, &o);
+		j->out_i[0] = o;
+		if (rc >= 0 && l) {
+			lease_ent *le = calloc(1, sizeof *le);
+			if (!le) {
+				inbox_lease_free(l);
+				rc = INBOX_ERR_NOMEM;
+				break;
+			}
+			le->l = l;
+			le->id = ++h->next_lease;
+			le->next = h->leases;
+			h->leases = le;
+			j->out_i[1] = le->id;
+			j->out_i[2] = inbox_lease_fence(l);
+			j->out_s = xstrdup(inbox_lease_key(l));
+		}
+		if (rc < 0) {
+			fail_consumer(h, j, rc);
+			return;
+		}
+		return;
+	}
+	case OP_LEASE_EXTEND:
+	case OP_LEASE_COMPLETE:
+	case OP_LEASE_FAIL: {
+		lease_ent *le = lease_find(h, j->i[0], NULL);
+		if (!le) {
+			j->rc = INBOX_ERR_STATE;
+			j->err = xstrdup("the lease was completed, failed or "
+			                 "released already");
+			return;
+		}
+		if (j->op == OP_LEASE_EXTEND) {
+			rc = inbox_lease_extend(le->l);
+		} else if (j->op == OP_LEASE_FAIL) {
+			rc = inbox_lease_fail(le->l, j->s[0]);
+			if (rc >= 0 || rc == INBOX_ERR_FENCED)
+				lease_drop(h, j->i[0]);
+		} else {
+			inbox_outcome o = INBOX_OUTCOME_NONE;
+			rc = inbox_lease_complete(
+			    le->l, j->has_handler ? c_handler : NULL, h, &o);
+			j->out_i[0] = o;
+			if (rc >= 0 || rc == INBOX_ERR_FENCED)
+				lease_drop(h, j->i[0]);
+		}
+		break;
+	}
+	case OP_LEASE_FREE:
+		lease_drop(h, j->i[0]);
+		return;
+	case OP_DISPATCH_ONCE: {
+		inbox_dispatcher_options o = INBOX_DISPATCHER_OPTIONS_INIT;
+		inbox_dispatcher *d = NULL;
+		char err[512] = "";
+		o.consumer = j->s[0];
+		if (j->i[0] > 0)
+			o.timeout_ms = j->i[0];
+		if (j->i[1] > 0)
+			o.connect_timeout_ms = j->i[1];
+		if (j->i[2] > 0)
+			o.backoff_ms = j->i[2];
+		if (j->i[3] > 0)
+			o.max_attempts = (int)j->i[3];
+		if (j->i[4] > 0)
+			o.batch = (int)j->i[4];
+		rc = inbox_dispatcher_open(&d, h->st, &o, err, sizeof err);
+		if (rc < 0) {
+			j->rc = rc;
+			j->err = xstrdup(*err ? err : inbox_strerror(rc));
+			return;
+		}
+		int handled = 0;
+		rc = inbox_dispatcher_run_once(d, &handled);
+		j->out_i[0] = handled;
+		inbox_dispatcher_stats(d, &j->ostats);
+		if (rc < 0) {
+			j->rc = rc;
+			j->err = xstrdup(inbox_dispatcher_errmsg(d));
+		}
+		inbox_dispatcher_close(d);
+		return;
+	}
+	case OP_OUTBOX_COUNTS:
+		rc = inbox_outbox_counts_get(h->st, j->s[0], &j->counts);
+		break;
+	default:
+		rc = INBOX_ERR_INVALID;
+	}
+	if (rc < 0)
+		fail_store(h, j, rc);
+}
+
+static void *worker_main(void *arg)
+{
+	handle *h = arg;
+	for (;;) {
+		pthread_mutex_lock(&h->mu);
+		while (!h->jobs.head)
+			pthread_cond_wait(&h->cv, &h->mu);
+		job *j = q_pop(&h->jobs);
+		pthread_mutex_unlock(&h->mu);
+		int op = j->op;
+		h->cur_job = j->id;
+		h->cur_has_handler = j->has_handler;
+		run_job(h, j);
+		if (j->id)
+			finish(h, j);
+		else
+			job_free(j);
+		if (op == OP_CLOSE)
+			break;
+	}
+	pthread_mutex_lock(&h->mu);
+	h->exited = 1;
+	pthread_mutex_unlock(&h->mu);
+	napi_release_threadsafe_function(h->tsfn, napi_tsfn_release);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Main-thread side: converting results                                 */
+/* ------------------------------------------------------------------ */
+
+static napi_value str_or_null(napi_env env, const char *s)
+{
+	napi_value v;
+	if (s)
+		napi_create_string_utf8(env, s, NAPI_AUTO_LENGTH, &v);
+	else
+		napi_get_null(env, &v);
+	return v;
+}
+
+static void set(napi_env env, napi_value o, const char *k, napi_value v)
+{
+	napi_set_named_property(env, o, k, v);
+}
+
+static void set_str(napi_env env, napi_value o, const char *k, const char *s)
+{
+	set(env, o, k, str_or_null(env, s));
+}
+
+static void set_num(napi_env env, napi_value o, const char *k, double d)
+{
+	napi_value v;
+	napi_create_double(env, d, &v);
+	set(env, o, k, v);
+}
+
+static void set_bool(napi_env env, napi_value o, const char *k, int b)
+{
+	napi_value v;
+	napi_get_boolean(env, b != 0, &v);
+	set(env, o, k, v);
+}
+
+static napi_value make_error(napi_env env, int rc, const char *msg,
+                             const char *sqlstate)
+{
+	napi_value code, m, err;
+	napi_create_string_utf8(env, inbox_err_name(rc), NAPI_AUTO_LENGTH,
+	                        &code);
+	napi_create_string_utf8(env, msg && *msg ? msg : inbox_strerror(rc),
+	                        NAPI_AUTO_LENGTH, &m);
+	napi_create_error(env, code, m, &err);
+	set_num(env, err, "errno", rc);
+	if (sqlstate)
+		set_str(env, err, "detailCode", sqlstate);
+	return err;
+}
+
+static napi_value result_obj(napi_env env, const res_copy *r)
+{
+	napi_value o;
+	napi_create_object(env, &o);
+	set_str(env, o, "outcome", inbox_outcome_name(r->outcome));
+	set_bool(env, o, "ackable", inbox_outcome_ackable(r->outcome));
+	set_num(env, o, "attempts", r->attempts);
+	set_str(env, o, "key", r->key);
+	set_str(env, o, "reason", r->reason);
+	if (r->dead_letter_id)
+		set_num(env, o, "deadLetterId", (double)r->dead_letter_id);
+	else
+		set(env, o, "deadLetterId", str_or_null(env, NULL));
+	return o;
+}
+
+static napi_value rows_obj(napi_env env, const rowset *r)
+{
+	napi_value o, arr;
+	size_t nrows = r->ncols ? r->nvals / (size_t)r->ncols : 0;
+	napi_create_object(env, &o);
+	napi_create_array_with_length(env, nrows, &arr);
+	for (size_t i = 0; i < nrows; i++) {
+		napi_value row;
+		napi_create_array_with_length(env, (size_t)r->ncols, &row);
+		for (int c = 0; c < r->ncols; c++)
+			napi_set_element(
+			    env, row, (uint32_t)c,
+			    str_or_null(
+			        env,
+			        r->vals[i * (size_t)r->ncols + (size_t)c]));
+		napi_set_element(env, arr, (uint32_t)i, row);
+	}
+	set(env, o, "rows", arr);
+	set_num(env, o, "rowCount", (double)nrows);
+	return o;
+}
+
+static napi_value dl_obj(napi_env env, const inbox_admin_dead_letter *d)
+{
+	napi_value o;
+	napi_create_object(env, &o);
+	set_num(env, o, "id", (double)d->id);
+	set_str(env, o, "consumer", d->consumer);
+	set_str(env, o, "key", d->key);
+	set_str(env, o, "messageId", d->message_id);
+	if (d->payload) {
+		napi_value b;
+		void *data = NULL;
+		napi_create_buffer_copy(env, d->payload_len, d->payload, &data,
+		                        &b);
+		set(env, o, "payload", b);
+	} else {
+		set(env, o, "payload", str_or_null(env, NULL));
+	}
+	set_num(env, o, "payloadLength", (double)d->payload_len);
+	set_str(env, o, "headers", d->headers);
+	set_str(env, o, "position", d->position);
+	set_num(env, o, "attempts", d->attempts);
+	set_str(env, o, "reason", d->reason);
+	set_str(env, o, "fingerprint", d->fingerprint);
+	set_str(env, o, "storedFingerprint", d->stored_fingerprint);
+	set_num(env, o, "createdAt", (double)d->created_at_ms);
+	set_num(env, o, "replayedAt", (double)d->replayed_at_ms);
+	set_num(env, o, "deliveries", (double)d->deliveries);
+	set_num(env, o, "lastSeenAt", (double)d->last_seen_at_ms);
+	return o;
+}
+
+static napi_value job_value(napi_env env, job *j)
+{
+	napi_value o = NULL;
+	switch (j->op) {
+	case OP_EXEC:
+	case T_EXEC:
+		napi_create_object(env, &o);
+		set_num(env, o, "rowCount", (double)j->out_i[0]);
+		return o;
+	case OP_QUERY:
+	case T_QUERY:
+		return rows_obj(env, &j->rows);
+	case T_UPSERT:
+		napi_get_boolean(env, j->out_i[0] != 0, &o);
+		return o;
+	case T_OUTBOX:
+		napi_create_object(env, &o);
+		set_str(env, o, "idempotencyKey", j->out_s);
+		set_bool(env, o, "added", (int)j->out_i[0]);
+		return o;
+	case OP_PROCESS:
+	case OP_DLQ_REPLAY:
+		return result_obj(env, &j->res[0]);
+	case OP_BATCH:
+		napi_create_array_with_length(env, j->nd, &o);
+		for (size_t k = 0; k < j->nd; k++)
+			napi_set_element(env, o, (uint32_t)k,
+			                 result_obj(env, &j->res[k]));
+		return o;
+	case OP_STATS: {
+		const inbox_stats *s = &j->stats;
+		napi_create_object(env, &o);
+		set_num(env, o, "applied", (double)s->applied);
+		set_num(env, o, "duplicates", (double)s->duplicates);
+		set_num(env, o, "conflicts", (double)s->conflicts);
+		set_num(env, o, "stale", (double)s->stale);
+		set_num(env, o, "retries", (double)s->retries);
+		set_num(env, o, "deadLetters", (double)s->dead_letters);
+		set_num(env, o, "leaseTakeovers", (double)s->lease_takeovers);
+		set_num(env, o, "inProgress", (double)s->in_progress);
+		set_num(env, o, "fenced", (double)s->fenced);
+		set_num(env, o, "batches", (double)s->batches);
+		set_num(env, o, "messages", (double)s->messages);
+		set_num(env, o, "transientRetries",
+		        (double)s->transient_retries);
+		set_num(env, o, "processingSecondsSum",
+		        s->processing_seconds_sum);
+		set_num(env, o, "processingCount", (double)s->processing_count);
+		return o;
+	}
+	case OP_ADMIN_STATS: {
+		const inbox_admin_stats *s = &j->astats;
+		napi_create_object(env, &o);
+		set_num(env, o, "records", (double)s->records);
+		set_num(env, o, "completed", (double)s->completed);
+		set_num(env, o, "processing", (double)s->processing);
+		set_num(env, o, "failed", (double)s->failed);
+		set_num(env, o, "dead", (double)s->dead);
+		set_num(env, o, "oldestAgeMs", (double)s->oldest_age_ms);
+		set_num(env, o, "retentionSeconds",
+		        (double)s->retention_seconds);
+		set_num(env, o, "expired", (double)s->expired);
+		set_num(env, o, "deadLetters", (double)s->dead_letters);
+		set_num(env, o, "deadLettersPending",
+		        (double)s->dead_letters_pending);
+		set_num(env, o, "conflicts", (double)s->conflicts);
+		set_num(env, o, "replayed", (double)s->replayed);
+		set_num(env, o, "outboxPending", (double)s->outbox_pending);
+		return o;
+	}
+	case OP_DLQ_LIST:
+		napi_create_array_with_length(env, j->ndl, &o);
+		for (size_t k = 0; k < j->ndl; k++)
+			napi_set_element(env, o, (uint32_t)k,
+			                 dl_obj(env, &j->dls[k].dl));
+		return o;
+	case OP_DLQ_GET:
+		return j->ndl ? dl_obj(env, &j->dls[0].dl)
+		              : str_or_null(env, NULL);
+	case OP_INSPECT: {
+		const inbox_admin_record *r = j->record;
+		if (!r)
+			return str_or_null(env, NULL);
+		napi_create_object(env, &o);
+		set_str(env, o, "consumer", r->consumer);
+		set_str(env, o, "key", r->key);
+		set_str(env, o, "status", r->status);
+		set_str(env, o, "fingerprint", r->fingerprint);
+		set_str(env, o, "messageId", r->message_id);
+		set_num(env, o, "attempts", r->attempts);
+		set_num(env, o, "fence", (double)r->fence);
+		set_num(env, o, "leaseUntil", (double)r->lease_until_ms);
+		set_bool(env, o, "leaseExpired", r->lease_expired);
+		set_num(env, o, "createdAt", (double)r->created_at_ms);
+		set_num(env, o, "processedAt", (double)r->processed_at_ms);
+		return o;
+	}
+	case OP_PURGE:
+	case OP_SCHEMA_VERSION:
+		napi_create_double(env, (double)j->out_i[0], &o);
+		return o;
+	case OP_LEASE_ACQUIRE:
+		napi_create_object(env, &o);
+		set_str(env, o, "outcome",
+		        inbox_outcome_name((inbox_outcome)j->out_i[0]));
+		if (j->out_i[1]) {
+			set_num(env, o, "lease", (double)j->out_i[1]);
+			set_num(env, o, "fence", (double)j->out_i[2]);
+			set_str(env, o, "key", j->out_s);
+		}
+		return o;
+	case OP_LEASE_COMPLETE:
+		napi_create_string_utf8(
+		    env, inbox_outcome_name((inbox_outcome)j->out_i[0]),
+		    NAPI_AUTO_LENGTH, &o);
+		return o;
+	case OP_DISPATCH_ONCE: {
+		const inbox_outbox_stats *s = &j->ostats;
+		napi_create_object(env, &o);
+		set_num(env, o, "handled", (double)j->out_i[0]);
+		set_num(env, o, "claimed", (double)s->claimed);
+		set_num(env, o, "attempts", (double)s->attempts);
+		set_num(env, o, "done", (double)s->done);
+		set_num(env, o, "retries", (double)s->retries);
+		set_num(env, o, "unknownOutcomes", (double)s->unknown_outcomes);
+		set_num(env, o, "deadLetters", (double)s->dead_letters);
+		return o;
+	}
+	case OP_OUTBOX_COUNTS: {
+		const inbox_outbox_counts *c = &j->counts;
+		napi_create_object(env, &o);
+		set_num(env, o, "pending", (double)c->pending);
+		set_num(env, o, "inFlight", (double)c->in_flight);
+		set_num(env, o, "failed", (double)c->failed);
+		set_num(env, o, "unknown", (double)c->unknown);
+		set_num(env, o, "dead", (double)c->dead);
+		set_num(env, o, "oldestAgeSeconds", c->oldest_age_seconds);
+		return o;
+	}
+	default:
+		napi_get_undefined(env, &o);
+		return o;
+	}
+}
+
+static void maybe_free(handle *h)
+{
+	pthread_mutex_lock(&h->mu);
+	int exited = h->exited;
+	pthread_mutex_unlock(&h->mu);
+	/* a worker still waiting (the environment torn down with the
+	 * handle open) keeps its memory: the process is ending */
+	if (h->js_gone && h->worker_gone && exited) {
+		pthread_mutex_destroy(&h->mu);
+		pthread_cond_destroy(&h->cv);
+		free(h);
+	}
+}
+
+static void job_settled(napi_env env, handle *h, int op)
+{
+	if (op >= T_EXEC)
+		return;
+	if (--h->pending == 0) {
+		uint32_t rc = 0;
+		if (h->tsfn)
+			napi_unref_threadsafe_function(env, h->tsfn);
+		if (h->self)
+			napi_reference_unref(env, h->self, &rc);
+	}
+}
+
+/* The thread-safe function's callback: dispatch(obj, kind, id, a, b). */
+static void call_js(napi_env env, napi_value dispatch, void *context,
+                    void *data)
+{
+	handle *h = context;
+	ev *e = data;
+	if (!env) { /* torn down */
+		if (e->kind == 0)
+			job_free(e->j);
+		else
+			hcall_free(e->h);
+		free(e);
+		return;
+	}
+	napi_value obj = NULL, undef, argv[5];
+	napi_get_undefined(env, &undef);
+	if (h->self)
+		napi_get_reference_value(env, h->self, &obj);
+	if (e->kind == 0) {
+		job *j = e->j;
+		if (obj) {
+			napi_create_uint32(env, 0, &argv[1]);
+			napi_create_uint32(env, j->id, &argv[2]);
+			if (j->rc < 0) {
+				argv[3] =
+				    make_error(env, j->rc, j->err, j->errcode);
+				argv[4] = undef;
+			} else {
+				napi_get_null(env, &argv[3]);
+				argv[4] = job_value(env, j);
+			}
+			argv[0] = obj;
+			napi_call_function(env, undef, dispatch, 5, argv, NULL);
+		}
+		job_settled(env, h, j->op);
+		job_free(j);
+	} else {
+		hcall *hc = e->h;
+		if (obj) {
+			napi_value m;
+			napi_create_object(env, &m);
+			set_num(env, m, "index", (double)hc->index);
+			set_num(env, m, "attempt", hc->attempt);
+			set_str(env, m, "key", hc->key);
+			set_str(env, m, "id", hc->id);
+			set_str(env, m, "fingerprint", hc->fp);
+			napi_value p;
+			napi_create_string_utf8(env, hc->payload, hc->len, &p);
+			set(env, m, "payload", p);
+			argv[0] = obj;
+			napi_create_uint32(env, 1, &argv[1]);
+			napi_create_uint32(env, hc->job_id, &argv[2]);
+			argv[3] = m;
+			argv[4] = undef;
+			napi_call_function(env, undef, dispatch, 5, argv, NULL);
+		}
+		hcall_free(hc);
+	}
+	free(e);
+	/* an exception thrown by the dispatcher is reported by Node as an
+	 * uncaught exception; the JS side never throws here */
+}
+
+static void tsfn_finalize(napi_env env, void *data, void *hint)
+{
+	handle *h = data;
+	h->worker_gone = 1;
+	h->tsfn = NULL;
+	maybe_free(h);
+}
+
+static void js_finalize(napi_env env, void *data, void *hint)
+{
+	handle *h = data;
+	if (h->self) {
+		napi_delete_reference(env, h->self);
+		h->self = NULL;
+	}
+	h->js_gone = 1;
+	if (!h->closed && !h->worker_gone) {
+		/* not closed: close it now; nobody waits for the answer */
+		job *j = calloc(1, sizeof *j);
+		if (j) {
+			j->op = OP_CLOSE;
+			pthread_mutex_lock(&h->mu);
+			q_push(&h->jobs, j);
+			pthread_cond_broadcast(&h->cv);
+			pthread_mutex_unlock(&h->mu);
+			h->closed = 1;
+		}
+	}
+	maybe_free(h);
+}
+
+/* ------------------------------------------------------------------ */
+/* Main-thread side: argument parsing                                   */
+/* ------------------------------------------------------------------ */
+
+static int is_nullish(napi_env env, napi_value v)
+{
+	napi_valuetype t;
+	if (!v || napi_typeof(env, v, &t) != napi_ok)
+		return 1;
+	return t == napi_undefined || t == napi_null;
+}
+
+/* A string (UTF-8, copied), a Buffer (bytes, copied) or null. *len gets
+ * the length. Returns 0, or -1 with a JS exception pending. */
+static int get_bytes(napi_env env, napi_value v, char **out, size_t *len)
+{
+	*out = NULL;
+	if (len)
+		*len = 0;
+	if (is_nullish(env, v))
+		return 0;
+	napi_valuetype t;
+	napi_typeof(env, v, &t);
+	if (t == napi_string) {
+		size_t n = 0;
+		if (napi_get_value_string_utf8(env, v, NULL, 0, &n) != napi_ok)
+			return -1;
+		char *s = malloc(n + 1);
+		if (!s)
+			return -1;
+		napi_get_value_string_utf8(env, v, s, n + 1, &n);
+		*out = s;
+		if (len)
+			*len = n;
+		return 0;
+	}
+	bool isbuf = false;
+	napi_is_buffer(env, v, &isbuf);
+	if (isbuf) {
+		void *data = NULL;
+		size_t n = 0;
+		napi_get_buffer_info(env, v, &data, &n);
+		*out = xmemdup(data, n);
+		if (len)
+			*len = n;
+		return *out ? 0 : -1;
+	}
+	napi_throw_type_error(env, "INBOX_ERR_INVALID",
+	                      "expected a string or a Buffer");
+	return -1;
+}
+
+/* A C string: a string without U+0000, or null. */
+static int get_cstr(napi_env env, napi_value v, char **out)
+{
+	size_t n = 0;
+	if (get_bytes(env, v, out, &n) < 0)
+		return -1;
+	if (*out && strlen(*out) != n) {
+		free(*out);
+		*out = NULL;
+		napi_throw_error(env, "INBOX_ERR_NUL",
+		                 "text holds U+0000: not a C string");
+		return -1;
+	}
+	return 0;
+}
+
+static int64_t get_i64(napi_env env, napi_value v)
+{
+	int64_t x = 0;
+	if (!is_nullish(env, v))
+		napi_get_value_int64(env, v, &x);
+	return x;
+}
+
+static double get_f64(napi_env env, napi_value v)
+{
+	double x = 0;
+	if (!is_nullish(env, v))
+		napi_get_value_double(env, v, &x);
+	return x;
+}
+
+/* params: an array of strings / null (JS converts numbers etc.). */
+static int get_params(napi_env env, napi_value v, job *j)
+{
+	if (is_nullish(env, v))
+		return 0;
+	uint32_t n = 0;
+	if (napi_get_array_length(env, v, &n) != napi_ok) {
+		napi_throw_type_error(env, "INBOX_ERR_INVALID",
+		                      "params must be an array");
+		return -1;
+	}
+	j->params = calloc(n ? n : 1, sizeof *j->params);
+	if (!j->params)
+		return -1;
+	for (uint32_t k = 0; k < n; k++) {
+		napi_value e;
+		napi_get_element(env, v, k, &e);
+		j->nparams = (int)k + 1;
+		if (get_cstr(env, e, &j->params[k]) < 0)
+			return -1;
+	}
+	j->nparams = (int)n;
+	return 0;
+}
+
+/* A delivery: [id, payload, headers, position, timestamp, count]. */
+static int get_delivery(napi_env env, napi_value v, inbox_delivery *d)
+{
+	napi_value e[6];
+	for (uint32_t k = 0; k < 6; k++)
+		if (napi_get_element(env, v, k, &e[k]) != napi_ok) {
+			napi_throw_type_error(env, "INBOX_ERR_INVALID",
+			                      "bad delivery");
+			return -1;
+		}
+	char *id = NULL, *payload = NULL, *headers = NULL, *pos = NULL;
+	size_t plen = 0, idlen = 0;
+	if (get_bytes(env, e[0], &id, &idlen) < 0 ||
+	    get_bytes(env, e[1], &payload, &plen) < 0 ||
+	    get_cstr(env, e[2], &headers) < 0 ||
+	    get_cstr(env, e[3], &pos) < 0) {
+		free(id);
+		free(payload);
+		free(headers);
+		free(pos);
+		return -1;
+	}
+	if (id && strlen(id) != idlen) {
+		/* an id holding U+0000: refused, dead-lettered with why */
+		free(id);
+		id = xstrdup("\xff"
+		             "message id holds U+0000");
+	}
+	d->id = id;
+	d->payload = payload ? payload : xstrdup("");
+	d->payload_len = plen;
+	d->headers = headers;
+	d->position = pos;
+	d->timestamp_ms = get_i64(env, e[4]);
+	d->delivery_count = (int32_t)get_i64(env, e[5]);
+	return 0;
+}
+
+static handle *unwrap(napi_env env, napi_value v)
+{
+	handle *h = NULL;
+	if (napi_unwrap(env, v, (void **)&h) != napi_ok)
+		return NULL;
+	return h;
+}
+
+static void enqueue(napi_env env, handle *h, job *j)
+{
+	if (j->op < T_EXEC) {
+		if (h->pending++ == 0) {
+			uint32_t rc = 0;
+			napi_ref_threadsafe_function(env, h->tsfn);
+			napi_reference_ref(env, h->self, &rc);
+		}
+	}
+	pthread_mutex_lock(&h->mu);
+	if (j->op >= T_EXEC)
+		q_push(&h->txq, j);
+	else
+		q_push(&h->jobs, j);
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* Exports                                                              */
+/* ------------------------------------------------------------------ */
+
+/* new Handle(dispatch): a handle with its worker thread (not yet open). */
+static napi_value js_handle_new(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], self, name;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+	handle *h = calloc(1, sizeof *h);
+	if (!h) {
+		napi_throw_error(env, "INBOX_ERR_NOMEM", "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	napi_create_string_utf8(env, "libinbox", NAPI_AUTO_LENGTH, &name);
+	if (napi_create_threadsafe_function(env, argv[0], NULL, name, 0, 1, h,
+	                                    tsfn_finalize, h, call_js,
+	                                    &h->tsfn) != napi_ok) {
+		free(h);
+		return throw_last(env);
+	}
+	napi_unref_threadsafe_function(env, h->tsfn);
+	if (napi_wrap(env, self, h, js_finalize, NULL, &h->self) != napi_ok) {
+		napi_release_threadsafe_function(h->tsfn, napi_tsfn_abort);
+		return throw_last(env);
+	}
+	/* weak until a job is pending */
+	uint32_t rc = 0;
+	napi_reference_unref(env, h->self, &rc);
+	if (pthread_create(&h->thread, NULL, worker_main, h) != 0) {
+		h->closed = 1;
+		napi_throw_error(env, "INBOX_ERR_NOMEM",
+		                 "cannot start a worker thread");
+		return NULL;
+	}
+	pthread_detach(h->thread);
+	return self;
+}
+
+/* handle.call(op, id, strings[6], params, ints[6], floats[2],
+ *             deliveries, hasHandler) */
+static napi_value js_call(napi_env env, napi_callback_info info)
+{
+	size_t argc = 8;
+	napi_value argv[8], self;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+	handle *h = unwrap(env, self);
+	if (!h) {
+		napi_throw_error(env, "INBOX_ERR_STATE", "not a handle");
+		return NULL;
+	}
+	job *j = calloc(1, sizeof *j);
+	if (!j) {
+		napi_throw_error(env, "INBOX_ERR_NOMEM", "out of memory");
+		return NULL;
+	}
+	uint32_t op = 0, id = 0;
+	napi_get_value_uint32(env, argv[0], &op);
+	napi_get_value_uint32(env, argv[1], &id);
+	j->op = (int)op;
+	j->id = id;
+	if (h->closed && j->op < T_EXEC) {
+		job_free(j);
+		napi_throw_error(env, "INBOX_ERR_STATE", "closed");
+		return NULL;
+	}
+	for (uint32_t k = 0; k < 6 && !is_nullish(env, argv[2]); k++) {
+		napi_value e;
+		napi_get_element(env, argv[2], k, &e);
+		if (get_cstr(env, e, &j->s[k]) < 0)
+			goto fail;
+	}
+	if (get_params(env, argv[3], j) < 0)
+		goto fail;
+	for (uint32_t k = 0; k < 8 && !is_nullish(env, argv[4]); k++) {
+		napi_value e;
+		napi_get_element(env, argv[4], k, &e);
+		j->i[k] = get_i64(env, e);
+	}
+	for (uint32_t k = 0; k < 2 && !is_nullish(env, argv[5]); k++) {
+		napi_value e;
+		napi_get_element(env, argv[5], k, &e);
+		j->f[k] = get_f64(env, e);
+	}
+	if (!is_nullish(env, argv[6])) {
+		uint32_t n = 0;
+		napi_get_array_length(env, argv[6], &n);
+		j->d = calloc(n ? n : 1, sizeof *j->d);
+		if (!j->d)
+			goto fail;
+		for (uint32_t k = 0; k < n; k++) {
+			napi_value e;
+			napi_get_element(env, argv[6], k, &e);
+			if (get_delivery(env, e, &j->d[k]) < 0)
+				goto fail;
+			j->nd = k + 1;
+		}
+	}
+	bool hh = false;
+	if (!is_nullish(env, argv[7]))
+		napi_get_value_bool(env, argv[7], &hh);
+	j->has_handler = hh;
+	if (j->op == OP_CLOSE)
+		h->closed = 1;
+	enqueue(env, h, j);
+	return NULL;
+fail:
+	job_free(j);
+	return NULL;
+}
+
+static napi_value js_err_name(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], v;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	int32_t rc = 0;
+	napi_get_value_int32(env, argv[0], &rc);
+	napi_create_string_utf8(env, inbox_err_name(rc), NAPI_AUTO_LENGTH, &v);
+	return v;
+}
+
+static napi_value js_outbox_key(napi_env env, napi_callback_info info)
+{
+	size_t argc = 3;
+	napi_value argv[3], v;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	char *a = NULL, *b = NULL, *c = NULL;
+	char out[INBOX_OUTBOX_KEY_LEN + 1];
+	if (get_cstr(env, argv[0], &a) < 0 || get_cstr(env, argv[1], &b) < 0 ||
+	    get_cstr(env, argv[2], &c) < 0) {
+		free(a);
+		free(b);
+		free(c);
+		return NULL;
+	}
+	int rc = inbox_outbox_key(a, b, c, out);
+	free(a);
+	free(b);
+	free(c);
+	if (rc < 0) {
+		napi_throw(env, make_error(env, rc, NULL, NULL));
+		return NULL;
+	}
+	napi_create_string_utf8(env, out, NAPI_AUTO_LENGTH, &v);
+	return v;
+}
+
+static napi_value js_fingerprint(napi_env env, napi_callback_info info)
+{
+	size_t argc = 2;
+	napi_value argv[2], v;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	char *json = NULL, *ptr = NULL;
+	size_t len = 0;
+	if (get_bytes(env, argv[0], &json, &len) < 0 ||
+	    get_cstr(env, argv[1], &ptr) < 0) {
+		free(json);
+		return NULL;
+	}
+	char hex[65], err[256] = "";
+	int rc = inbox_fingerprint(json ? json : "", len, ptr ? ptr : "", hex,
+	                           err, sizeof err);
+	free(json);
+	free(ptr);
+	if (rc < 0) {
+		napi_throw(env, make_error(env, rc, err, NULL));
+		return NULL;
+	}
+	napi_create_string_utf8(env, hex, NAPI_AUTO_LENGTH, &v);
+	return v;
+}
+
+static napi_value js_redact(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], v;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	char *u = NULL;
+	if (get_cstr(env, argv[0], &u) < 0)
+		return NULL;
+	char *r = inbox_redact_url(u ? u : "");
+	free(u);
+	napi_create_string_utf8(env, r ? r : "", NAPI_AUTO_LENGTH, &v);
+	free(r);
+	return v;
+}
+
+static napi_value init(napi_env env, napi_value exports)
+{
+	napi_property_descriptor methods[] = {
+	    {"call", NULL, js_call, NULL, NULL, NULL, napi_default, NULL},
+	};
+	napi_value cls, v;
+	NAPI_OK(napi_define_class(env, "Handle", NAPI_AUTO_LENGTH,
+	                          js_handle_new, NULL, 1, methods, &cls));
+	napi_set_named_property(env, exports, "Handle", cls);
+	napi_property_descriptor fns[] = {
+	    {"errName", NULL, js_err_name, NULL, NULL, NULL, napi_default,
+	     NULL},
+	    {"outboxKey", NULL, js_outbox_key, NULL, NULL, NULL, napi_default,
+	     NULL},
+	    {"fingerprint", NULL, js_fingerprint, NULL, NULL, NULL,
+	     napi_default, NULL},
+	    {"redactUrl", NULL, js_redact, NULL, NULL, NULL, napi_default,
+	     NULL},
+	};
+	NAPI_OK(napi_define_properties(env, exports, 4, fns));
+	napi_create_string_utf8(env, INBOX_VERSION, NAPI_AUTO_LENGTH, &v);
+	napi_set_named_property(env, exports, "version", v);
+	return exports;
+}
+
+NAPI_MODULE(inbox, init)

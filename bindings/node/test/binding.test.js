@@ -1,0 +1,150 @@
+'use strict';
+// What the binding itself promises: errors as Errors with the library's
+// code and no password, outcomes as values, an event loop that never
+// waits for the database, handles freed by the garbage collector.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const { lib, stores, openStore, count, sleep } = require('./helpers');
+const { Inbox, PermanentError } = lib;
+
+function threads() {
+  return Number(/Threads:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]);
+}
+
+test('errors carry the code name and never the password', async () => {
+  await assert.rejects(Inbox.open('postgresql://app:s3cr3t-pw@127.0.0.1:1/billing?connect_timeout=2'), (e) => {
+    assert.ok(e instanceof Error);
+    assert.equal(e.code, 'INBOX_ERR_CONNECT');
+    assert.ok(!e.message.includes('s3cr3t-pw'), e.message);
+    return true;
+  });
+  await assert.rejects(Inbox.open('mysql://x@y/z'), { code: 'INBOX_ERR_URL' });
+  assert.equal(lib.redactUrl('postgresql://app:s3cr3t-pw@db/billing'), 'postgresql://app:***@db/billing');
+});
+
+for (const store of stores()) {
+  test(`${store.kind}: outcomes are values; store errors are Errors`, async () => {
+    const s = await openStore(store);
+    // an invalid consumer is an error (code INBOX_ERR_INVALID) ...
+    const bad = s.inbox.consumer({ name: 'x', key: '{/unclosed' });
+    await assert.rejects(bad.ready, { code: 'INBOX_ERR_INVALID' });
+    await assert.rejects(bad.process({ id: '1' }), { code: 'INBOX_ERR_INVALID' });
+    const c = s.inbox.consumer({ name: 'billing', schema: { type: 'object', required: ['data'] } });
+    // ... a message that is not JSON, or breaks the schema, is an outcome
+    const r1 = await c.process('{not json', async () => {});
+    assert.equal(r1.outcome, 'dead_lettered');
+    const r2 = await c.process({ id: 'no-data' }, async () => {});
+    assert.equal(r2.outcome, 'dead_lettered');
+    assert.match(r2.reason, /schema violation/);
+    // a permanent error from the handler: dead-lettered with its reason
+    const r3 = await c.process({ id: 'p', data: {} }, async () => { throw new PermanentError('unknown customer'); });
+    assert.equal(r3.outcome, 'dead_lettered');
+    assert.match(r3.reason, /unknown customer/);
+    // a failing statement inside the handler: the Error reaches the handler
+    let seen;
+    const r4 = await c.process({ id: 'q', data: {} }, async (trx) => {
+      try { await trx.query('SELECT * FROM no_such_table'); } catch (e) { seen = e; throw e; }
+    });
+    assert.equal(seen.code, 'INBOX_ERR_STORE');
+    assert.equal(r4.outcome, 'retry');
+    // the transaction is over once the handler settled
+    let late;
+    await c.process({ id: 'l', data: {} }, async (trx) => { late = trx; });
+    await assert.rejects(late.query('SELECT 1'), { code: 'INBOX_ERR_STATE' });
+    // a call on the consumer from inside its own handler is refused, not a deadlock
+    const r5 = await c.process({ id: 'self', data: {} }, async () => { await c.stats(); });
+    assert.equal(r5.outcome, 'retry');
+    assert.match(r5.reason, /inside its own handler/);
+    await s.inbox.close();
+    await assert.rejects(c.process({ id: 'after' }), { code: 'INBOX_ERR_STATE' });
+  });
+
+  test(`${store.kind}: the event loop runs while the database works`, async () => {
+    const s = await openStore(store);
+    const c = s.inbox.consumer({ name: 'slow' });
+    const slow = store.kind === 'postgresql'
+      ? 'SELECT pg_sleep(0.5)'
+      : 'WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 2000000) SELECT count(*) FROM r';
+    let last = Date.now();
+    let maxGap = 0;
+    let ticks = 0;
+    const timer = setInterval(() => { const n = Date.now(); maxGap = Math.max(maxGap, n - last); last = n; ticks++; }, 5);
+    const t0 = Date.now();
+    const r = await c.process({ id: 'm1' }, async (trx) => { await trx.query(slow); });
+    const took = Date.now() - t0;
+    clearInterval(timer);
+    assert.equal(r.outcome, 'applied');
+    // had the call run on the main thread, the loop would have stalled
+    // for the whole query; a loaded machine may delay a tick, not half
+    assert.ok(took >= 300, `the query took ${took} ms (too quick to tell)`);
+    assert.ok(maxGap < took / 2, `the event loop stalled ${maxGap} ms during a ${took} ms query`);
+    assert.ok(ticks > 5);
+    await s.inbox.close();
+  });
+
+  test(`${store.kind}: batches, leases, replay of a dead letter, stats`, async () => {
+    const s = await openStore(store);
+    const c = s.inbox.consumer({ name: 'billing', key: 'inv:{/data/orderId}', fingerprint: '/data' });
+    const evs = [];
+    for (let i = 0; i < 50; i++) evs.push({ id: `e${i}`, data: { orderId: `o${i}`, totalCents: i } });
+    evs.push({ id: 'bad', data: { orderId: 'bad', totalCents: -1 } });
+    const rs = await c.processBatch(evs, async (trx, msg) => {
+      assert.equal(msg.event, evs[msg.index]);
+      if (msg.event.data.totalCents < 0) throw new PermanentError('negative total');
+      await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [msg.event.data.orderId, msg.event.data.totalCents]);
+    });
+    assert.equal(rs.length, 51);
+    assert.equal(rs.filter((r) => r.outcome === 'applied').length, 50);
+    assert.equal(rs[50].outcome, 'dead_lettered');
+    assert.equal(await count(s.inbox, s.invoices), 50);
+    // replay the dead letter once the handler accepts it
+    const rr = await c.replay(rs[50].deadLetterId, async (trx, msg) => {
+      await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [msg.event.data.orderId, 0]);
+    });
+    assert.equal(rr.outcome, 'applied');
+    assert.equal(await count(s.inbox, s.invoices), 51);
+    const dl = await s.inbox.deadLetter(rs[50].deadLetterId);
+    assert.ok(dl.replayedAt > 0);
+    // a long handler under a lease
+    const ev = { id: 'long', data: { orderId: 'long', totalCents: 7 } };
+    const a = await c.acquire(ev);
+    assert.equal(a.outcome, 'acquired');
+    assert.equal(a.lease.key, 'inv:long');
+    assert.equal((await c.acquire(ev)).outcome, 'in_progress');
+    await a.lease.extend();
+    const done = await a.lease.complete(async (trx) => {
+      await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, ['long', 7]);
+    });
+    assert.equal(done, 'applied');
+    assert.equal((await c.acquire(ev)).outcome, 'duplicate');
+    const st = await c.stats();
+    assert.equal(st.applied, 52);
+    assert.equal(st.deadLetters, 1);
+    const as = await s.inbox.stats('billing');
+    assert.equal(as.completed, 52);
+    assert.equal(as.deadLetters, 1);
+    await s.inbox.close();
+  });
+
+  test(`${store.kind}: handles not closed are freed by the garbage collector`, { skip: !global.gc && 'needs --expose-gc' }, async () => {
+    const s = await openStore(store);
+    await s.inbox.query('SELECT 1');
+    const before = threads();
+    await (async () => {
+      const cs = [];
+      for (let i = 0; i < 8; i++) {
+        const c = s.inbox.consumer({ name: `gc${i}` });
+        cs.push(c.process({ id: 'x' }, async () => {}));
+      }
+      await Promise.all(cs);
+    })();
+    assert.ok(threads() >= before + 8, 'one worker per consumer');
+    for (let i = 0; i < 200 && threads() > before; i++) {
+      global.gc();
+      await sleep(50);
+    }
+    assert.equal(threads(), before, 'the workers of the collected consumers ended');
+    await s.inbox.close();
+  });
+}
