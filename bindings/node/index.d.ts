@@ -1,0 +1,204 @@
+// Types of the libinbox package (lib/index.js).
+
+/** What happened to one message. Never an exception. */
+export type Outcome =
+  | 'applied' | 'duplicate' | 'conflict' | 'stale' | 'retry'
+  | 'dead_lettered' | 'in_progress' | 'acquired' | 'none';
+
+/** Errors are Errors with the library's code name; the message never holds a password. */
+export interface InboxError extends Error {
+  code:
+    | 'INBOX_ERR_NOMEM' | 'INBOX_ERR_INVALID' | 'INBOX_ERR_URL' | 'INBOX_ERR_CONNECT'
+    | 'INBOX_ERR_STORE' | 'INBOX_ERR_SCHEMA' | 'INBOX_ERR_TRANSIENT' | 'INBOX_ERR_BUSY'
+    | 'INBOX_ERR_FENCED' | 'INBOX_ERR_STATE' | 'INBOX_ERR_NOTFOUND' | 'INBOX_ERR_SOURCE'
+    | 'INBOX_ERR_CONFIG' | 'INBOX_ERR_IO' | 'INBOX_ERR_TIMEOUT' | 'INBOX_ERR_HANDLER'
+    | 'INBOX_ERR_NUL';
+  /** The negative inbox_err value. */
+  errno: number;
+  /** SQLSTATE (PostgreSQL) or SQLite result code name, when there is one. */
+  detailCode?: string;
+}
+
+export interface Result {
+  outcome: Outcome;
+  /** True when the message may be acked now (its transaction committed). */
+  ackable: boolean;
+  attempts: number;
+  key: string | null;
+  reason: string | null;
+  deadLetterId: number | null;
+}
+
+export interface StoreOptions {
+  /** Prefix of every libinbox table ("billing_" -> billing_inbox). */
+  tablePrefix?: string;
+  /** PostgreSQL schema of the tables. */
+  schema?: string;
+  /** Run migrations on open (default true). */
+  autoMigrate?: boolean;
+  busyTimeoutMs?: number;
+  lockTimeoutMs?: number;
+  statementTimeoutMs?: number;
+  /** Aborting it closes the Inbox. */
+  signal?: AbortSignal;
+}
+
+export interface ConsumerOptions {
+  /** e.g. "billing.order-created.v1" */
+  name: string;
+  /** Key template, e.g. "create-invoice:{/data/orderId}"; default "{id}". */
+  key?: string;
+  /** RFC 6901 pointer of the part fingerprinted (default: the whole payload). */
+  fingerprint?: string;
+  /** Pointer of the message id when the delivery has none (default "/id"). */
+  idPointer?: string;
+  /** JSON Schema (draft 7) every message must satisfy (object or text). */
+  schema?: object | string;
+  retentionSeconds?: number;
+  maxAttempts?: number;
+  leaseMs?: number;
+  maxPayload?: number;
+  /** What to do with a message older than the window whose key is gone. */
+  replay?: 'dead-letter' | 'drop' | 'apply';
+  batchTimeoutMs?: number;
+  /** Aborting it closes the consumer. */
+  signal?: AbortSignal;
+}
+
+/** A message as the handler sees it. */
+export interface Message<E = any> {
+  key: string;
+  id: string | null;
+  fingerprint: string;
+  /** 1 on the first try. */
+  attempt: number;
+  /** Index of the message in processBatch's array (0 for process). */
+  index: number;
+  /** The payload text. */
+  payload: string;
+  /** The event object given to process (or the payload parsed). */
+  readonly event: E;
+}
+
+export interface QueryResult {
+  /** Rows as arrays of column texts (null for SQL NULL). */
+  rows: (string | null)[][];
+  rowCount: number;
+}
+
+export type Param = string | number | bigint | boolean | Date | Buffer | object | null | undefined;
+
+export interface OutboxRequest {
+  url: string;
+  method?: string;
+  headers?: Record<string, string> | string;
+  body?: string | Buffer | object;
+  /** Whether the provider honours the idempotency key (default true). */
+  idempotent?: boolean;
+  reconcileUrl?: string;
+  keyHeader?: string;
+  kind?: string;
+  maxAttempts?: number;
+}
+
+/** The transaction a handler runs in; over once the handler settles. */
+export interface Transaction<E = any> {
+  readonly message: Message<E>;
+  query(sql: string, values?: Param[]): Promise<QueryResult>;
+  exec(sql: string, values?: Param[]): Promise<{ rowCount: number }>;
+  /** Insert or update only when `version` is newer; false (outcome 'stale') otherwise. */
+  upsertVersioned(o: {
+    table: string; keyColumn: string; key: Param; versionColumn?: string;
+    version: number; values?: Record<string, Param>;
+  }): Promise<boolean>;
+  /** Declare an external effect, performed after the commit with a deterministic idempotency key. */
+  outbox(step: string, request: OutboxRequest): Promise<{ idempotencyKey: string; added: boolean }>;
+  markStale(): void;
+}
+
+/** Return (or resolve) to commit; throw RetryableError (or any Error) to retry, PermanentError to dead-letter. */
+export type Handler<E = any> = (trx: Transaction<E>, msg: Message<E>) => unknown | Promise<unknown>;
+
+export class Delivery {
+  constructor(payload: string | Buffer | object, meta?: DeliveryMeta);
+  payload: string | Buffer | object;
+  id: string | null;
+  headers: object | string | null;
+  position: string | null;
+  timestamp: number | Date;
+  deliveryCount: number;
+}
+export interface DeliveryMeta {
+  id?: string;
+  headers?: object | string;
+  position?: string;
+  /** Producer time (ms since the epoch, or a Date): feeds the replay guard. */
+  timestamp?: number | Date;
+  deliveryCount?: number;
+}
+export type Event = object | string | Buffer | Delivery;
+
+export interface Stats {
+  applied: number; duplicates: number; conflicts: number; stale: number;
+  retries: number; deadLetters: number; leaseTakeovers: number; inProgress: number;
+  fenced: number; batches: number; messages: number; transientRetries: number;
+  processingSecondsSum: number; processingCount: number;
+}
+
+export interface DeadLetter {
+  id: number; consumer: string; key: string | null; messageId: string | null;
+  /** The raw payload (dead letter read by id), null in listings. */
+  payload: Buffer | null; payloadLength: number;
+  headers: string | null; position: string | null; attempts: number;
+  reason: string; fingerprint: string | null; storedFingerprint: string | null;
+  createdAt: number; replayedAt: number; deliveries: number; lastSeenAt: number;
+}
+
+export class Lease {
+  readonly key: string;
+  readonly fence: number;
+  extend(): Promise<void>;
+  complete(handler?: Handler): Promise<Outcome>;
+  fail(reason?: string): Promise<void>;
+  release(): Promise<void>;
+}
+
+export class Consumer {
+  readonly name: string;
+  /** Resolves when the consumer is open (rejects with its error). */
+  readonly ready: Promise<Consumer>;
+  process<E = any>(event: E | Event, handler?: Handler<E>): Promise<Result>;
+  processBatch<E = any>(events: (E | Event)[], handler?: Handler<E>): Promise<Result[]>;
+  acquire(event: Event): Promise<{ outcome: Outcome; lease: Lease | null }>;
+  replay(deadLetterId: number, handler?: Handler): Promise<Result>;
+  stats(): Promise<Stats>;
+  close(): Promise<void>;
+}
+
+export class Inbox {
+  static open(url: string, opts?: StoreOptions): Promise<Inbox>;
+  consumer(opts: ConsumerOptions): Consumer;
+  exec(sql: string, values?: Param[]): Promise<{ rowCount: number }>;
+  query(sql: string, values?: Param[]): Promise<QueryResult>;
+  schemaVersion(): Promise<number>;
+  stats(consumer: string): Promise<Record<string, number>>;
+  inspect(consumer: string, key: string): Promise<Record<string, unknown> | null>;
+  deadLetters(filter?: { consumer?: string; key?: string; afterId?: number; limit?: number;
+    pendingOnly?: boolean; messagesOnly?: boolean }): Promise<DeadLetter[]>;
+  deadLetter(id: number, consumer?: string): Promise<DeadLetter | null>;
+  dropDeadLetter(id: number): Promise<void>;
+  purge(o: { consumer: string; retentionSeconds?: number; batchLimit?: number; dryRun?: boolean }): Promise<number>;
+  dispatchOnce(o?: { consumer?: string; timeoutMs?: number; connectTimeoutMs?: number;
+    backoffMs?: number; maxAttempts?: number; batch?: number }): Promise<Record<string, number>>;
+  outboxCounts(consumer?: string): Promise<Record<string, number>>;
+  /** Closes the store and every consumer opened from it. */
+  close(): Promise<void>;
+}
+
+export class RetryableError extends Error {}
+export class PermanentError extends Error {}
+export function delivery(payload: string | Buffer | object, meta?: DeliveryMeta): Delivery;
+export function outboxKey(consumer: string, key: string, step: string): string;
+export function fingerprint(json: string | Buffer | object, pointer?: string): string;
+export function redactUrl(url: string): string;
+export const version: string;
