@@ -4,8 +4,10 @@
 // bench_invoices table; process() one message at a time (batch 1) or
 // processBatch() of BATCH messages.
 //
-//   node [--expose-gc] bench.js URL WORKLOAD.jsonl|gen:N BATCH
+//   node [--expose-gc] bench.js URL WORKLOAD.jsonl|gen:N BATCH [defer]
 //
+// defer: the handler's INSERT is trx.exec(..., { defer: true }) (sent
+// with the batch's COMMIT, no answer awaited).
 // gen:N makes N events in the process (one in ten a redelivery of an
 // earlier id, like bench/workload.h) instead of reading a file, for the
 // 1M-message memory run. Prints one RESULT line, with the RSS after a
@@ -33,8 +35,9 @@ function rssKb() {
 }
 
 async function main() {
-  const [url, src, batchArg] = process.argv.slice(2);
+  const [url, src, batchArg, mode] = process.argv.slice(2);
   const batch = Number(batchArg || 1);
+  const opts = { defer: mode === 'defer' };
   const prefix = `nodeb${batch}_`;
   const inbox = await lib.Inbox.open(url, { tablePrefix: prefix });
   await inbox.exec(`CREATE TABLE IF NOT EXISTS bench_invoices (
@@ -46,7 +49,7 @@ async function main() {
   const handler = async (trx, msg) => {
     const e = msg.event;
     await trx.exec('INSERT INTO bench_invoices (order_id, total_cents) VALUES ($1, $2)',
-      [e.data.orderId, e.data.totalCents]);
+      [e.data.orderId, e.data.totalCents], opts);
   };
   const total = src.startsWith('gen:') ? Number(src.slice(4)) : null;
   const ids = new Set();
@@ -73,7 +76,7 @@ async function main() {
   const distinct = total === null ? ids.size : total - Math.floor(total / 10);
   const invoices = Number((await inbox.query('SELECT count(*) FROM bench_invoices')).rows[0][0]);
   const ok = invoices === distinct && outcomesBad === 0;
-  console.log(`RESULT store=node-libinbox batch=${batch} messages=${n} distinct=${distinct} ` +
+  console.log(`RESULT store=node-libinbox batch=${batch} defer=${opts.defer ? 1 : 0} messages=${n} distinct=${distinct} ` +
     `invoices=${invoices} counts=${ok ? 'ok' : 'WRONG'} seconds=${seconds.toFixed(3)} ` +
     `rate=${Math.round(n / seconds)} rss_tenth_kb=${rssTenth} rss_end_kb=${rssEnd} ` +
     `maxrss_kb=${Math.round(process.resourceUsage().maxRSS)}`);

@@ -105,7 +105,8 @@ export interface OutboxRequest {
 export interface Transaction<E = any> {
   readonly message: Message<E>;
   query(sql: string, values?: Param[]): Promise<QueryResult>;
-  exec(sql: string, values?: Param[]): Promise<{ rowCount: number }>;
+  /** { defer: true }: sent with the batch's COMMIT (PostgreSQL, processBatch); rowCount null. */
+  exec(sql: string, values?: Param[], opts?: { defer?: boolean }): Promise<{ rowCount: number | null }>;
   /** Insert or update only when `version` is newer; false (outcome 'stale') otherwise. */
   upsertVersioned(o: {
     table: string; keyColumn: string; key: Param; versionColumn?: string;

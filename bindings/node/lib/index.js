@@ -198,8 +198,25 @@ class Transaction {
   /** Run a query on the transaction's connection: { rows: string[][], rowCount }. */
   query(sql, values) { return this._req(OP.T_QUERY, [sql], params(values)); }
 
-  /** Run a statement; { rowCount } (rows changed). */
-  exec(sql, values) { return this._req(OP.T_EXEC, [sql], params(values)); }
+  /** Run a statement; { rowCount } (rows changed). With { defer: true }
+   * (rowCount null) it resolves at once, without waiting for the worker;
+   * inside processBatch on PostgreSQL the statement is sent with the
+   * batch's COMMIT (one round trip for all). A statement that fails then
+   * makes the message RETRY (or, on PostgreSQL, reruns the batch with
+   * every statement executed when issued): the handler never sees its
+   * error. */
+  exec(sql, values, opts) {
+    if (!(opts && opts.defer)) return this._req(OP.T_EXEC, [sql], params(values), [0]);
+    // nobody waits for the worker: it runs the statement before the
+    // verdict, and one that fails turns the verdict into RETRY
+    if (this._done) return this._req(OP.T_EXEC);
+    try {
+      this._h.call(OP.T_EXEC, 0, [sql], params(values), [1], null, null, false);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return Promise.resolve({ rowCount: null });
+  }
 
   /** Versioned upsert; true if written, false if the stored version is newer (outcome 'stale'). */
   upsertVersioned(o) {

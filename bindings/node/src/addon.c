@@ -440,7 +440,11 @@ static void run_txn_request(handle *h, job *j)
 	}
 	if (rc < 0)
 		fail_store(h, j, rc);
-	finish(h, j);
+	if (j->id)
+		finish(h, j);
+	else
+		job_free(j); /* nobody waits: a deferred exec (the library
+		                treats a failed one as RETRY) */
 }
 
 /* The C handler: hand the message to JS, serve its requests, return its

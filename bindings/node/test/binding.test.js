@@ -127,6 +127,27 @@ for (const store of stores()) {
     await s.inbox.close();
   });
 
+  test(`${store.kind}: deferred statements: applied with the batch, a failing one is a retry`, async () => {
+    const s = await openStore(store);
+    const c = s.inbox.consumer({ name: 'deferred' });
+    const evs = [{ id: 'a', n: 1 }, { id: 'b', n: 2 }, { id: 'c', n: 3 }];
+    const rs = await c.processBatch(evs, async (trx, msg) => {
+      const r = await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [msg.event.id, msg.event.n], { defer: true });
+      assert.equal(r.rowCount, null);
+    });
+    assert.deepEqual(rs.map((r) => r.outcome), ['applied', 'applied', 'applied']);
+    assert.equal(await count(s.inbox, s.invoices), 3);
+    // 'e' collides with the primary key of an earlier row: its handler
+    // never hears of it, yet it is not applied, and the others are
+    const rs2 = await c.processBatch([{ id: 'd', n: 4 }, { id: 'e', n: 5 }], async (trx, msg) => {
+      const k = msg.event.id === 'e' ? 'a' : msg.event.id;
+      await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [k, msg.event.n], { defer: true });
+    });
+    assert.deepEqual(rs2.map((r) => r.outcome), ['applied', 'retry']);
+    assert.equal(await count(s.inbox, s.invoices), 4);
+    await s.inbox.close();
+  });
+
   test(`${store.kind}: handles not closed are freed by the garbage collector`, { skip: !global.gc && 'needs --expose-gc' }, async () => {
     const s = await openStore(store);
     await s.inbox.query('SELECT 1');
