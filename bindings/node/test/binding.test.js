@@ -127,6 +127,25 @@ for (const store of stores()) {
     await s.inbox.close();
   });
 
+  test(`${store.kind}: concurrent calls on one consumer run one after the other, in call order`, async () => {
+    const s = await openStore(store);
+    const c = s.inbox.consumer({ name: 'concurrent' });
+    const order = [];
+    const calls = [];
+    for (let i = 0; i < 20; i++) {
+      calls.push(c.process({ id: `m${i % 15}` }, async (trx, msg) => {
+        order.push(msg.id);
+        await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [msg.id, i]);
+      }));
+    }
+    const rs = await Promise.all(calls);
+    assert.deepEqual(rs.map((r) => r.outcome),
+      [...Array(15).fill('applied'), ...Array(5).fill('duplicate')]);
+    assert.deepEqual(order, [...Array(15).keys()].map((i) => `m${i}`));
+    assert.equal(await count(s.inbox, s.invoices), 15);
+    await s.inbox.close();
+  });
+
   test(`${store.kind}: deferred statements: applied with the batch, a failing one is a retry`, async () => {
     const s = await openStore(store);
     const c = s.inbox.consumer({ name: 'deferred' });
