@@ -62,17 +62,32 @@ for (const store of stores()) {
 
   test(`${store.kind}: the event loop runs while the database works`, async () => {
     const s = await openStore(store);
-    const c = s.inbox.consumer({ name: 'slow' });
-    const slow = store.kind === 'postgresql'
-      ? 'SELECT pg_sleep(0.5)'
-      : 'WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 2000000) SELECT count(*) FROM r';
+    const c = s.inbox.consumer({ name: 'slow', batchTimeoutMs: 30000 });
+    await c.ready;
+    // PostgreSQL: a sleeping statement. SQLite: the write lock, held by
+    // another connection's transaction for 600 ms, waited for (a wait, not
+    // CPU, so a loaded machine does not stretch it)
+    let holder = null;
+    if (store.kind === 'sqlite') {
+      const h = s.inbox.consumer({ name: 'holder', batchTimeoutMs: 30000 });
+      let entered;
+      const inside = new Promise((r) => { entered = r; });
+      holder = h.process({ id: 'h1' }, async (trx) => {
+        await trx.exec(`INSERT INTO ${s.invoices} VALUES ('h', 1)`);
+        entered();
+        await sleep(600);
+      });
+      await inside;
+    }
+    const slow = store.kind === 'postgresql' ? 'SELECT pg_sleep(0.5)' : `INSERT INTO ${s.invoices} VALUES ('w', 2)`;
     let last = Date.now();
     let maxGap = 0;
     let ticks = 0;
     const timer = setInterval(() => { const n = Date.now(); maxGap = Math.max(maxGap, n - last); last = n; ticks++; }, 5);
     const t0 = Date.now();
-    const r = await c.process({ id: 'm1' }, async (trx) => { await trx.query(slow); });
+    const r = await c.process({ id: 'm1' }, async (trx) => { await trx.exec(slow); });
     const took = Date.now() - t0;
+    if (holder) assert.equal((await holder).outcome, 'applied');
     clearInterval(timer);
     assert.equal(r.outcome, 'applied');
     // had the call run on the main thread, the loop would have stalled
