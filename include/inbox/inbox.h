@@ -228,6 +228,11 @@ typedef struct inbox_store_options {
 /* Open a store by URL:
  *   postgresql://user:pass@host:port/db?…   (also postgres://)
  *   sqlite:PATH     (sqlite::memory: for a private in-memory database)
+ * A PostgreSQL connection (and every reconnect) gets connect_timeout=10,
+ * keepalives=1, keepalives_idle=15, keepalives_interval=5,
+ * keepalives_count=3 and tcp_user_timeout=30000 unless the URL sets them
+ * (each on its own; PGCONNECT_TIMEOUT too; with a service, none): a host
+ * gone without a word is noticed in about 30 s, as a transient error.
  * `opts` may be NULL for defaults. On failure *out is NULL unless the
  * handle could be allocated, in which case *out holds it so the caller can
  * read inbox_store_errmsg() and must close it.

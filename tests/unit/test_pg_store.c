@@ -1,9 +1,12 @@
 /* The PostgreSQL store backend, through the public API and its vtable,
  * against the server in INBOX_TEST_PG_URL (the suite always sets it). */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1685,6 +1688,95 @@ TEST(transient_handler_statement_uncounted)
 
 /* Explicit limits, derived ones, and none: SET LOCAL in every
  * transaction, nothing outside. */
+/* ---- connection defaults: a host gone without a word is noticed ---- */
+
+/* The value of option kw of the connection, or "" when unset. */
+static const char *conn_opt(PGconn *c, const char *kw)
+{
+	static char out[64];
+	out[0] = '\0';
+	PQconninfoOption *o = PQconninfo(c);
+	for (PQconninfoOption *p = o; p && p->keyword; p++)
+		if (!strcmp(p->keyword, kw) && p->val)
+			snprintf(out, sizeof(out), "%s", p->val);
+	PQconninfoFree(o);
+	return out;
+}
+
+static int sockopt(PGconn *c, int level, int name)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+	if (getsockopt(PQsocket(c), level, name, &v, &len) < 0)
+		return -2;
+	return v;
+}
+
+static inbox_store *open_url(const char *u)
+{
+	inbox_store *st = NULL;
+	int rc = inbox_store_open(&st, u, NULL);
+	if (rc != INBOX_OK) {
+		fprintf(stderr, "  open %s: %d %s\n", u, rc,
+		        st ? inbox_store_errmsg(st) : "");
+		inbox_store_close(st);
+		return NULL;
+	}
+	return st;
+}
+
+TEST(connection_defaults_notice_a_silent_host)
+{
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	PGconn *c = VT(st)->native(st);
+	/* TCP keepalives and a retransmission bound, on the socket itself */
+	ASSERT_STREQ(conn_opt(c, "keepalives"), "1");
+	ASSERT_STREQ(conn_opt(c, "keepalives_idle"), "15");
+	ASSERT_STREQ(conn_opt(c, "keepalives_interval"), "5");
+	ASSERT_STREQ(conn_opt(c, "keepalives_count"), "3");
+	ASSERT_STREQ(conn_opt(c, "tcp_user_timeout"), "30000");
+	if (!getenv("PGCONNECT_TIMEOUT"))
+		ASSERT_STREQ(conn_opt(c, "connect_timeout"), "10");
+	ASSERT_EQ(sockopt(c, SOL_SOCKET, SO_KEEPALIVE), 1);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_KEEPIDLE), 15);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_KEEPINTVL), 5);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_KEEPCNT), 3);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_USER_TIMEOUT), 30000);
+	/* a reconnect keeps them */
+	ASSERT_OK(kill_backend(st));
+	int64_t rows;
+	ASSERT_EQ(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows),
+	          INBOX_ERR_TRANSIENT);
+	ASSERT_OK(VT(st)->exec(st, "SELECT 1", 0, NULL, &rows));
+	ASSERT_EQ(inbox_store_connection_id(st), 2);
+	c = VT(st)->native(st);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_KEEPIDLE), 15);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_USER_TIMEOUT), 30000);
+	inbox_store_close(st);
+
+	/* what the URL sets wins, one by one */
+	char u[1024];
+	const char *sep = strchr(url, '?') ? "&" : "?";
+	snprintf(u, sizeof(u), "%s%skeepalives_idle=7&tcp_user_timeout=1234",
+	         url, sep);
+	st = open_url(u);
+	ASSERT_TRUE(st != NULL);
+	c = VT(st)->native(st);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_KEEPIDLE), 7);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_USER_TIMEOUT), 1234);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_KEEPINTVL), 5);
+	ASSERT_EQ(sockopt(c, IPPROTO_TCP, TCP_KEEPCNT), 3);
+	inbox_store_close(st);
+	snprintf(u, sizeof(u), "%s%skeepalives=0", url, sep);
+	st = open_url(u);
+	ASSERT_TRUE(st != NULL);
+	c = VT(st)->native(st);
+	ASSERT_STREQ(conn_opt(c, "keepalives"), "0");
+	ASSERT_EQ(sockopt(c, SOL_SOCKET, SO_KEEPALIVE), 0);
+	inbox_store_close(st);
+}
+
 TEST(limits_per_transaction)
 {
 	char v[3][32];
@@ -1869,6 +1961,7 @@ int main(void)
 	RUN(generations_seal_waits_for_writers);
 	RUN(generations_seal_under_concurrent_claims);
 	RUN(connection_id_counts_reconnects);
+	RUN(connection_defaults_notice_a_silent_host);
 	RUN(lost_statements_reprepared_deferred);
 	RUN(lost_statements_reprepared_direct);
 	RUN(transient_handler_statement_uncounted);

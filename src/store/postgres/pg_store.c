@@ -81,22 +81,62 @@ static void scrub_password(char *msg, size_t cap, const char *url)
 	}
 }
 
+/* The connection defaults we set unless the URL does (see connect_db). */
+static const char *const pg_defaults[][2] = {
+    /* bound a connection attempt to a host that does not answer (libpq's
+     * default waits for as long as TCP does) */
+    {"connect_timeout", "10"},
+    /* notice a connection whose host is gone without a word (no RST: a
+     * crashed host, a partition, a failover to another address): an idle
+     * one by keepalives (15 s idle, then 3 probes 5 s apart), one with
+     * data unacknowledged by tcp_user_timeout (30 s) — instead of the
+     * kernel's 2 h of keepalive silence and 15 min of retransmissions */
+    {"keepalives", "1"},
+    {"keepalives_idle", "15"},
+    {"keepalives_interval", "5"},
+    {"keepalives_count", "3"},
+    {"tcp_user_timeout", "30000"},
+};
+#define PG_NDEFAULTS (sizeof(pg_defaults) / sizeof(pg_defaults[0]))
+
+/* Whether the connection string sets `kw` (or, for connect_timeout, the
+ * environment does). A string libpq cannot parse sets nothing: the
+ * connection reports its error. */
+static int url_sets(const PQconninfoOption *opts, const char *kw)
+{
+	if (!strcmp(kw, "connect_timeout") && getenv("PGCONNECT_TIMEOUT"))
+		return 1;
+	for (const PQconninfoOption *o = opts; o && o->keyword; o++)
+		if (!strcmp(o->keyword, kw))
+			return o->val != NULL;
+	return 0;
+}
+
 static int connect_db(pg_store *s, const char *url)
 {
 	s->conn_id = 1;
 	/* The URL is expanded as a whole (expand_dbname); the later keywords
-	 * force UTF-8 and name the application unless the URL does, and
-	 * bound a connection attempt to a host that does not answer (10 s,
-	 * unless the URL or PGCONNECT_TIMEOUT says otherwise: libpq's
-	 * default waits for as long as TCP does) — every reconnect too. */
-	const char *kw[] = {"dbname", "client_encoding",
-	                    "fallback_application_name", NULL, NULL};
-	const char *val[] = {url, "UTF8", "libinbox", NULL, NULL};
-	if (!strstr(url, "connect_timeout") && !getenv("PGCONNECT_TIMEOUT")) {
-		kw[3] = "connect_timeout";
-		val[3] = "10";
+	 * force UTF-8, name the application unless the URL does, and add
+	 * our defaults (pg_defaults) for what the URL leaves out — every
+	 * reconnect (PQreset) keeps them. A service (service=, PGSERVICE)
+	 * may set them in its file, below what we would pass: with one we
+	 * add none. */
+	const char *kw[3 + PG_NDEFAULTS + 1] = {"dbname", "client_encoding",
+	                                        "fallback_application_name"};
+	const char *val[3 + PG_NDEFAULTS + 1] = {url, "UTF8", "libinbox"};
+	size_t n = 3;
+	PQconninfoOption *opts = PQconninfoParse(url, NULL);
+	int service = url_sets(opts, "service") || getenv("PGSERVICE");
+	for (size_t i = 0; i < PG_NDEFAULTS; i++) {
+		const char *k = pg_defaults[i][0];
+		if (service || url_sets(opts, k))
+			continue;
+		kw[n] = k;
+		val[n++] = pg_defaults[i][1];
 	}
+	kw[n] = val[n] = NULL;
 	s->conn = PQconnectdbParams(kw, val, 1);
+	PQconninfoFree(opts);
 	if (!s->conn) {
 		inbox__store_seterr(&s->base, "", "connect: out of memory");
 		return INBOX_ERR_NOMEM;

@@ -12,6 +12,7 @@ group=faults
 #   +6  start_waiting.sh: PostgreSQL, down at start
 #   +7  start_waiting.sh: Redis, down at start
 #   +8  dispatch_waiting.sh: PostgreSQL, down at start
+#   +9  pg_silent.sh: PostgreSQL in the test's own network namespace
 # Without a base (a test run by hand), a random one.
 fault_port() {
 	_b=${INBOX_TEST_PORT_BASE:-$((20000 + $(rand_between 0 899) * 10))}
