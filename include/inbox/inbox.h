@@ -20,6 +20,14 @@
  *     Connection URLs in messages never include a password.
  *   - Handles are not thread-safe: use one store and one consumer per thread.
  *     Different handles may be used from different threads concurrently.
+ *   - jansson, which parses the payloads, reports some of its allocation
+ *     failures as malformed input or not at all. So that running out of
+ *     memory is never taken for a bad message, the first
+ *     inbox_store_open() (or JSON parse) puts a tracker in front of
+ *     jansson's allocator (json_set_alloc_funcs, calling the allocator
+ *     installed before). A program that installs its own jansson
+ *     allocator does so before; one that uses jansson on other threads
+ *     opens its first store before starting them.
  */
 #ifndef INBOX_INBOX_H
 #define INBOX_INBOX_H
@@ -704,10 +712,10 @@ void inbox_schema_close(inbox_schema *s);
  *   schema validation exceeded 1000800 steps (the budget of a message of
  *   100 bytes): too costly to validate against this schema (at /a/0)
  * (docs/schema.md, "Bounded work per message").
- * INBOX_ERR_INVALID when json is not well-formed JSON (reason says why).
- * Allocates the parsed text, and the schema's memo table when it grows. A
- * schema may be used by one thread at a time (it holds the regex match
- * buffer and the memo). */
+ * INBOX_ERR_INVALID when json is not well-formed JSON (reason says why),
+ * INBOX_ERR_NOMEM. Allocates the parsed text, and the schema's memo table
+ * when it grows. A schema may be used by one thread at a time (it holds the
+ * regex match buffer and the memo). */
 int inbox_schema_validate(inbox_schema *s, const char *json, size_t len,
                           int *valid, char *reason, size_t rlen);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/json.h"
 
 static const cli_command commands[] = {
     {"run", cli_cmd_run, "consume messages as the config file declares",
@@ -69,6 +70,8 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	cli_argv0 = argv[0];
+	/* Before any thread: it replaces jansson's allocator (core/json.c). */
+	inbox__json_alloc_init();
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;

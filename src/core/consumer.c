@@ -134,10 +134,11 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	inbox_consumer *c = calloc(1, sizeof(*c));
 	if (!c)
 		return INBOX_ERR_NOMEM;
-	if (inbox__keytmpl_compile(&c->tmpl, o->key_template, err, errlen) !=
-	    0) {
+	int krc =
+	    inbox__keytmpl_compile(&c->tmpl, o->key_template, err, errlen);
+	if (krc != 0) {
 		free(c);
-		return INBOX_ERR_INVALID;
+		return krc;
 	}
 	c->st = st;
 	c->name = strdup(o->name);
@@ -336,13 +337,17 @@ int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
 		return rc;
 	inbox_txn t;
 	inbox__txn_init(&t, c, m);
+	m->nomem = 0;
 	int v = fn(&t, m, payload);
 	/* A statement failed for the infrastructure's sake (a lost
 	 * connection, a lock or statement timeout, a deadlock, a prepared
-	 * statement the server lost): whatever the handler made of it, the
-	 * batch is rolled back and run again, and no attempt is counted. */
+	 * statement the server lost) or memory ran out: whatever the handler
+	 * made of it, the batch is rolled back and run again, and no attempt
+	 * is counted. */
 	if (t.infra_err)
 		return t.infra_err;
+	if (t.nomem || m->nomem)
+		return INBOX_ERR_NOMEM;
 	if (v == INBOX_HANDLER_OK && t.failed) {
 		v = INBOX_HANDLER_RETRY;
 		if (!t.reason[0])
@@ -415,10 +420,10 @@ static int cmp_key(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Parse every delivery, find repeated keys, build the sorted claim list.
- * Returns the number of claims. */
-static size_t prepare_batch(inbox_consumer *c, const inbox_delivery *d,
-                            size_t n)
+/* Parse every delivery, find repeated keys, build the sorted claim list
+ * (*nclaims claims). INBOX_OK or INBOX_ERR_NOMEM. */
+static int prepare_batch(inbox_consumer *c, const inbox_delivery *d, size_t n,
+                         size_t *nclaims)
 {
 	int64_t now = inbox__now_ms();
 	size_t np = 0;
@@ -426,8 +431,11 @@ static size_t prepare_batch(inbox_consumer *c, const inbox_delivery *d,
 		inbox__slot *s = &c->slots[i];
 		s->reason[0] = '\0';
 		s->too_old = 0;
-		if (inbox__msg_prepare(c, &s->msg, &d[i], s->reason,
-		                       sizeof(s->reason)) != 0) {
+		int rc = inbox__msg_prepare(c, &s->msg, &d[i], s->reason,
+		                            sizeof(s->reason));
+		if (rc < 0)
+			return rc;
+		if (rc > 0) {
 			s->kind = SLOT_BAD;
 			continue;
 		}
@@ -460,7 +468,8 @@ static size_t prepare_batch(inbox_consumer *c, const inbox_delivery *d,
 		cl->fingerprint = s->msg.fp;
 		cl->message_id = s->msg.id;
 	}
-	return nc;
+	*nclaims = nc;
+	return INBOX_OK;
 }
 
 static void set_result(inbox__slot *s, inbox_outcome o, int32_t attempts)
@@ -739,8 +748,13 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 	if (grow(c, n) < 0)
 		return INBOX_ERR_NOMEM;
 	double t0 = inbox__mono_seconds();
-	size_t nclaims = prepare_batch(c, d, n);
-	int rc = INBOX_OK, redone = 0;
+	size_t nclaims = 0;
+	int rc = prepare_batch(c, d, n, &nclaims), redone = 0;
+	if (rc < 0) {
+		snprintf(c->errmsg, sizeof(c->errmsg),
+		         "batch not processed: %s", inbox_strerror(rc));
+		return rc;
+	}
 	for (int attempt = 0; attempt < BATCH_TRANSIENT_TRIES; attempt++) {
 		for (size_t i = 0; i < n; i++)
 			memset(&c->slots[i].res, 0, sizeof(c->slots[i].res));

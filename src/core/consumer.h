@@ -23,6 +23,7 @@ struct inbox_msg {
 	char fp[65];      /* fingerprint, "" if none */
 	int32_t attempt;  /* this attempt's number, 1 on the first */
 	inbox__str *strs; /* inbox_msg_get() results */
+	int nomem;        /* inbox_msg_get() ran out of memory */
 };
 
 struct inbox_txn {
@@ -34,6 +35,7 @@ struct inbox_txn {
 	 * the store's REDO): the error, which the whole batch then returns
 	 * whatever the handler says — never the message's fault. */
 	int infra_err;
+	int nomem; /* ...for want of memory: the batch fails (NOMEM) */
 	int stale;
 	char reason[512];
 };
@@ -88,8 +90,9 @@ struct inbox_consumer {
 /* msg.c */
 void inbox__msg_reset(inbox_msg *m); /* keeps the buffers for reuse */
 void inbox__msg_free(inbox_msg *m);  /* reset and free the buffers */
-/* Parse and derive id, key and fingerprint. 0 when claimable; -1 with a
- * reason for a dead letter. */
+/* Parse and derive id, key and fingerprint. 0 when claimable; 1 with a
+ * reason for a dead letter; INBOX_ERR_NOMEM (never the message's fault:
+ * the batch fails). */
 int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
                        char *reason, size_t rlen);
 

@@ -9,6 +9,8 @@
  */
 #include "core/json.h"
 
+#include <inbox/inbox.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -121,6 +123,37 @@ int inbox__utf8_valid(const char *s, size_t len)
 /* Parsing                                                              */
 /* ------------------------------------------------------------------ */
 
+/* jansson reports some allocation failures of its parser as syntax
+ * errors ("invalid token" when a string cannot be copied out) or not at
+ * all (a byte its token buffer could not take is dropped), so a message
+ * could be dead-lettered, or parsed wrong, because memory ran short. The
+ * parser's allocations go through this chained allocator (installed once,
+ * in front of whatever allocator was installed before), which notes a
+ * failure on the calling thread: the parse is then reported as NOMEM. */
+static json_malloc_t json_prev_malloc;
+static _Thread_local int json_oom;
+static pthread_once_t json_alloc_once = PTHREAD_ONCE_INIT;
+
+static void *json_track_malloc(size_t n)
+{
+	void *p = json_prev_malloc(n);
+	if (!p)
+		json_oom = 1;
+	return p;
+}
+
+static void json_track_install(void)
+{
+	json_free_t prev_free;
+	json_get_alloc_funcs(&json_prev_malloc, &prev_free);
+	json_set_alloc_funcs(json_track_malloc, prev_free);
+}
+
+void inbox__json_alloc_init(void)
+{
+	pthread_once(&json_alloc_once, json_track_install);
+}
+
 int inbox__json_parse(const char *buf, size_t len, json_t **out, char *err,
                       size_t errlen)
 {
@@ -133,12 +166,12 @@ int inbox__json_parse(const char *buf, size_t len, json_t **out, char *err,
 	*out = NULL;
 	if (!buf || len == 0) {
 		snprintf(err, errlen, "empty payload");
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	size_t bad = utf8_invalid_at(buf, len);
 	if (bad != len) {
 		snprintf(err, errlen, "invalid UTF-8 at byte %zu", bad);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	/* A raw NUL is never valid JSON text (inside strings it must be
 	 * escaped), but jansson silently drops one that follows a number:
@@ -147,16 +180,29 @@ int inbox__json_parse(const char *buf, size_t len, json_t **out, char *err,
 	if (nul) {
 		snprintf(err, errlen, "malformed JSON: NUL byte at byte %zu",
 		         (size_t)(nul - buf));
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
+	inbox__json_alloc_init();
 	size_t flags =
 	    JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL;
 	json_error_t e;
+	json_oom = 0;
 	json_t *v = json_loadb(buf, len, flags, &e);
-	if (!v && json_error_code(&e) == json_error_numeric_overflow) {
+	if (!v && !json_oom &&
+	    json_error_code(&e) == json_error_numeric_overflow) {
 		/* An integer beyond int64: I-JSON numbers are doubles anyway.
 		 */
 		v = json_loadb(buf, len, flags | JSON_DECODE_INT_AS_REAL, &e);
+	}
+	/* An empty text: jansson failed without saying why (it does so
+	 * only when an allocation failed). */
+	if (json_oom ||
+	    (!v && (e.text[0] == '\0' ||
+	            json_error_code(&e) == json_error_out_of_memory))) {
+		json_oom = 0;
+		json_decref(v);
+		snprintf(err, errlen, "out of memory");
+		return INBOX_ERR_NOMEM;
 	}
 	if (!v) {
 		/* jansson quotes the input near the error, cut to its buffer
@@ -164,7 +210,7 @@ int inbox__json_parse(const char *buf, size_t len, json_t **out, char *err,
 		snprintf(err, errlen, "malformed JSON: %s at line %d column %d",
 		         e.text, e.line, e.column);
 		clean_text(err);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	*out = v;
 	return 0;
@@ -208,20 +254,32 @@ static int parse_index(const char *tok, size_t len, size_t size, size_t *idx)
 	return 0;
 }
 
-/* Decode a reference token ("~1" -> '/', "~0" -> '~') into dst; returns
- * the decoded length. The pointer has been validated. */
-static size_t unescape_token(const char *tok, size_t len, char *dst)
+/* The member of obj named by the escaped token [tok, tok+len) ("~1" for
+ * '/', "~0" for '~'): compared as it is decoded, so a lookup never
+ * allocates (and never fails for want of memory). */
+static json_t *member_escaped(json_t *obj, const char *tok, size_t len)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (tok[i] == '~') {
-			dst[n++] = tok[i + 1] == '1' ? '/' : '~';
+	const char *k;
+	size_t klen;
+	json_t *v;
+	json_object_keylen_foreach(obj, k, klen, v)
+	{
+		size_t i = 0, j = 0;
+		while (i < len && j < klen) {
+			char c = tok[i];
+			if (c == '~') {
+				c = tok[i + 1] == '1' ? '/' : '~';
+				i++;
+			}
+			if (c != k[j])
+				break;
 			i++;
-		} else {
-			dst[n++] = tok[i];
+			j++;
 		}
+		if (i == len && j == klen)
+			return v;
 	}
-	return n;
+	return NULL;
 }
 
 json_t *inbox__pointer_get(json_t *root, const char *ptr)
@@ -229,24 +287,16 @@ json_t *inbox__pointer_get(json_t *root, const char *ptr)
 	if (!root || !inbox__pointer_valid(ptr))
 		return NULL;
 	json_t *cur = root;
-	char *scratch = NULL; /* decoded tokens that contain '~' */
 	const char *p = ptr;
 	while (cur && *p == '/') {
 		const char *tok = p + 1;
 		size_t len = strcspn(tok, "/");
 		p = tok + len;
 		if (json_is_object(cur)) {
-			if (memchr(tok, '~', len)) {
-				if (!scratch &&
-				    !(scratch = malloc(strlen(ptr)))) {
-					cur = NULL;
-					break;
-				}
-				size_t n = unescape_token(tok, len, scratch);
-				cur = json_object_getn(cur, scratch, n);
-			} else {
+			if (memchr(tok, '~', len))
+				cur = member_escaped(cur, tok, len);
+			else
 				cur = json_object_getn(cur, tok, len);
-			}
 		} else if (json_is_array(cur)) {
 			size_t idx;
 			if (parse_index(tok, len, json_array_size(cur), &idx) <
@@ -258,7 +308,6 @@ json_t *inbox__pointer_get(json_t *root, const char *ptr)
 			cur = NULL;
 		}
 	}
-	free(scratch);
 	return cur;
 }
 

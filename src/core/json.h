@@ -22,13 +22,19 @@ size_t inbox__utf8_seq_len(const unsigned char *s, size_t n);
 /* Parse a JSON document. Rejects invalid UTF-8 ("invalid UTF-8 at byte N"),
  * malformed JSON ("malformed JSON: <jansson text> at line L column C"),
  * and duplicate object names (I-JSON). Integers too large for int64 are
- * parsed as reals. Returns 0 and *out (a new reference) or -1 and err. */
+ * parsed as reals. Returns 0 and *out (a new reference), INBOX_ERR_INVALID
+ * and the reason in err, or INBOX_ERR_NOMEM (an allocation failed, in
+ * jansson too: never reported as malformed input). */
 int inbox__json_parse(const char *buf, size_t len, json_t **out, char *err,
                       size_t errlen);
+/* Put the allocation-failure tracker in front of jansson's allocator
+ * (once per process; inbox__json_parse calls it). */
+void inbox__json_alloc_init(void);
 
 /* RFC 6901. 1 if `ptr` is a syntactically valid pointer ("" or "/..."). */
 int inbox__pointer_valid(const char *ptr);
-/* Resolve; returns the borrowed value or NULL if absent or ptr invalid. */
+/* Resolve; returns the borrowed value or NULL if absent or ptr invalid.
+ * Never allocates. */
 json_t *inbox__pointer_get(json_t *root, const char *ptr);
 
 /* Append [s, s+len) (valid UTF-8) as a JSON string, escaped as RFC 8785
@@ -54,13 +60,16 @@ void inbox__sha256_parts_hex(const void *const *parts, const size_t *lens,
 /* Key templates: literal text with {id} and {/json/pointer} placeholders,
  * "{{" and "}}" for literal braces. */
 typedef struct inbox__keytmpl inbox__keytmpl;
-/* NULL or "" template means "{id}". 0 or -1 with err set. */
+/* NULL or "" template means "{id}". 0, INBOX_ERR_INVALID with err set, or
+ * INBOX_ERR_NOMEM. */
 int inbox__keytmpl_compile(inbox__keytmpl **out, const char *tmpl, char *err,
                            size_t errlen);
 /* Render into out (reset first). msg_id may be NULL: "{id}" then fails.
  * Fails with "missing key field /data/orderId" when a pointer resolves to
  * nothing or null, "key field /x is not a string or number" for objects,
- * arrays and booleans, "empty key" if the result is empty. 0 or -1. */
+ * arrays and booleans, "empty key" if the result is empty. 0,
+ * INBOX_ERR_INVALID (err set: the message is at fault) or INBOX_ERR_NOMEM.
+ */
 int inbox__keytmpl_render(const inbox__keytmpl *t, json_t *root,
                           const char *msg_id, inbox__buf *out, char *err,
                           size_t errlen);

@@ -80,43 +80,36 @@ static int compile_placeholder(inbox__keytmpl *t, const char *tmpl, size_t at,
 			inbox__seterr(err, errlen,
 			              "key template: unclosed '{' at byte %zu",
 			              at);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	*end = at + 1 + len + 1;
 	if (len == 0) {
 		inbox__seterr(err, errlen,
 		              "key template: empty placeholder {} at byte %zu",
 		              at);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	if (len == 2 && memcmp(body, "id", 2) == 0)
-		return add_part(t, PART_ID, NULL, 0);
+		return add_part(t, PART_ID, NULL, 0) < 0 ? INBOX_ERR_NOMEM : 0;
 	if (body[0] != '/') {
 		inbox__seterr(
 		    err, errlen,
 		    "key template: invalid placeholder {%.*s} at byte %zu: "
 		    "expected {id} or a JSON pointer such as {/data/id}",
 		    (int)len, body, at);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
-	char *ptr = malloc(len + 1);
-	if (!ptr) {
-		inbox__seterr(err, errlen, "out of memory");
-		return -1;
-	}
-	memcpy(ptr, body, len);
-	ptr[len] = '\0';
-	int ok = inbox__pointer_valid(ptr);
-	free(ptr);
-	if (!ok) {
+	if (add_part(t, PART_PTR, body, len) < 0)
+		return INBOX_ERR_NOMEM;
+	if (!inbox__pointer_valid(t->parts[t->n - 1].text)) {
 		inbox__seterr(
 		    err, errlen,
 		    "key template: invalid JSON pointer {%.*s} at byte %zu "
 		    "('~' must be followed by 0 or 1)",
 		    (int)len, body, at);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
-	return add_part(t, PART_PTR, body, len);
+	return 0;
 }
 
 static int compile(inbox__keytmpl *t, const char *tmpl, char *err,
@@ -125,7 +118,7 @@ static int compile(inbox__keytmpl *t, const char *tmpl, char *err,
 	size_t n = strlen(tmpl);
 	if (!inbox__utf8_valid(tmpl, n)) {
 		inbox__seterr(err, errlen, "key template is not valid UTF-8");
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	size_t i = 0;
 	while (i < n) {
@@ -145,19 +138,22 @@ static int compile(inbox__keytmpl *t, const char *tmpl, char *err,
 			    "key template: unmatched '}' at byte %zu (write "
 			    "\"}}\" for a literal brace)",
 			    i);
-			return -1;
+			return INBOX_ERR_INVALID;
 		} else {
 			size_t end;
-			if (compile_placeholder(t, tmpl, i, &end, err, errlen) <
-			    0)
-				return -1;
+			int rc =
+			    compile_placeholder(t, tmpl, i, &end, err, errlen);
+			if (rc == INBOX_ERR_NOMEM)
+				goto nomem;
+			if (rc < 0)
+				return rc;
 			i = end;
 		}
 	}
 	return 0;
 nomem:
 	inbox__seterr(err, errlen, "out of memory");
-	return -1;
+	return INBOX_ERR_NOMEM;
 }
 
 int inbox__keytmpl_compile(inbox__keytmpl **out, const char *tmpl, char *err,
@@ -171,16 +167,17 @@ int inbox__keytmpl_compile(inbox__keytmpl **out, const char *tmpl, char *err,
 	inbox__keytmpl *t = calloc(1, sizeof(*t));
 	if (!t) {
 		inbox__seterr(err, errlen, "out of memory");
-		return -1;
+		return INBOX_ERR_NOMEM;
 	}
-	if (compile(t, tmpl, err, errlen) < 0) {
+	int rc = compile(t, tmpl, err, errlen);
+	if (rc < 0) {
 		inbox__keytmpl_free(t);
-		return -1;
+		return rc;
 	}
 	if (t->n == 0) { /* unreachable: "" became "{id}" */
 		inbox__keytmpl_free(t);
 		inbox__seterr(err, errlen, "key template: empty");
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	*out = t;
 	return 0;
@@ -193,18 +190,18 @@ static int render_ptr(const part *p, json_t *root, inbox__buf *out, char *err,
 	json_t *v = root ? inbox__pointer_get(root, p->text) : NULL;
 	if (!v || json_is_null(v)) {
 		inbox__seterr(err, errlen, "missing key field %s", p->text);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	if (!json_is_string(v) && !json_is_number(v)) {
 		inbox__seterr(err, errlen,
 		              "key field %s is not a string or number",
 		              p->text);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	size_t mark = out->len;
 	if (inbox__value_text(out, v) < 0) {
 		inbox__seterr(err, errlen, "out of memory");
-		return -1;
+		return INBOX_ERR_NOMEM;
 	}
 	/* A NUL would truncate the key where it is used as a C string and
 	 * make different values collide. */
@@ -213,7 +210,7 @@ static int render_ptr(const part *p, json_t *root, inbox__buf *out, char *err,
 		    err, errlen,
 		    "U+0000 in key field %s: cannot be stored as text",
 		    p->text);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	return 0;
 }
@@ -236,34 +233,35 @@ int inbox__keytmpl_render(const inbox__keytmpl *t, json_t *root,
 			if (!msg_id) {
 				inbox__seterr(err, errlen,
 				              "missing message id");
-				return -1;
+				return INBOX_ERR_INVALID;
 			}
 			rc = inbox__buf_puts(out, msg_id);
 			break;
 		case PART_PTR:
-			if (render_ptr(p, root, out, err, errlen) < 0)
-				return -1;
+			rc = render_ptr(p, root, out, err, errlen);
+			if (rc < 0)
+				return rc;
 			break;
 		}
 		if (rc < 0) {
 			inbox__seterr(err, errlen, "out of memory");
-			return -1;
+			return INBOX_ERR_NOMEM;
 		}
 		if (out->len > KEY_MAX) {
 			inbox__seterr(err, errlen, "key longer than %d bytes",
 			              KEY_MAX);
-			return -1;
+			return INBOX_ERR_INVALID;
 		}
 	}
 	if (out->len == 0) {
 		inbox__seterr(err, errlen, "empty key");
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	/* Template and JSON strings are valid UTF-8; a message id from the
 	 * broker may not be, and databases reject such text. */
 	if (!inbox__utf8_valid(out->data, out->len)) {
 		inbox__seterr(err, errlen, "key is not valid UTF-8");
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	return 0;
 }

@@ -178,8 +178,12 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 		return INBOX_ERR_NOMEM;
 	inbox_store *st = c->st;
 	char reason[512] = "";
-	int bad =
-	    inbox__msg_prepare(c, &l->msg, &l->d, reason, sizeof(reason)) != 0;
+	int bad = inbox__msg_prepare(c, &l->msg, &l->d, reason, sizeof(reason));
+	if (bad < 0) { /* out of memory: not the message's fault */
+		inbox__set_err(c, bad, "lease not acquired");
+		inbox_lease_free(l);
+		return bad;
+	}
 	double t0 = inbox__mono_seconds();
 	int rc, takeover = 0;
 	for (int tries = 0; tries < 3; tries++) {

@@ -17,6 +17,7 @@ void inbox__msg_reset(inbox_msg *m)
 	m->fp[0] = '\0';
 	m->attempt = 1;
 	m->d = NULL;
+	m->nomem = 0;
 	while (m->strs) {
 		inbox__str *n = m->strs->next;
 		free(m->strs);
@@ -31,19 +32,23 @@ void inbox__msg_free(inbox_msg *m)
 	inbox__buf_free(&m->key);
 }
 
-/* Text of an id into m->idbuf; m->id stays NULL when there is none. -1
- * when the id holds U+0000: as a C string it would be cut short, and two
- * ids differing after it would collide ("m\u0000a", "m\u0000b"). */
+/* Text of an id into m->idbuf; m->id stays NULL when there is none.
+ * INBOX_ERR_INVALID when the id holds U+0000: as a C string it would be
+ * cut short, and two ids differing after it would collide ("m\u0000a",
+ * "m\u0000b"); INBOX_ERR_NOMEM. */
 static int set_id(inbox_msg *m, json_t *v)
 {
-	if (inbox__value_text(&m->idbuf, v) != 0 || !m->idbuf.data)
-		return 0;
+	int rc = inbox__value_text(&m->idbuf, v);
+	if (rc < 0)
+		return INBOX_ERR_NOMEM;
+	if (rc != 0 || !m->idbuf.data)
+		return INBOX_OK;
 	if (memchr(m->idbuf.data, '\0', m->idbuf.len)) {
 		inbox__buf_reset(&m->idbuf);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	m->id = m->idbuf.data;
-	return 0;
+	return INBOX_OK;
 }
 
 /* A delivery the source refused (INBOX_DELIVERY_REFUSED): its reason. */
@@ -55,15 +60,18 @@ static void refused(const char *id, char *reason, size_t rlen)
 	snprintf(reason, rlen, "%s", why);
 }
 
+/* What is wrong with the message goes into reason (return 1, a dead
+ * letter); running out of memory is not the message's fault (NOMEM). */
 int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
                        char *reason, size_t rlen)
 {
 	char err[400];
+	int rc;
 	inbox__msg_reset(m);
 	m->d = d;
 	if (d->id && d->id[0] == INBOX_DELIVERY_REFUSED) {
 		refused(d->id, reason, rlen);
-		return -1;
+		return 1;
 	}
 	if (d->id && d->id[0]) {
 		size_t n = strlen(d->id);
@@ -71,17 +79,15 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 			/* A broker header; PostgreSQL would refuse it in a
 			 * text column and the whole batch with it. */
 			snprintf(reason, rlen, "message id is not valid UTF-8");
-			return -1;
+			return 1;
 		}
-		if (inbox__buf_append(&m->idbuf, d->id, n) < 0) {
-			snprintf(reason, rlen, "out of memory");
-			return -1;
-		}
+		if (inbox__buf_append(&m->idbuf, d->id, n) < 0)
+			return INBOX_ERR_NOMEM;
 		m->id = m->idbuf.data;
 	}
 	if (!d->payload || d->payload_len == 0) {
 		snprintf(reason, rlen, "empty payload");
-		return -1;
+		return 1;
 	}
 	if (d->payload_len > c->max_payload) {
 		/* max_payload + 1 bytes is what sources hand over of a larger
@@ -96,22 +102,29 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 			snprintf(reason, rlen,
 			         "payload of %zu bytes exceeds max_payload %zu",
 			         d->payload_len, c->max_payload);
-		return -1;
+		return 1;
 	}
-	if (inbox__json_parse(d->payload, d->payload_len, &m->root, err,
-	                      sizeof(err)) != 0) {
+	rc = inbox__json_parse(d->payload, d->payload_len, &m->root, err,
+	                       sizeof(err));
+	if (rc == INBOX_ERR_NOMEM)
+		return rc;
+	if (rc != 0) {
 		snprintf(reason, rlen, "%s", err);
-		return -1;
+		return 1;
 	}
 	if (!m->id) {
 		json_t *v = inbox__pointer_get(m->root, c->id_pointer);
-		if (v && (json_is_string(v) || json_is_integer(v)) &&
-		    set_id(m, v) < 0) {
+		rc = v && (json_is_string(v) || json_is_integer(v))
+		         ? set_id(m, v)
+		         : INBOX_OK;
+		if (rc == INBOX_ERR_NOMEM)
+			return rc;
+		if (rc < 0) {
 			snprintf(reason, rlen,
 			         "U+0000 in %s (the message id): cannot be "
 			         "stored as text",
 			         c->id_pointer);
-			return -1;
+			return 1;
 		}
 	}
 	if (c->schema && inbox__schema_check(c->schema, m->root, d->payload_len,
@@ -119,43 +132,45 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 		/* Before the key: the violation is the better reason (a
 		 * missing key field is usually a "required" too). The key,
 		 * when it renders, is kept in the dead letter for operators. */
-		if (inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
-		                          sizeof(err)) != 0)
+		rc = inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key,
+		                           err, sizeof(err));
+		if (rc == INBOX_ERR_NOMEM)
+			return rc;
+		if (rc != 0)
 			inbox__buf_reset(&m->key);
-		return -1;
+		return 1;
 	}
 	if (!m->id && inbox__keytmpl_uses_id(c->tmpl)) {
 		snprintf(reason, rlen, "missing message id (%s)",
 		         c->id_pointer[0] ? c->id_pointer : "delivery");
-		return -1;
+		return 1;
 	}
-	if (inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
-	                          sizeof(err)) != 0) {
+	rc = inbox__keytmpl_render(c->tmpl, m->root, m->id, &m->key, err,
+	                           sizeof(err));
+	if (rc == INBOX_ERR_NOMEM)
+		return rc;
+	if (rc != 0) {
 		/* No key: what rendered before the failure ("create-invoice:")
 		 * names nothing; the reason says which field was missing. */
 		inbox__buf_reset(&m->key);
 		snprintf(reason, rlen, "%s", err);
-		return -1;
+		return 1;
 	}
 	json_t *part = inbox__pointer_get(m->root, c->fp_pointer);
 	if (!part) {
 		snprintf(reason, rlen, "fingerprint field %s not found",
 		         c->fp_pointer);
-		return -1;
+		return 1;
 	}
 	/* One scratch buffer per consumer (handles are single-threaded):
-	 * no allocation per message once it has grown. */
+	 * no allocation per message once it has grown. A parsed document
+	 * holds only finite numbers: only memory can fail here. */
 	inbox__buf_reset(&c->canon);
-	if (inbox__canon_append(&c->canon, part) != 0) {
-		snprintf(reason, rlen, "cannot canonicalize payload");
-		return -1;
-	}
+	if (inbox__canon_append(&c->canon, part) != 0)
+		return INBOX_ERR_NOMEM;
 	inbox__sha256_hex(c->canon.data, c->canon.len, m->fp);
-	if (!m->fp[0]) {
-		/* OpenSSL out of memory: "" must never pass for a digest */
-		snprintf(reason, rlen, "cannot compute the fingerprint");
-		return -1;
-	}
+	if (!m->fp[0]) /* OpenSSL out of memory */
+		return INBOX_ERR_NOMEM;
 	return 0;
 }
 
@@ -221,14 +236,18 @@ int inbox_msg_getn(const inbox_msg *cm, const char *pointer, const char **out,
 		*len = json_string_length(v);
 		return INBOX_OK;
 	}
+	/* The handler may not pass NOMEM on: the consumer then fails the
+	 * batch instead of counting an attempt against the message. */
 	inbox__buf b = INBOX__BUF_INIT;
 	if (inbox__value_text(&b, v) < 0) {
 		inbox__buf_free(&b);
+		m->nomem = 1;
 		return INBOX_ERR_NOMEM;
 	}
 	inbox__str *s = malloc(sizeof(*s) + b.len + 1);
 	if (!s) {
 		inbox__buf_free(&b);
+		m->nomem = 1;
 		return INBOX_ERR_NOMEM;
 	}
 	memcpy(s->text, b.data ? b.data : "", b.len);

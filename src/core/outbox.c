@@ -49,7 +49,8 @@ int inbox_outbox_key(const char *consumer, const char *key, const char *step,
 	}
 	inbox__sha256_hex(b.data, b.len, out);
 	inbox__buf_free(&b);
-	return INBOX_OK;
+	/* "" only when OpenSSL ran out of memory */
+	return out[0] ? INBOX_OK : INBOX_ERR_NOMEM;
 }
 
 int inbox__outbox_supported(const inbox_store *st)
@@ -90,12 +91,14 @@ static int http_url(const char *u)
 	return printable_word(u, 4096);
 }
 
-/* JSON object of header name -> string value without CR/LF. */
+/* JSON object of header name -> string value without CR/LF: 1, 0 (why
+ * says what is wrong) or INBOX_ERR_NOMEM. */
 static int headers_valid(const char *h, char *why, size_t len)
 {
 	json_t *root = NULL;
-	if (inbox__json_parse(h, strlen(h), &root, why, len) < 0)
-		return 0;
+	int rc = inbox__json_parse(h, strlen(h), &root, why, len);
+	if (rc < 0)
+		return rc == INBOX_ERR_NOMEM ? rc : 0;
 	int ok = json_is_object(root);
 	const char *k;
 	json_t *v;
@@ -121,29 +124,29 @@ static int headers_valid(const char *h, char *why, size_t len)
 	return ok;
 }
 
-/* 0, or -1 with the reason in why. */
+/* 0, INBOX_ERR_INVALID with the reason in why, or INBOX_ERR_NOMEM. */
 int inbox__outbox_effect_check(const inbox_outbox_effect *e, char *why,
                                size_t len)
 {
 	if (!e || e->version < 1) {
 		snprintf(why, len, "no effect");
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	const char *kind = e->kind ? e->kind : "http";
 	if (!printable_word(e->step, 100)) {
 		snprintf(why, len,
 		         "step must be 1-100 printable characters without "
 		         "spaces");
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	if (!token(kind, 32)) {
 		snprintf(why, len, "step %s: kind must be a word", e->step);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	if (e->method && !token(e->method, 16)) {
 		snprintf(why, len, "step %s: method must be an HTTP method",
 		         e->step);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	if (!e->url || !*e->url ||
 	    (strcmp(kind, "http") == 0 ? !http_url(e->url)
@@ -152,14 +155,17 @@ int inbox__outbox_effect_check(const inbox_outbox_effect *e, char *why,
 		         "step %s: url must be an http:// or https:// URL "
 		         "without spaces",
 		         e->step);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
-	if (e->headers && !headers_valid(e->headers, why, len))
-		return -1;
+	if (e->headers) {
+		int ok = headers_valid(e->headers, why, len);
+		if (ok <= 0)
+			return ok < 0 ? ok : INBOX_ERR_INVALID;
+	}
 	if (e->key_header && !token(e->key_header, 128)) {
 		snprintf(why, len, "step %s: key_header must be a header name",
 		         e->step);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	if (e->reconcile_url && (!http_url(e->reconcile_url) ||
 	                         !strstr(e->reconcile_url, "{key}"))) {
@@ -167,12 +173,12 @@ int inbox__outbox_effect_check(const inbox_outbox_effect *e, char *why,
 		         "step %s: reconcile_url must be an http(s) URL "
 		         "containing {key}",
 		         e->step);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	if (e->max_attempts < 0 || (e->body_len > 0 && !e->body)) {
 		snprintf(why, len, "step %s: bad max_attempts or body",
 		         e->step);
-		return -1;
+		return INBOX_ERR_INVALID;
 	}
 	return 0;
 }
@@ -193,7 +199,12 @@ int inbox_txn_outbox_add(inbox_txn *t, const inbox_outbox_effect *e,
 		t->failed = 1;
 		return INBOX_ERR_STATE;
 	}
-	if (inbox__outbox_effect_check(e, why, sizeof(why)) < 0) {
+	int rc = inbox__outbox_effect_check(e, why, sizeof(why));
+	if (rc == INBOX_ERR_NOMEM) {
+		t->nomem = 1;
+		return rc;
+	}
+	if (rc < 0) {
 		/* A handler that ignores this and returns OK would lose the
 		 * effect silently: OK becomes RETRY, then a dead letter. */
 		inbox__store_seterr(t->st, "", "outbox: %s", why);
@@ -201,9 +212,10 @@ int inbox_txn_outbox_add(inbox_txn *t, const inbox_outbox_effect *e,
 		t->failed = 1;
 		return INBOX_ERR_INVALID;
 	}
-	int rc = inbox_outbox_key(t->c->name, t->msg->key.data, e->step, ik);
+	rc = inbox_outbox_key(t->c->name, t->msg->key.data, e->step, ik);
 	if (rc < 0) {
 		t->failed = 1; /* as below: OK must not lose the effect */
+		t->nomem |= rc == INBOX_ERR_NOMEM;
 		return rc;
 	}
 	inbox_outbox_item row;
@@ -225,6 +237,7 @@ int inbox_txn_outbox_add(inbox_txn *t, const inbox_outbox_effect *e,
 	rc = t->st->vt->outbox_add(t->st, &row, added ? added : &dummy);
 	if (rc < 0) {
 		t->failed = 1;
+		t->nomem |= rc == INBOX_ERR_NOMEM;
 		return rc;
 	}
 	if (idempotency_key)

@@ -12,7 +12,8 @@ inbox_outbox_state inbox__outbox_state_parse(const char *s);
 /* 1 if the store's backend has the outbox slots (vtable version >= 2). */
 int inbox__outbox_supported(const inbox_store *st);
 
-/* Validate a declared effect; 0, or -1 with the reason in why. */
+/* Validate a declared effect; 0, INBOX_ERR_INVALID with the reason in
+ * why, or INBOX_ERR_NOMEM. */
 int inbox__outbox_effect_check(const inbox_outbox_effect *e, char *why,
                                size_t len);
 

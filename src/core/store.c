@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/json.h"
 
 #define MAX_STORES 8
 
@@ -87,6 +88,9 @@ int inbox_store_open(inbox_store **out, const char *url,
 	if (!out)
 		return INBOX_ERR_INVALID;
 	*out = NULL;
+	/* Every handle starts with a store: the jansson allocator is in place
+	 * before the program's consumer and dispatcher threads use it. */
+	inbox__json_alloc_init();
 	if (!url)
 		return INBOX_ERR_URL;
 	if (!opts)

@@ -17,6 +17,7 @@ void inbox__txn_failed(inbox_txn *t, int rc)
 	if (rc >= 0)
 		return;
 	t->failed = 1;
+	t->nomem |= rc == INBOX_ERR_NOMEM;
 	if (!t->infra_err &&
 	    (rc == INBOX_ERR_TRANSIENT || rc == INBOX__ERR_REDO))
 		t->infra_err = rc;
@@ -88,6 +89,9 @@ int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
 	    ncols < 0 || ncols > MAX_UPSERT_COLS ||
 	    (ncols > 0 && (!columns || !values)))
 		return INBOX_ERR_INVALID;
+	const char *dot = strchr(table, '.');
+	if (dot && (dot == table || !dot[1]))
+		return INBOX_ERR_INVALID; /* "a." or ".a" */
 	inbox__buf b = INBOX__BUF_INIT;
 	int bad = 0;
 	bad |= inbox__buf_puts(&b, "INSERT INTO ");
@@ -119,9 +123,10 @@ int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
 	bad |= inbox__quote_ident(&b, version_column);
 	bad |= inbox__buf_puts(&b, " < EXCLUDED.");
 	bad |= inbox__quote_ident(&b, version_column);
-	if (bad) {
+	if (bad) { /* only an allocation can fail now */
 		inbox__buf_free(&b);
-		return INBOX_ERR_INVALID;
+		t->failed = t->nomem = 1;
+		return INBOX_ERR_NOMEM;
 	}
 	const char *params[MAX_UPSERT_COLS + 2];
 	char vbuf[24];

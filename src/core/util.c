@@ -148,8 +148,9 @@ int inbox_json_canonicalize(const char *json, size_t len, char **out,
 		return INBOX_ERR_INVALID;
 	}
 	json_t *root;
-	if (inbox__json_parse(json, len, &root, err, errlen) < 0)
-		return INBOX_ERR_INVALID;
+	int prc = inbox__json_parse(json, len, &root, err, errlen);
+	if (prc < 0)
+		return prc;
 	inbox__buf b = INBOX__BUF_INIT;
 	int rc = inbox__canon_append(&b, root);
 	json_decref(root);
@@ -182,8 +183,9 @@ int inbox_fingerprint(const char *json, size_t len, const char *pointer,
 		return INBOX_ERR_INVALID;
 	}
 	json_t *root;
-	if (inbox__json_parse(json, len, &root, err, errlen) < 0)
-		return INBOX_ERR_INVALID;
+	int prc = inbox__json_parse(json, len, &root, err, errlen);
+	if (prc < 0)
+		return prc;
 	json_t *part = inbox__pointer_get(root, pointer);
 	if (!part) {
 		json_decref(root);

@@ -642,11 +642,16 @@ int inbox_schema_open(inbox_schema **out, const char *schema, size_t len,
 		return INBOX_ERR_INVALID;
 	}
 	json_t *doc;
-	if (inbox__json_parse(schema, len, &doc, why, sizeof(why)) != 0) {
+	int rc = inbox__json_parse(schema, len, &doc, why, sizeof(why));
+	if (rc == INBOX_ERR_NOMEM) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	if (rc != 0) {
 		snprintf(err, errlen, "schema is not valid JSON: %s", why);
 		return INBOX_ERR_INVALID;
 	}
-	int rc = inbox__schema_compile(out, doc, err, errlen);
+	rc = inbox__schema_compile(out, doc, err, errlen);
 	json_decref(doc);
 	return rc;
 }

@@ -1084,10 +1084,11 @@ int inbox_schema_validate(inbox_schema *s, const char *json, size_t len,
 	*valid = 0;
 	json_t *doc;
 	char err[400];
-	if (inbox__json_parse(json, len, &doc, err, sizeof(err)) != 0) {
+	int rc = inbox__json_parse(json, len, &doc, err, sizeof(err));
+	if (rc != 0) {
 		if (reason && rlen)
 			snprintf(reason, rlen, "%s", err);
-		return INBOX_ERR_INVALID;
+		return rc; /* INVALID, or NOMEM */
 	}
 	*valid = inbox__schema_check(s, doc, len, reason, rlen) == 0;
 	json_decref(doc);
@@ -1110,8 +1111,9 @@ int inbox_schema_validate_all(inbox_schema *s, const char *json, size_t len,
 		return INBOX_ERR_INVALID;
 	json_t *doc;
 	char err[8];
-	if (inbox__json_parse(json, len, &doc, err, sizeof(err)) != 0)
-		return INBOX_ERR_INVALID;
+	int rc = inbox__json_parse(json, len, &doc, err, sizeof(err));
+	if (rc != 0)
+		return rc; /* INVALID, or NOMEM */
 	size_t n =
 	    inbox__schema_each(s, doc, len, 1, fn ? fn : ignore_error, payload);
 	json_decref(doc);

@@ -13,6 +13,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <inbox/inbox.h>
+
 #include "core/json.h"
 #include "test.h"
 
@@ -78,67 +80,73 @@ TEST(parse_errors)
 {
 	char err[256];
 	json_t *v = (json_t *)1;
-	ASSERT_EQ(inbox__json_parse("", 0, &v, err, sizeof(err)), -1);
+	ASSERT_EQ(inbox__json_parse("", 0, &v, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
 	ASSERT_TRUE(v == NULL);
 	ASSERT_STREQ(err, "empty payload");
 
 	ASSERT_EQ(
 	    inbox__json_parse("{\"a\":\"x\xff\"}", 9, &v, err, sizeof(err)),
-	    -1);
+	    INBOX_ERR_INVALID);
 	ASSERT_STREQ(err, "invalid UTF-8 at byte 7");
 
 	ASSERT_EQ(
 	    inbox__json_parse("{\"a\":\xed\xa0\x80}", 8, &v, err, sizeof(err)),
-	    -1);
+	    INBOX_ERR_INVALID);
 	ASSERT_STREQ(err, "invalid UTF-8 at byte 5");
 
 	const char *bad = "{\"a\": 1,\n \"b\": }";
 	ASSERT_EQ(inbox__json_parse(bad, strlen(bad), &v, err, sizeof(err)),
-	          -1);
+	          INBOX_ERR_INVALID);
 	ASSERT_CONTAINS(err, "malformed JSON: ");
 	ASSERT_CONTAINS(err, " at line 2 column ");
 
 	const char *dup = "{\"a\":1,\"a\":2}";
 	ASSERT_EQ(inbox__json_parse(dup, strlen(dup), &v, err, sizeof(err)),
-	          -1);
+	          INBOX_ERR_INVALID);
 	ASSERT_CONTAINS(err, "duplicate");
 
 	/* Escapes resolve before the duplicate check. */
 	const char *dup2 = "{\"a\":1,\"\\u0061\":2}";
 	ASSERT_EQ(inbox__json_parse(dup2, strlen(dup2), &v, err, sizeof(err)),
-	          -1);
+	          INBOX_ERR_INVALID);
 
 	/* Lone surrogates cannot be represented in UTF-8. */
 	const char *lone = "[\"\\ud800\"]";
 	ASSERT_EQ(inbox__json_parse(lone, strlen(lone), &v, err, sizeof(err)),
-	          -1);
+	          INBOX_ERR_INVALID);
 
 	/* Raw NUL bytes (jansson alone would drop the one after 1). */
-	ASSERT_EQ(inbox__json_parse("[1\0,2]", 6, &v, err, sizeof(err)), -1);
+	ASSERT_EQ(inbox__json_parse("[1\0,2]", 6, &v, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
 	ASSERT_STREQ(err, "malformed JSON: NUL byte at byte 2");
-	ASSERT_EQ(inbox__json_parse("1\0", 2, &v, err, sizeof(err)), -1);
-	ASSERT_EQ(inbox__json_parse("\"a\0\"", 4, &v, err, sizeof(err)), -1);
+	ASSERT_EQ(inbox__json_parse("1\0", 2, &v, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_EQ(inbox__json_parse("\"a\0\"", 4, &v, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
 
 	/* jansson quotes short tokens near the error; a reason cut by a short
 	 * buffer never ends inside a character. */
 	const char *key0 = "{\"\xc3\xa9\xc3\xa9\xc3\xa9\\u0000\":1}";
 	ASSERT_EQ(inbox__json_parse(key0, strlen(key0), &v, err, sizeof(err)),
-	          -1);
+	          INBOX_ERR_INVALID);
 	ASSERT_CONTAINS(err, "near '\"\xc3\xa9\xc3\xa9\xc3\xa9");
 	size_t cut = (size_t)(strstr(err, "\xc3\xa9") - err) + 1;
 	char small[128];
 	ASSERT_EQ(inbox__json_parse(key0, strlen(key0), &v, small, cut + 1),
-	          -1);
+	          INBOX_ERR_INVALID);
 	ASSERT_EQ(strlen(small), cut - 1);
 	ASSERT_TRUE(inbox__utf8_valid(small, strlen(small)));
 
 	/* Trailing garbage. */
-	ASSERT_EQ(inbox__json_parse("1 2", 3, &v, err, sizeof(err)), -1);
+	ASSERT_EQ(inbox__json_parse("1 2", 3, &v, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
 	/* A real beyond the double range. */
-	ASSERT_EQ(inbox__json_parse("1e400", 5, &v, err, sizeof(err)), -1);
+	ASSERT_EQ(inbox__json_parse("1e400", 5, &v, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
 	ASSERT_CONTAINS(err, "malformed JSON");
 	/* NULL err is allowed. */
-	ASSERT_EQ(inbox__json_parse("{", 1, &v, NULL, 0), -1);
+	ASSERT_EQ(inbox__json_parse("{", 1, &v, NULL, 0), INBOX_ERR_INVALID);
 }
 
 TEST(parse_scalars_and_nul)

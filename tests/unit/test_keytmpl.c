@@ -1,4 +1,6 @@
 /* Key templates: compile errors, rendering, limits. */
+#include <inbox/inbox.h>
+
 #include "core/json.h"
 #include "test.h"
 
@@ -117,7 +119,7 @@ TEST(compile_errors)
 	                                 "{\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
 	                                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9}",
 	                                 small, sizeof(small)),
-	          -1);
+	          INBOX_ERR_INVALID);
 	ASSERT_TRUE(inbox__utf8_valid(small, strlen(small)));
 	ASSERT_CONTAINS(small, "invalid placeholder");
 	/* Valid edge: the whole-document pointer is not allowed as "{}" but

@@ -228,7 +228,7 @@ static int send_pending(pg_store *s, pg_pending *e)
 	}
 	const char **vals = queued_params(s, e);
 	if (!vals && e->nparams > 0)
-		return -1;
+		return -2; /* out of memory, not libpq */
 	if (e->hs >= 0)
 		return send_hs(s, e->hs, e->nparams, vals, NULL, NULL,
 		               &e->parse);
@@ -239,14 +239,14 @@ static int send_pending(pg_store *s, pg_pending *e)
 }
 
 /* Remember what a command just sent stands for (collect reads them in
- * this order). 0 or -1 (no memory). */
+ * this order). 0 or -2 (no memory). */
 static int note_sent(pg_store *s, int hs, int slot, int parse, int stmt)
 {
 	if (s->nsent == s->sent_cap) {
 		int cap = s->sent_cap ? s->sent_cap * 2 : 64;
 		pg_sent *p = realloc(s->sent, sizeof(*p) * (size_t)cap);
 		if (!p)
-			return -1;
+			return -2;
 		s->sent = p;
 		s->sent_cap = cap;
 	}
@@ -270,7 +270,8 @@ static void merge_set_ready(pg_store *s, pg_hstmt *h, int slot)
 }
 
 /* Execute merge slot `slot` of cached statement hs (its Parse first when
- * it is not prepared on this connection yet). */
+ * it is not prepared on this connection yet). 0, -1 (libpq refused) or
+ * -2 (out of memory). */
 static int send_merge_slot(pg_store *s, int hs, int slot, int nparams,
                            const char *const *vals)
 {
@@ -279,8 +280,9 @@ static int send_merge_slot(pg_store *s, int hs, int slot, int nparams,
 	snprintf(name, sizeof(name), "inbox__h%u_%d", h->id, slot);
 	int parse = 0;
 	if (!merge_ready(s, h, slot) && !(s->msent[hs] & (1u << slot))) {
-		if (inbox__pg_merge_sql(h->sql, &h->m, slot, &s->mtext) < 0 ||
-		    !PQsendPrepare(s->conn, name, s->mtext.data, 0, NULL))
+		if (inbox__pg_merge_sql(h->sql, &h->m, slot, &s->mtext) < 0)
+			return -2;
+		if (!PQsendPrepare(s->conn, name, s->mtext.data, 0, NULL))
 			return -1;
 		s->msent[hs] |= (uint16_t)(1u << slot);
 		parse = 1;
@@ -313,7 +315,8 @@ static void decode_params(const pg_store *s, const pg_pending *e,
 /* Send the run of executions of one mergeable statement that starts at
  * queue entry i as multi-row INSERTs (pg_merge.c), after the table's
  * LOCK and guard. Returns the entries it sent (0: none, it is no such
- * run; a last single one is left to the caller) or -1. */
+ * run; a last single one is left to the caller), -1 (libpq refused) or
+ * -2 (out of memory). */
 static int send_merged(pg_store *s, int i)
 {
 	const pg_pending *e = &s->pending[i];
@@ -331,15 +334,18 @@ static int send_merged(pg_store *s, int i)
 	int hs = e->hs;
 	if (!s->mguard[hs]) {
 		inbox__buf name = INBOX__BUF_INIT;
-		int bad = inbox__buf_append(&name, h->sql + h->m.target_at,
-		                            h->m.target_len);
+		int rc = inbox__buf_append(&name, h->sql + h->m.target_at,
+		                           h->m.target_len) < 0
+		             ? -2
+		             : 0;
 		const char *v[1] = {name.data};
-		bad = bad ||
-		      send_merge_slot(s, hs, PG_MERGE_LOCK, 0, NULL) < 0 ||
-		      send_merge_slot(s, hs, PG_MERGE_GUARD, 1, v) < 0;
+		if (rc == 0)
+			rc = send_merge_slot(s, hs, PG_MERGE_LOCK, 0, NULL);
+		if (rc == 0)
+			rc = send_merge_slot(s, hs, PG_MERGE_GUARD, 1, v);
 		inbox__buf_free(&name);
-		if (bad)
-			return -1;
+		if (rc < 0)
+			return rc;
 		s->mguard[hs] = 1;
 	}
 	int done = 0, slot;
@@ -349,22 +355,24 @@ static int send_merged(pg_store *s, int i)
 		if (need > s->vals_cap) {
 			const char **v = realloc(s->vals, sizeof(*v) * need);
 			if (!v)
-				return -1;
+				return -2;
 			s->vals = v;
 			s->vals_cap = need;
 		}
 		for (int r = 0; r < rows; r++)
 			decode_params(s, &s->pending[i + done + r],
 			              s->vals + (size_t)r * (size_t)m);
-		if (send_merge_slot(s, hs, slot, (int)need, s->vals) < 0)
-			return -1;
+		int rc = send_merge_slot(s, hs, slot, (int)need, s->vals);
+		if (rc < 0)
+			return rc;
 		done += rows;
 	}
 	return done;
 }
 
 /* Send the whole pipeline: the queue, then the final statement (with its
- * Parse when not prepared yet), then Sync. 0 or -1 (libpq refused). */
+ * Parse when not prepared yet), then Sync. 0, -1 (libpq refused) or -2
+ * (out of memory). */
 static int send_pipeline(pg_store *s, final_stmt *f)
 {
 	memset(s->hsent, 0, sizeof(s->hsent));
@@ -374,16 +382,18 @@ static int send_pipeline(pg_store *s, final_stmt *f)
 	for (int i = 0; i < s->npending;) {
 		int merged = send_merged(s, i);
 		if (merged < 0)
-			return -1;
+			return merged;
 		if (merged > 0) {
 			i += merged;
 			continue;
 		}
 		pg_pending *e = &s->pending[i++];
-		if (send_pending(s, e) < 0 ||
-		    note_sent(s, e->stmt ? e->hs : -1, -1, e->parse, e->stmt) <
-		        0)
-			return -1;
+		int rc = send_pending(s, e);
+		if (rc == 0)
+			rc = note_sent(s, e->stmt ? e->hs : -1, -1, e->parse,
+			               e->stmt);
+		if (rc < 0)
+			return rc;
 	}
 	f->parse = 0;
 	if (f->q >= 0) {
@@ -589,6 +599,12 @@ static PGresult *run_pipelined(pg_store *s, final_stmt *f, const char *what,
 	}
 	if (c.err || sent < 0 || c.lost || (has_stmt(f) && !c.last)) {
 		*rc = inbox__pg_fail(s, c.err, c.err_deferred ? "exec" : what);
+		if (sent == -2) {
+			/* What was sent ran; the caller rolls back. */
+			inbox__store_seterr(&s->base, "", "%s: out of memory",
+			                    what);
+			*rc = INBOX_ERR_NOMEM;
+		}
 		/* The guard refused the merge (or the table cannot be
 		 * locked): the statement runs unmerged from now on. */
 		if (c.err && c.err_hs >= 0 &&

@@ -144,6 +144,8 @@ int inbox__sq_fail(sq_store *s, int rc, const char *what)
 		s->base.in_txn = 0;
 		s->sp_open = 0;
 	}
+	if (rc == SQLITE_IOERR_NOMEM)
+		return INBOX_ERR_NOMEM;
 	/* The infrastructure's faults, never a statement's or a message's:
 	 * another connection holds the lock past the busy timeout; the disk
 	 * is full or failing; a statement interrupted (our statement
@@ -156,6 +158,8 @@ int inbox__sq_fail(sq_store *s, int rc, const char *what)
 	case SQLITE_PROTOCOL:
 	case SQLITE_INTERRUPT:
 		return INBOX_ERR_TRANSIENT;
+	case SQLITE_NOMEM:
+		return INBOX_ERR_NOMEM;
 	default:
 		return INBOX_ERR_STORE;
 	}
