@@ -105,7 +105,8 @@ typedef struct inbox_runner_options {
  * source ends. When stopping, the batch in hand is finished, committed and
  * settled before returning (drain). Returns INBOX_OK, or the error that
  * made it give up (store schema errors, a source that cannot be reopened);
- * transient failures are retried with backoff and never lose a message. */
+ * transient failures, out of memory included, are retried with backoff and
+ * never lose a message. */
 int inbox_run(inbox_consumer *c, inbox_source *src,
               const inbox_runner_options *opts, volatile sig_atomic_t *stop);
 

@@ -23,12 +23,13 @@ static void sleep_ms(int ms, volatile sig_atomic_t *stop)
 	}
 }
 
-/* Errors no retry will cure. */
+/* Errors no retry will cure. Running out of memory is not one of them:
+ * the call that failed left nothing half-done, and the same batch is
+ * tried again after the backoff. */
 static int fatal(int rc)
 {
 	return rc == INBOX_ERR_SCHEMA || rc == INBOX_ERR_INVALID ||
-	       rc == INBOX_ERR_NOMEM || rc == INBOX_ERR_CONFIG ||
-	       rc == INBOX_ERR_URL;
+	       rc == INBOX_ERR_CONFIG || rc == INBOX_ERR_URL;
 }
 
 int inbox_run(inbox_consumer *c, inbox_source *src,

@@ -165,7 +165,8 @@ void inbox__jl_log_restart(const jl_source *s, const char *why);
 int inbox__jl_read_lines(jl_source *s, size_t want);
 /* Drop the arena bytes of lines already settled. */
 void inbox__jl_compact(jl_source *s);
-/* Queue the unterminated line being read, if any: 1 if queued. */
+/* Queue the unterminated line being read, if any: 1 if queued, 0 if not,
+ * INBOX_ERR_NOMEM. */
 int inbox__jl_end_partial(jl_source *s);
 /* Forget the read position and any partial line: read from offset 0 of
  * s->fd (the caller seeks or reopens). */

@@ -46,26 +46,33 @@ static int fill(jl_source *s)
 	return n > 0;
 }
 
-static int push_line(jl_source *s, size_t data, size_t len)
+/* Room in q for one more line, made before a line is read: once its
+ * newline is consumed the line must be queued, or it would be lost. */
+static int reserve_line(jl_source *s)
 {
-	if (s->nq == s->qcap) {
-		size_t cap = s->qcap ? s->qcap * 2 : 16;
-		jl_line *q = realloc(s->q, cap * sizeof(*q));
-		if (!q)
-			return INBOX_ERR_NOMEM;
-		s->q = q;
-		s->qcap = cap;
-	}
+	if (s->nq < s->qcap)
+		return INBOX_OK;
+	size_t cap = s->qcap ? s->qcap * 2 : 16;
+	jl_line *q = realloc(s->q, cap * sizeof(*q));
+	if (!q)
+		return INBOX_ERR_NOMEM;
+	s->q = q;
+	s->qcap = cap;
+	return INBOX_OK;
+}
+
+static void push_line(jl_source *s, size_t data, size_t len)
+{
 	uint64_t over = 0;
 	if (s->cur_over) /* the length the payload would have had */
 		over = s->cur_total - (s->cur_last == '\r' ? 1 : 0);
 	s->q[s->nq++] =
 	    (jl_line){data, len, over, s->cur_off, s->offset, s->lineno, 1};
-	return INBOX_OK;
 }
 
 /* The line at the arena's tail is complete (s->offset is just past it):
- * queue it, or drop it if blank. 1 if queued. */
+ * queue it, or drop it if blank. 1 if queued. The caller made room in q
+ * (reserve_line). */
 static int end_line(jl_source *s)
 {
 	char *p = s->arena.data + s->cur_data;
@@ -84,8 +91,7 @@ static int end_line(jl_source *s)
 	}
 	int rc = 0;
 	if (s->cur_nonws) {
-		if (push_line(s, s->cur_data, len) < 0)
-			return INBOX_ERR_NOMEM;
+		push_line(s, s->cur_data, len);
 		s->arena.len = s->cur_data + len;
 		rc = 1;
 	} else {
@@ -135,6 +141,8 @@ static int take(jl_source *s)
 int inbox__jl_read_lines(jl_source *s, size_t want)
 {
 	while (s->nq < want) {
+		if (reserve_line(s) < 0)
+			return INBOX_ERR_NOMEM;
 		if (s->rpos == s->rend) {
 			int r = fill(s);
 			if (r < 0) {
@@ -146,19 +154,16 @@ int inbox__jl_read_lines(jl_source *s, size_t want)
 			if (r == 0) {
 				/* An unterminated last line counts once the
 				 * input really ended. */
-				if (s->at_eof && s->cur_active && !s->follow) {
-					int e = end_line(s);
-					if (e < 0)
-						return e;
-				}
+				if (s->at_eof && s->cur_active && !s->follow)
+					end_line(s);
 				return INBOX_OK;
 			}
 		}
 		int r = take(s);
 		if (r < 0)
 			return r;
-		if (r == 1 && end_line(s) < 0)
-			return INBOX_ERR_NOMEM;
+		if (r == 1)
+			end_line(s);
 	}
 	return INBOX_OK;
 }
@@ -194,6 +199,8 @@ int inbox__jl_end_partial(jl_source *s)
 {
 	if (!s->cur_active)
 		return 0;
+	if (reserve_line(s) < 0)
+		return INBOX_ERR_NOMEM;
 	return end_line(s);
 }
 

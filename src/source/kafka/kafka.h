@@ -177,6 +177,14 @@ typedef struct kafka_part {
 	size_t nseen, capseen;
 } kafka_part;
 
+/* settle(), per partition of the batch: the first offset not to ack, and
+ * the next offset after the ackable prefix. */
+typedef struct kafka_settle_part {
+	int32_t partition;
+	int64_t stop; /* INT64_MAX: all ackable */
+	int64_t next; /* -1: nothing to ack */
+} kafka_settle_part;
+
 /* A polled message waiting for settle. */
 typedef struct kafka_slot {
 	rd_kafka_message_t *msg; /* NULL: dropped (partition revoked) */
@@ -200,6 +208,9 @@ typedef struct kafka_source {
 
 	kafka_slot *slots;
 	size_t nslots; /* allocated */
+	/* settle()'s scratch, nslots long: settling allocates nothing (a
+	 * batch that cannot be settled could never be polled past). */
+	kafka_settle_part *sparts;
 	size_t nbatch; /* slots of the batch in hand */
 	int polled;    /* a batch awaits settle */
 
@@ -251,7 +262,11 @@ kafka_part *inbox__kafka_part(kafka_source *ks, int32_t p);
 void inbox__kafka_part_forget(kafka_source *ks, int32_t p);
 /* Earlier delivery count of offset, 0 if none. */
 int32_t inbox__kafka_seen_get(const kafka_part *kp, int64_t offset);
-/* Remember that offset was delivered `count` times. 0 or -1 (NOMEM). */
+/* Room for `extra` more offsets (poll reserves it for its batch, so that
+ * settle never needs memory). 0 or -1 (NOMEM). */
+int inbox__kafka_seen_reserve(kafka_part *kp, size_t extra);
+/* Remember that offset was delivered `count` times. 0 or -1 (NOMEM: not
+ * reserved). */
 int inbox__kafka_seen_put(kafka_part *kp, int64_t offset, int32_t count);
 /* Forget offsets below `next`. */
 void inbox__kafka_seen_prune(kafka_part *kp, int64_t next);

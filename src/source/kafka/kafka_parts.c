@@ -60,6 +60,21 @@ int32_t inbox__kafka_seen_get(const kafka_part *kp, int64_t offset)
 	return 0;
 }
 
+int inbox__kafka_seen_reserve(kafka_part *kp, size_t extra)
+{
+	if (kp->nseen + extra <= kp->capseen)
+		return 0;
+	size_t n = kp->capseen ? kp->capseen * 2 : 16;
+	while (n < kp->nseen + extra)
+		n *= 2;
+	kafka_seen *ns = realloc(kp->seen, n * sizeof(*ns));
+	if (!ns)
+		return -1;
+	kp->seen = ns;
+	kp->capseen = n;
+	return 0;
+}
+
 int inbox__kafka_seen_put(kafka_part *kp, int64_t offset, int32_t count)
 {
 	for (size_t i = 0; i < kp->nseen; i++)
@@ -67,14 +82,8 @@ int inbox__kafka_seen_put(kafka_part *kp, int64_t offset, int32_t count)
 			kp->seen[i].count = count;
 			return 0;
 		}
-	if (kp->nseen == kp->capseen) {
-		size_t n = kp->capseen ? kp->capseen * 2 : 16;
-		kafka_seen *ns = realloc(kp->seen, n * sizeof(*ns));
-		if (!ns)
-			return -1;
-		kp->seen = ns;
-		kp->capseen = n;
-	}
+	if (inbox__kafka_seen_reserve(kp, 1) < 0)
+		return -1;
 	kp->seen[kp->nseen].offset = offset;
 	kp->seen[kp->nseen].count = count;
 	kp->nseen++;

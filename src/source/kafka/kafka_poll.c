@@ -42,12 +42,14 @@ static int partition_list1(rd_kafka_topic_partition_list_t **l,
  * `offset` itself. */
 int inbox__kafka_seek_back(kafka_source *ks, int32_t p, int64_t offset)
 {
+	/* Without memory for the partition's state the seek is still made
+	 * (only a failed one cannot be retried later). */
 	kafka_part *kp = inbox__kafka_part(ks, p);
 	rd_kafka_topic_partition_list_t *l;
-	if (!kp)
-		return INBOX_ERR_NOMEM;
-	kp->rewind_to = offset;
-	kp->need_seek = 1;
+	if (kp) {
+		kp->rewind_to = offset;
+		kp->need_seek = 1;
+	}
 	if (partition_list1(&l, ks->topic, p, offset) < 0)
 		return INBOX_ERR_NOMEM;
 	/* With a timeout the call returns once the fetcher moved: no message
@@ -67,7 +69,7 @@ int inbox__kafka_seek_back(kafka_source *ks, int32_t p, int64_t offset)
 		                     ks->topic, (int)p, (long long)offset,
 		                     rd_kafka_err2str(l->elems[0].err));
 		rc = INBOX_ERR_SOURCE;
-	} else {
+	} else if (kp) {
 		kp->need_seek = 0;
 	}
 	rd_kafka_topic_partition_list_destroy(l);
@@ -163,12 +165,18 @@ static int take(kafka_source *ks, rd_kafka_message_t *m)
 		return 0;
 	}
 	kafka_part *kp = inbox__kafka_part(ks, m->partition);
+	if (!kp) {
+		/* No memory for its state: fetch it again, later. */
+		inbox__kafka_seek_back(ks, m->partition, m->offset);
+		rd_kafka_message_destroy(m);
+		return -1;
+	}
 	/* Paused or awaiting a seek back: this copy is stale, the partition
 	 * will deliver it again from the rewind point. */
-	if (!kp || kp->paused || kp->need_seek ||
+	if (kp->paused || kp->need_seek ||
 	    (kp->settled_next >= 0 && m->offset < kp->settled_next)) {
 		rd_kafka_message_destroy(m);
-		return kp ? 0 : -1;
+		return 0;
 	}
 	kafka_slot *s = &ks->slots[ks->nbatch];
 	s->msg = m;
@@ -241,12 +249,28 @@ static int grow_slots(kafka_source *ks, size_t want)
 {
 	if (want <= ks->nslots)
 		return 0;
+	kafka_settle_part *sp = realloc(ks->sparts, want * sizeof(*sp));
+	if (!sp)
+		return -1;
+	ks->sparts = sp;
 	kafka_slot *ns = realloc(ks->slots, want * sizeof(*ns));
 	if (!ns)
 		return -1;
 	memset(ns + ks->nslots, 0, (want - ks->nslots) * sizeof(*ns));
 	ks->slots = ns;
 	ks->nslots = want;
+	return 0;
+}
+
+/* Room in each partition's redelivery counts for every message of the
+ * batch, so that settle() needs no memory. */
+static int reserve_seen(kafka_source *ks)
+{
+	for (size_t i = 0; i < ks->nbatch; i++) {
+		kafka_part *kp = inbox__kafka_part(ks, ks->slots[i].partition);
+		if (!kp || inbox__kafka_seen_reserve(kp, ks->nbatch) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -301,6 +325,8 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		}
 	}
 	compact(ks);
+	if (rc == INBOX_OK && reserve_seen(ks) < 0)
+		rc = INBOX_ERR_NOMEM;
 	if (rc < 0) {
 		rewind_batch(ks);
 		inbox__kafka_drop_batch(ks);

@@ -2,6 +2,9 @@
  * Kafka source: settling a batch. Per partition, the prefix of ackable
  * messages is stored and committed; from the first other one on the
  * partition is sought back and paused for the retry delay.
+ *
+ * Settling needs no memory of ours (poll reserved it): whatever happens,
+ * the batch is dropped and the next poll works.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +16,7 @@ int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
 void inbox__kafka_drop_batch(kafka_source *ks);
 int inbox__kafka_seek_back(kafka_source *ks, int32_t p, int64_t offset);
 
-/* Per partition of the batch: the first offset not to ack, and the next
- * offset after the ackable prefix. */
-typedef struct settle_part {
-	int32_t partition;
-	int64_t stop; /* INT64_MAX: all ackable */
-	int64_t next; /* -1: nothing to ack */
-} settle_part;
+typedef kafka_settle_part settle_part;
 
 static settle_part *find_or_add(settle_part *sp, size_t *nsp, int32_t p)
 {
@@ -105,7 +102,7 @@ static int store_and_commit(kafka_source *ks, settle_part *sp, size_t nsp)
 }
 
 /* Seek back and pause the partitions that stopped early; remember the
- * delivery counts of what will come again. */
+ * delivery counts of what will come again (room reserved by poll). */
 static int redeliver(kafka_source *ks, settle_part *sp, size_t nsp)
 {
 	int rc = INBOX_OK;
@@ -119,14 +116,14 @@ static int redeliver(kafka_source *ks, settle_part *sp, size_t nsp)
 		kafka_slot *s = &ks->slots[i];
 		settle_part *e = find_or_add(sp, &nsp, s->partition);
 		kafka_part *kp = inbox__kafka_part(ks, s->partition);
-		if (kp && s->offset >= e->stop &&
-		    inbox__kafka_seen_put(kp, s->offset, s->count) < 0)
-			rc = INBOX_ERR_NOMEM;
+		if (kp && s->offset >= e->stop)
+			inbox__kafka_seen_put(kp, s->offset, s->count);
 	}
+	/* Without a list (librdkafka out of memory) nothing is paused: the
+	 * messages come again at once. A partition marked paused that is
+	 * not would drop them as stale copies. */
 	rd_kafka_topic_partition_list_t *pause =
 	    rd_kafka_topic_partition_list_new((int)nsp);
-	if (!pause)
-		return INBOX_ERR_NOMEM;
 	for (size_t i = 0; i < nsp; i++) {
 		if (sp[i].stop == INT64_MAX)
 			continue;
@@ -134,7 +131,7 @@ static int redeliver(kafka_source *ks, settle_part *sp, size_t nsp)
 		if (r < 0)
 			rc = r;
 		kafka_part *kp = inbox__kafka_part(ks, sp[i].partition);
-		if (kp && ks->retry_delay_ms > 0) {
+		if (kp && pause && ks->retry_delay_ms > 0) {
 			kp->paused = 1;
 			kp->resume_at = now + ks->retry_delay_ms;
 			rd_kafka_topic_partition_list_add(pause, ks->topic,
@@ -142,9 +139,10 @@ static int redeliver(kafka_source *ks, settle_part *sp, size_t nsp)
 		}
 	}
 	/* After the seek: pausing keeps the rewound fetch position. */
-	if (pause->cnt > 0)
+	if (pause && pause->cnt > 0)
 		rd_kafka_pause_partitions(ks->rk, pause);
-	rd_kafka_topic_partition_list_destroy(pause);
+	if (pause)
+		rd_kafka_topic_partition_list_destroy(pause);
 	return rc;
 }
 
@@ -159,10 +157,8 @@ int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
 	if (bad < 0)
 		for (size_t i = 0; i < ks->nbatch; i++)
 			ks->slots[i].ack = 0;
-	settle_part *sp = calloc(ks->nbatch, sizeof(*sp));
+	settle_part *sp = ks->sparts; /* nslots >= nbatch long */
 	size_t nsp = 0;
-	if (!sp)
-		return INBOX_ERR_NOMEM;
 	/* The first unackable offset of each partition... */
 	for (size_t i = 0; i < ks->nbatch; i++) {
 		kafka_slot *s = &ks->slots[i];
@@ -179,7 +175,6 @@ int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
 	}
 	int r1 = store_and_commit(ks, sp, nsp);
 	int r2 = redeliver(ks, sp, nsp);
-	free(sp);
 	inbox__kafka_drop_batch(ks);
 	return bad < 0 ? bad : r1 < 0 ? r1 : r2;
 }

@@ -90,10 +90,11 @@ static int kafka_open(inbox_source **out, const char *url,
 	ks->member_name_fd = -1;
 	ks->retry_delay_ms = opts->retry_delay_ms;
 	ks->max_payload = opts->max_payload;
+	ks->slots = calloc(opts->max_batch, sizeof(*ks->slots));
+	ks->sparts = calloc(opts->max_batch, sizeof(*ks->sparts));
+	if (!ks->slots || !ks->sparts)
+		return INBOX_ERR_NOMEM; /* close() must not walk NULL slots */
 	ks->nslots = opts->max_batch;
-	ks->slots = calloc(ks->nslots, sizeof(*ks->slots));
-	if (!ks->slots)
-		return INBOX_ERR_NOMEM;
 	int rc = inbox__kafka_parse_url(ks, url, opts, &conf, &open_timeout_ms);
 	if (rc < 0)
 		return rc;
@@ -138,6 +139,7 @@ static void kafka_close(inbox_source *src)
 	for (size_t i = 0; i < ks->nslots; i++)
 		inbox__buf_free(&ks->slots[i].text);
 	free(ks->slots);
+	free(ks->sparts);
 	for (size_t p = 0; p < ks->nparts; p++)
 		free(ks->parts[p].seen);
 	free(ks->parts);
