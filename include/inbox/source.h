@@ -101,9 +101,12 @@ typedef struct inbox_runner_options {
 		    NULL                                                       \
 	}
 
-/* Run until *stop becomes non-zero (set it from a signal handler) or the
- * source ends. When stopping, the batch in hand is finished, committed and
- * settled before returning (drain). Returns INBOX_OK, or the error that
+/* Run until *stop becomes non-zero or the source ends. *stop is read with
+ * an atomic load: set it from a signal handler, or from another thread
+ * with an atomic store (__atomic_store_n(stop, 1, __ATOMIC_RELEASE)); a
+ * plain assignment from another thread is a data race. When stopping, the
+ * batch in hand is finished, committed and settled before returning
+ * (drain). Returns INBOX_OK, or the error that
  * made it give up (store schema errors, a source that cannot be reopened);
  * transient failures, out of memory included, are retried with backoff and
  * never lose a message. */

@@ -96,6 +96,8 @@ typedef struct worker {
 	uint64_t count_prev;
 } worker;
 
+/* Read and written only with inbox__flag()/inbox__flag_set(): the signal
+ * handler and every thread share them. */
 static volatile sig_atomic_t g_stop;    /* given to every inbox_run */
 static volatile sig_atomic_t g_signals; /* SIGTERM/SIGINT received */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -106,7 +108,7 @@ static cli_http *g_http; /* /metrics and /healthz, or NULL */
 static void on_signal(int sig)
 {
 	(void)sig;
-	if (g_signals) {
+	if (inbox__flag(&g_signals)) {
 		static const char msg[] =
 		    "inbox: second signal: exiting now without finishing "
 		    "the batch (nothing uncommitted was acked)\n";
@@ -114,8 +116,8 @@ static void on_signal(int sig)
 		(void)w;
 		_exit(CLI_EXIT_DRAIN);
 	}
-	g_signals = 1;
-	g_stop = 1;
+	inbox__flag_set(&g_signals, 1);
+	inbox__flag_set(&g_stop, 1);
 }
 
 /* JSON-escape into buf (thread-safe, unlike inbox__log_escape). */
@@ -139,7 +141,7 @@ static const char *esc(char *buf, size_t len, const char *s)
 
 static void sleep_ms(int ms)
 {
-	while (ms > 0 && !g_stop) {
+	while (ms > 0 && !inbox__flag(&g_stop)) {
 		int slice = ms > 50 ? 50 : ms;
 		struct timespec ts = {0, (long)slice * 1000000L};
 		nanosleep(&ts, NULL);
@@ -277,7 +279,7 @@ static void *worker_main(void *arg)
 	cli_http_set_running(g_http, w->idx, 1);
 	for (;;) {
 		rc = inbox_run(w->c, w->src, &ro, &g_stop);
-		if (rc < 0 || g_stop || w->once)
+		if (rc < 0 || inbox__flag(&g_stop) || w->once)
 			break;
 		/* The end of a file that is not followed: look again later
 		 * rather than spin. */
@@ -288,7 +290,7 @@ static void *worker_main(void *arg)
 	log_totals(w);
 	pthread_mutex_lock(&g_mu);
 	if (rc < 0)
-		g_stop = 1; /* one consumer failed: drain the others */
+		inbox__flag_set(&g_stop, 1); /* drain the others */
 	g_running--;
 	pthread_cond_signal(&g_cv);
 	pthread_mutex_unlock(&g_mu);
@@ -381,7 +383,7 @@ static int wait_workers(double drain_s)
 	double deadline = 0, t0 = 0;
 	pthread_mutex_lock(&g_mu);
 	for (;;) {
-		if (g_signals && deadline == 0) {
+		if (inbox__flag(&g_signals) && deadline == 0) {
 			t0 = inbox__mono_seconds();
 			deadline = t0 + drain_s;
 			cli_http_set_draining(g_http);
@@ -441,7 +443,7 @@ static int start_workers(worker *ws, int n)
 			g_running--;
 			pthread_mutex_unlock(&g_mu);
 			cli_error("cannot start a thread: %s", strerror(err));
-			g_stop = 1;
+			inbox__flag_set(&g_stop, 1);
 		} else {
 			ws[i].started = 1;
 		}
@@ -571,7 +573,7 @@ int cli_cmd_run(int argc, char **argv)
 	    (rc = cli_dispatch_start(&cfg, sel, CLI_DISPATCH_FOREVER, &g_stop,
 	                             g_http, &wt, &dg)) < 0)
 		rc = CLI_EXIT_OK; /* stopped while waiting: g_stop is set */
-	if (rc == 0 && g_stop)
+	if (rc == 0 && inbox__flag(&g_stop))
 		rc = CLI_EXIT_OK; /* stopped while starting: nothing read */
 	else if (rc == 0) {
 		for (int i = 0; i < n; i++)
@@ -587,7 +589,7 @@ int cli_cmd_run(int argc, char **argv)
 				rc = CLI_EXIT_RUNTIME;
 		}
 		/* --once: the dispatchers finish the effects, then stop. */
-		if (once && !g_signals)
+		if (once && !inbox__flag(&g_signals))
 			cli_dispatch_drain(dg);
 		if (rc == CLI_EXIT_RUNTIME)
 			inbox__log(
@@ -598,7 +600,7 @@ int cli_cmd_run(int argc, char **argv)
 			    "left off\"");
 	}
 	if (rc != 0)
-		g_stop = 1; /* the dispatchers stop too */
+		inbox__flag_set(&g_stop, 1); /* the dispatchers stop too */
 	if (cli_dispatch_join(dg) && rc == 0)
 		rc = CLI_EXIT_RUNTIME;
 	cli_http_stop(g_http);

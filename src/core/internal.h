@@ -2,6 +2,8 @@
 #ifndef INBOX_CORE_INTERNAL_H
 #define INBOX_CORE_INTERNAL_H
 
+#include <signal.h>
+
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
@@ -42,6 +44,21 @@ void inbox__seterr(char *err, size_t errlen, const char *fmt, ...)
  * start): statement-cache keys, advisory-lock keys, filter hashes. */
 #define INBOX__FNV_INIT 14695981039346656037ull
 uint64_t inbox__fnv1a(uint64_t h, const void *p, size_t n);
+
+/* Flags shared between threads and signal handlers, of the type
+ * inbox_run() and inbox_dispatcher_run() take (volatile sig_atomic_t):
+ * read and written with atomic operations only — a plain access to a
+ * flag another thread writes is a data race, volatile or not. Lock-free
+ * on every platform we build for, so safe in a signal handler too. */
+static inline int inbox__flag(volatile sig_atomic_t *f)
+{
+	return __atomic_load_n(f, __ATOMIC_ACQUIRE) != 0;
+}
+
+static inline void inbox__flag_set(volatile sig_atomic_t *f, int v)
+{
+	__atomic_store_n(f, v, __ATOMIC_RELEASE);
+}
 
 /* Monotonic and wall clocks. */
 int64_t inbox__now_ms(void);

@@ -15,7 +15,7 @@
 static void sleep_ms(int ms, volatile sig_atomic_t *stop)
 {
 	/* sleep in slices so a stop request is seen quickly */
-	while (ms > 0 && !*stop) {
+	while (ms > 0 && !inbox__flag(stop)) {
 		int slice = ms > 50 ? 50 : ms;
 		struct timespec ts = {0, (long)slice * 1000000L};
 		nanosleep(&ts, NULL);
@@ -58,7 +58,7 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 	int max_backoff =
 	    opts->backoff_max_ms > 0 ? opts->backoff_max_ms : 5000;
 	int rc = INBOX_OK;
-	while (!*stop) {
+	while (!inbox__flag(stop)) {
 		size_t n = 0;
 		int eof = 0;
 		rc = inbox_source_poll(src, d, bs, &n, opts->poll_timeout_ms,
@@ -100,7 +100,7 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 			    "\"event\":\"batch_failed\",\"error\":\"%s\","
 			    "\"retry_in_ms\":%d",
 			    inbox__log_escape(inbox_consumer_errmsg(c)), delay);
-			if (*stop)
+			if (inbox__flag(stop))
 				break;
 			sleep_ms(delay, stop);
 			delay =
@@ -109,7 +109,7 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 		if (rc != INBOX_OK) {
 			/* Nothing committed: let the source redeliver. */
 			inbox_source_settle(src, d, NULL, n);
-			if (fatal(rc) || *stop)
+			if (fatal(rc) || inbox__flag(stop))
 				break;
 			continue;
 		}
