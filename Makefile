@@ -3,11 +3,12 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps deps-fuzz build build-asan test test-fast chaos demo bench \
-	fuzz install clean format
+.PHONY: all deps deps-fuzz build build-asan build-tsan test test-fast chaos \
+	demo bench fuzz install clean format
 
 all: build
 
@@ -28,11 +29,20 @@ build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DINBOX_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 
-# Builds twice (plain and ASan+UBSan), starts every server the tests need
-# on 127.0.0.1 in a temp dir, runs the whole suite against both builds,
-# stops the servers by PID.
-test: build build-asan
-	sh tests/run-suite.sh $(BUILD) $(ASAN_BUILD)
+# ThreadSanitizer: only what the tests labelled tsan need (the threaded
+# ones: tests/run-suite.sh runs just those in this build).
+TSAN_TARGETS = inbox_cli inbox-test-provider kafka-mock kafka-produce \
+	nats_publish test_nats_source
+build-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINBOX_TSAN=ON $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TARGETS)
+
+# Builds three times (plain, ASan+UBSan, and the threaded tests under
+# TSan), starts every server the tests need on 127.0.0.1 in a temp dir,
+# runs the whole suite against the first two and the tsan-labelled tests
+# against the third, stops the servers by PID.
+test: build build-asan build-tsan
+	sh tests/run-suite.sh $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
 
 # Only the plain build (quicker while developing).
 test-fast: build
@@ -69,4 +79,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

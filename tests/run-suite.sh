@@ -45,13 +45,30 @@ if [ -f "$here/servers/extra.sh" ]; then
 	. "$tmp/servers.sh"
 fi
 
+# ThreadSanitizer builds (INBOX_TSAN=ON, make build-tsan) run only the
+# tests labelled tsan. Every process writes its reports to $tmp/tsan (so a
+# report from a daemon whose stderr a script swallows is seen too); any
+# report fails the run. tests/tsan.supp lists the races inside
+# third-party libraries we do not own.
+export TSAN_OPTIONS="log_path=$tmp/tsan/report suppressions=$here/tsan.supp second_deadlock_stack=1 exitcode=66 ${TSAN_OPTIONS:-}"
+mkdir -p "$tmp/tsan"
+
 status=0
 for b in $builds; do
 	echo "run-suite: ctest in $b"
+	label=""
+	if grep -q '^INBOX_TSAN:BOOL=ON' "$b/CMakeCache.txt" 2>/dev/null; then
+		label="-L tsan"
+	fi
 	# CTEST_ARGS (e.g. "-R nats") narrows the run while developing.
 	# shellcheck disable=SC2086
-	if ! (cd "$b" && ctest --output-on-failure -j2 --timeout 900 ${CTEST_ARGS:-}); then
+	if ! (cd "$b" && ctest --output-on-failure -j2 --timeout 900 $label ${CTEST_ARGS:-}); then
 		status=1
 	fi
 done
+if ls "$tmp/tsan"/report.* >/dev/null 2>&1; then
+	echo "run-suite: ThreadSanitizer reports:"
+	cat "$tmp/tsan"/report.*
+	status=1
+fi
 exit $status
