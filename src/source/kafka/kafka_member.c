@@ -63,6 +63,8 @@ static int derive_base(inbox__buf *b, const char *consumer)
 	if (b->len > ID_MAX - 4) {
 		char hex[65];
 		inbox__sha256_hex(b->data, b->len, hex);
+		if (!hex[0]) /* OpenSSL out of memory */
+			return -1;
 		b->len = ID_MAX - 4 - 17;
 		b->data[b->len] = '\0';
 		if (inbox__buf_printf(b, "-%.16s", hex) < 0)
@@ -76,16 +78,19 @@ static int derive_base(inbox__buf *b, const char *consumer)
  * however it dies, so a restarted daemon finds its id free again, while
  * two live ones never share one. Returns the fd, -1 if the name is held
  * by another process, -2 if names cannot be held here (then ids are not
- * checked for duplicates on this host). */
+ * checked for duplicates on this host), -3 when memory ran out (a name
+ * hashed from nothing would be every id's). */
 static int hold_name(const char *group, const char *id)
 {
 #ifdef __linux__
 	inbox__buf key = INBOX__BUF_INIT;
 	char hex[65];
 	if (inbox__buf_printf(&key, "%s\n%s", group, id) < 0)
-		return -2;
+		return -3;
 	inbox__sha256_hex(key.data, key.len, hex);
 	inbox__buf_free(&key);
+	if (!hex[0])
+		return -3;
 	struct sockaddr_un a;
 	memset(&a, 0, sizeof(a));
 	a.sun_family = AF_UNIX;
@@ -124,6 +129,8 @@ static int derive(kafka_source *ks, const char *group, const char *consumer,
 		    (slot > 0 && inbox__buf_printf(id, "-%d", slot) < 0))
 			goto out;
 		int fd = hold_name(group, id->data);
+		if (fd == -3)
+			goto out; /* NOMEM */
 		if (fd == -1)
 			continue;
 		ks->member_name_fd = fd; /* -2: unchecked, still ours */
