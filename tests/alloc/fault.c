@@ -13,6 +13,8 @@
 #include <openssl/crypto.h>
 #include <sqlite3.h>
 
+#include "core/json.h"
+
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t n);
@@ -160,6 +162,14 @@ int fault_install(void)
 		rc = -1;
 	if (!CRYPTO_set_mem_functions(ssl_malloc, ssl_realloc, ssl_free))
 		rc = -1;
+	/* OpenSSL's one-time initialization (its default library context,
+	 * the SHA-256 fetch libinbox makes once) is not robust to a failed
+	 * allocation: it can leave a NULL lock that a later call crashes on.
+	 * That is OpenSSL's own start-up, not a path of ours: done here,
+	 * before any failure is armed. Its per-call allocations (a digest's
+	 * context) are still failed in turn. */
+	char hex[65];
+	inbox__sha256_hex("", 0, hex);
 	if (rc < 0)
 		fprintf(stderr, "fault: cannot install the allocators\n");
 	return rc;

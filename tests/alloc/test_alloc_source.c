@@ -55,7 +55,17 @@ typedef struct book {
 	int nomem;           /* calls that reported NOMEM */
 	int bad;             /* a check failed */
 	long n;
+	char calls[4096]; /* what was called and what it returned */
 } book;
+
+static void book_note(book *b, const char *call, int rc, size_t k)
+{
+	size_t len = strlen(b->calls);
+	if (len + 64 < sizeof(b->calls))
+		snprintf(b->calls + len, sizeof(b->calls) - len, "%s%s=%s/%zu",
+		         len ? " " : "", call,
+		         rc == 0 ? "ok" : inbox_err_name(rc) + 10, k);
+}
 
 static void book_init(book *b, long n)
 {
@@ -67,6 +77,7 @@ static void book_init(book *b, long n)
 
 static int book_rc(book *b, int rc, const char *call, const char *err)
 {
+	book_note(b, call, rc, 0);
 	if (rc == INBOX_OK)
 		return 0;
 	if (rc == INBOX_ERR_NOMEM) {
@@ -134,8 +145,9 @@ static int book_complete(book *b, int from, int to)
 		if (b->acked[m] != 1 || b->delivered[m] < 1) {
 			fprintf(stderr,
 			        "  N=%ld: message %d delivered %d, acked %d "
-			        "times\n",
-			        b->n, m, b->delivered[m], b->acked[m]);
+			        "times\n  calls: %s\n",
+			        b->n, m, b->delivered[m], b->acked[m],
+			        b->calls);
 			return 0;
 		}
 	return !b->bad;
@@ -494,6 +506,8 @@ static void k_step(inbox_source *s, book *b, size_t max, int retry_msg,
 	int msg[MAXMSG], part[MAXMSG];
 	size_t k = 0;
 	int rc = inbox_source_poll(s, d, max, &k, 200, NULL);
+	if (k > 0)
+		book_note(b, "got", 0, k);
 	if (rc == INBOX_ERR_SOURCE && k == 0)
 		return; /* nothing within the timeout, with a broker warning */
 	if (book_rc(b, rc, "poll", inbox_source_errmsg(s)))
@@ -529,7 +543,9 @@ static int k_round(inbox_source *s, long n, int base, int *count)
 		return -1;
 	}
 	fault_arm(n);
-	int64_t deadline = now_ms() + 15000;
+	/* generous: an ASan build on a loaded machine is slow, and a round
+	 * normally takes well under a second */
+	int64_t deadline = now_ms() + 60000;
 	int done = 0;
 	while (!b.bad && !done && now_ms() < deadline) {
 		k_step(s, &b, (size_t)k, 1, base);
