@@ -53,9 +53,16 @@ int inbox__kafka_seek_back(kafka_source *ks, int32_t p, int64_t offset)
 	if (partition_list1(&l, ks->topic, p, offset) < 0)
 		return INBOX_ERR_NOMEM;
 	/* With a timeout the call returns once the fetcher moved: no message
-	 * fetched before the seek is handed out after it. */
+	 * fetched before the seek is handed out after it. Before librdkafka
+	 * 2.1.0 (Debian 12 has 2.0.2) the call waited a thousandth of the
+	 * timeout it was given (librdkafka #4230: milliseconds taken for
+	 * microseconds): 5 ms, which a loaded machine misses, and the seek
+	 * then failed as "timed out". */
+	int timeout_ms = rd_kafka_version() >= 0x020100ff
+	                     ? SEEK_TIMEOUT_MS
+	                     : SEEK_TIMEOUT_MS * 1000;
 	rd_kafka_error_t *error =
-	    rd_kafka_seek_partitions(ks->rk, l, SEEK_TIMEOUT_MS);
+	    rd_kafka_seek_partitions(ks->rk, l, timeout_ms);
 	int rc = INBOX_OK;
 	if (error) {
 		inbox__source_seterr(
