@@ -256,9 +256,11 @@ static const char *esc(char *buf, size_t len, const char *s)
 	return buf;
 }
 
+/* *stop is written by a signal handler, which may run on any thread
+ * (the HTTP server's too): read atomically. */
 static int stopped(const cli_waiter *wt)
 {
-	return wt->stop && *wt->stop;
+	return wt->stop && inbox__flag(wt->stop);
 }
 
 int cli_wait_again(cli_waiter *wt, const cli_consumer *cc, int hidx,
