@@ -32,7 +32,7 @@ build-asan: deps
 # ThreadSanitizer: only what the tests labelled tsan need (the threaded
 # ones: tests/run-suite.sh runs just those in this build).
 TSAN_TARGETS = inbox_cli inbox-test-provider kafka-mock kafka-produce \
-	nats_publish test_nats_source
+	nats_publish amqp-publish test_nats_source test_providers
 build-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINBOX_TSAN=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TARGETS)

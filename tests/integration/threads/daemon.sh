@@ -1,35 +1,44 @@
 #!/bin/sh
 # Every thread of the daemon at once, for ThreadSanitizer (build-tsan runs
 # the tests labelled tsan; the plain and ASan builds run this one too):
-# four consumers, one thread each — JSONL into SQLite, JSONL into
+# six consumers, one thread each — JSONL into SQLite, JSONL into
 # PostgreSQL, Kafka (its own mock cluster; librdkafka's callbacks) into
 # the same SQLite file, NATS JetStream into PostgreSQL with a handler slow
-# enough for the source's in-progress keeper thread to run — the first two
+# enough for the source's in-progress keeper thread to run, a Redis stream
+# into SQLite and a RabbitMQ queue into PostgreSQL — the first two
 # with an outbox step performed by --dispatch (a dispatcher thread each),
 # and /metrics and /healthz scraped by three clients at once the whole
 # time (the libmicrohttpd thread reading what the others write). Every
 # message is applied once, every charge made once, the drain exits 0, and
-# nothing (no sanitizer) complains.
+# nothing (no sanitizer) complains. Before it, a daemon waiting at start
+# for a store that is not there (the main thread retrying, /healthz
+# answering 503 from its thread, SIGTERM from outside); after it, `inbox
+# dispatch` (its dispatcher threads, the --timeout watchdog, SIGTERM).
 #   daemon.sh INBOX_BIN PROVIDER KAFKA_MOCK KAFKA_PRODUCE NATS_PUBLISH
+#             AMQP_PUBLISH
 set -u
 BIN=$1
 PROV=$2
 MOCK=$3
 PRODUCE=$4
 PUB=$5
+AMQP_PUB=$6
 group=threads
 . "$(dirname "$0")/../common.sh"
 need_pg
 need_suite_server INBOX_TEST_NATS_URL nats-server nats.sh
+need_suite_server INBOX_TEST_REDIS_URL redis-server redis.sh
+need_suite_server INBOX_TEST_AMQP_URL RabbitMQ rabbitmq.sh
 
 N=${THREADS_N:-100}
 dir=$(mktmp)
 tag="thr$$_"
+queue="inbox-it-$$-thr"
 mock_pid=""
 prov_pid=""
 scrapers=""
 cleanup() {
-	touch "$dir/stop"
+	touch "$dir/stop" "$dir/stop.w"
 	for _p in $scrapers; do wait "$_p" 2>/dev/null; done
 	stop_daemons
 	for _p in $mock_pid $prov_pid; do
@@ -40,6 +49,9 @@ cleanup() {
 	prov_pid=""
 	exec 9>&-
 	pg_drop_prefix "$tag"
+	redis-cli -u "$INBOX_TEST_REDIS_URL" DEL "THR$$" >/dev/null 2>&1
+	"$AMQP_PUB" "$INBOX_TEST_AMQP_URL" delete "$queue" "$queue.retry" \
+		>/dev/null 2>&1
 	return 0
 }
 exit_trap=cleanup
@@ -71,6 +83,8 @@ orders b >"$dir/b.jsonl"
 orders k | awk '{ k = $0; sub(/.*"id":"/, "", k); sub(/".*/, "", k);
 	printf "%s\t%s\t%s\n", k, k, $0 }' >"$dir/k.tsv"
 orders n >"$dir/n.jsonl"
+orders r >"$dir/r.jsonl"
+orders q >"$dir/q.jsonl"
 
 # consumer NAME SOURCE TABLE [STORE] [SLOW] [OUTBOX]
 consumer() {
@@ -111,6 +125,8 @@ NATS="$INBOX_TEST_NATS_URL/THR$$?durable=thr&create=1&ack_wait=2s&in_progress_in
 	consumer thr.b "jsonl:$dir/b.jsonl?follow=1&checkpoint=$dir/b.ck" "${tag}b" "$PG" "" outbox
 	consumer thr.k "kafka://$BOOT/thr?group=thr&rdkafka.session.timeout.ms=6000&rdkafka.heartbeat.interval.ms=300&rdkafka.log_level=3" "${tag}k"
 	consumer thr.n "$NATS" "${tag}n" "$PG" slow
+	consumer thr.r "$INBOX_TEST_REDIS_URL/THR$$?group=thr" "${tag}r"
+	consumer thr.q "$INBOX_TEST_AMQP_URL/$queue" "${tag}q" "$PG"
 } >"$dir/inbox.yaml"
 
 "$BIN" migrate "$dir/inbox.yaml" >"$dir/migrate.out" 2>&1 ||
@@ -119,7 +135,55 @@ NATS="$INBOX_TEST_NATS_URL/THR$$?durable=thr&create=1&ack_wait=2s&in_progress_in
 	bail "kafka-produce"
 "$PUB" pub "$INBOX_TEST_NATS_URL" "THR$$" "$dir/n.jsonl" n >/dev/null 2>"$dir/pub.err" ||
 	bail "nats publish" "$(cat "$dir/pub.err")"
+awk -v s="THR$$" '{ printf("XADD %s * payload '\''%s'\''\n", s, $0) }' \
+	"$dir/r.jsonl" | redis-cli -u "$INBOX_TEST_REDIS_URL" >/dev/null ||
+	bail "redis XADD"
+sent=$("$AMQP_PUB" "$INBOX_TEST_AMQP_URL" publish "$queue" <"$dir/q.jsonl")
+[ "$sent" = "$N" ] || bail "amqp publish" "sent: $sent"
 
+# scrape PATH FILE STOP: GET http://127.0.0.1:$port/PATH until $dir/STOP
+# exists; the time (ms) each answer came and its status, one a line, in
+# $dir/FILE.
+scrape() {
+	while [ ! -f "$dir/$3" ]; do
+		_s=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 \
+			"http://127.0.0.1:$port$1")
+		echo "$(now_ms) $_s" >>"$dir/$2"
+	done
+}
+# waited N: N attempts logged and N answers to /healthz.
+waited() {
+	[ "$(grep -c '"event":"waiting"' "$dir/wait.log")" -ge "$1" ] &&
+		[ "$(cat "$dir/wscrape.1" 2>/dev/null | wc -l)" -ge "$1" ]
+}
+
+# --- Waiting at start: the store's socket does not exist ------------------
+{
+	printf 'store: "postgresql://postgres@/inbox_test?host=%s/nosock"\n' "$dir"
+	printf 'consumers:\n'
+	consumer thr.w "jsonl:$dir/a.jsonl" "${tag}w"
+} >"$dir/wait.yaml"
+"$BIN" run "$dir/wait.yaml" --metrics 127.0.0.1:0 2>"$dir/wait.log" 9>&- &
+pid=$!
+daemons=$pid
+listening_port "$dir/wait.log" "$pid" ||
+	bail "the waiting daemon serves /healthz" "$(tail -5 "$dir/wait.log")"
+scrape /healthz wscrape.1 stop.w &
+scrapers="$!"
+scrape /metrics wscrape.2 stop.w &
+scrapers="$scrapers $!"
+check "waiting for its store: 3 attempts logged, /healthz asked 3 times" \
+	wait_until 30 waited 3
+t_term=$(now_ms)
+stop_daemon "$pid"
+expect_eq "SIGTERM while waiting: exits 0" "$rc" 0
+touch "$dir/stop.w"
+for _p in $scrapers; do wait "$_p" 2>/dev/null; done
+scrapers=""
+bad=$(awk -v t="$t_term" '$1 < t && $2 != 503' "$dir/wscrape.1" | wc -l)
+expect_eq "every /healthz answer while waiting was a 503" "$bad" 0
+
+# --- Everything at once ---------------------------------------------------
 "$BIN" run "$dir/inbox.yaml" --dispatch --metrics 127.0.0.1:0 \
 	2>"$dir/run.log" 9>&- &
 pid=$!
@@ -128,36 +192,27 @@ listening_port "$dir/run.log" "$pid" ||
 	bail "the daemon serves /metrics" "$(tail -5 "$dir/run.log")"
 ok "the daemon serves /metrics on port $port"
 
-# Three scrapers until told to stop: the time (ms) each answer came and
-# its status, one a line.
-scrape() {
-	while [ ! -f "$dir/stop" ]; do
-		_s=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 \
-			"http://127.0.0.1:$port$1")
-		echo "$(now_ms) $_s" >>"$dir/scrape.$2"
-	done
-}
-scrape /metrics 1 &
+scrape /metrics scrape.1 stop &
 scrapers="$scrapers $!"
-scrape /metrics 2 &
+scrape /metrics scrape.2 stop &
 scrapers="$scrapers $!"
-scrape /healthz 3 &
+scrape /healthz scrape.3 stop &
 scrapers="$scrapers $!"
 
 rows() {
 	case "$1" in
-	a | k) sq "$dir/inbox.db" "SELECT count(*) || ' ' || count(DISTINCT order_id) FROM ${tag}$1" ;;
+	a | k | r) sq "$dir/inbox.db" "SELECT count(*) || ' ' || count(DISTINCT order_id) FROM ${tag}$1" ;;
 	*) pgq "SELECT count(*) || ' ' || count(DISTINCT order_id) FROM ${tag}$1" ;;
 	esac
 }
 all_done() {
-	for t in a b k n; do [ "$(rows $t)" = "$N $N" ] || return 1; done
+	for t in a b k n r q; do [ "$(rows $t)" = "$N $N" ] || return 1; done
 	[ "$(curl -s "http://127.0.0.1:$PROV_PORT/stats" | jq -r .pay.charges)" = $((2 * N)) ]
 }
 wait_until 180 all_done || fail "everything applied within 180 s" \
-	"a: $(rows a), b: $(rows b), k: $(rows k), n: $(rows n)" \
+	"a: $(rows a), b: $(rows b), k: $(rows k), n: $(rows n), r: $(rows r), q: $(rows q)" \
 	"charges: $(curl -s "http://127.0.0.1:$PROV_PORT/stats" | jq -c .pay)"
-for t in a b k n; do
+for t in a b k n r q; do
 	expect_eq "consumer thr.$t: every order applied once" "$(rows $t)" "$N $N"
 done
 stats=$(curl -s "http://127.0.0.1:$PROV_PORT/stats")
@@ -173,11 +228,41 @@ touch "$dir/stop"
 for _p in $scrapers; do wait "$_p" 2>/dev/null; done
 scrapers=""
 got=$(cat "$dir"/scrape.* | awk -v t="$t_term" '$1 < t' | wc -l)
-bad=$(cat "$dir"/scrape.* | awk -v t="$t_term" '$1 < t && $2 != 200' | wc -l)
+bad=$(cat "$dir"/scrape.1 "$dir"/scrape.2 | awk -v t="$t_term" '$1 < t && $2 != 200' | wc -l)
 check "the scrapers got answers meanwhile ($got)" [ "$got" -ge 10 ]
-expect_eq "every scrape answered before SIGTERM was a 200" "$bad" 0
-if grep -q "Sanitizer\|runtime error" "$dir/run.log"; then
-	fail "no sanitizer report" "$(grep -m3 "Sanitizer\|runtime error" "$dir/run.log")"
+expect_eq "every /metrics answer before SIGTERM was a 200" "$bad" 0
+# /healthz is 503 until every consumer runs (the stores are opened after
+# the HTTP thread starts), then 200 until SIGTERM.
+bad=$(awk -v t="$t_term" '$1 < t && $2 == 200 { up = 1 } $1 < t && up && $2 != 200' "$dir/scrape.3" | wc -l)
+expect_eq "every /healthz answer between the first 200 and SIGTERM was a 200" "$bad" 0
+
+# --- inbox dispatch: nothing left to do, its threads all the same ---------
+"$BIN" dispatch "$dir/inbox.yaml" --timeout 1s --metrics 127.0.0.1:0 \
+	2>"$dir/dispatch1.log" 9>&- &
+pid=$!
+daemons=$pid
+http_status=none
+listening_port "$dir/dispatch1.log" "$pid" && get /metrics >/dev/null
+expect_eq "inbox dispatch --timeout 1s: /metrics answers" "$http_status" 200
+check "inbox dispatch --timeout 1s: its watchdog stops it" \
+	wait_until 30 grep -q '"event":"dispatch_timeout"' "$dir/dispatch1.log"
+wait "$pid"
+rc=$?
+forget_daemon "$pid"
+expect_eq "inbox dispatch --timeout 1s: exits 0" "$rc" 0
+"$BIN" dispatch "$dir/inbox.yaml" --metrics 127.0.0.1:0 \
+	2>"$dir/dispatch2.log" 9>&- &
+pid=$!
+daemons=$pid
+http_status=none
+listening_port "$dir/dispatch2.log" "$pid" && get /metrics >/dev/null
+expect_eq "inbox dispatch: /metrics answers" "$http_status" 200
+stop_daemon "$pid"
+expect_eq "inbox dispatch: SIGTERM, exits 0" "$rc" 0
+
+if grep -q "Sanitizer\|runtime error" "$dir/wait.log" "$dir/run.log" \
+	"$dir/dispatch1.log" "$dir/dispatch2.log"; then
+	fail "no sanitizer report" "$(grep -h -m3 "Sanitizer\|runtime error" "$dir/wait.log" "$dir/run.log" "$dir"/dispatch*.log)"
 else
 	ok "no sanitizer report"
 fi
