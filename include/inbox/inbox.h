@@ -150,9 +150,10 @@ typedef struct inbox_delivery {
 	 * database outage, a restart loop, another member's takeover). It
 	 * only feeds the consumer's max_deliveries, the bound on a message
 	 * that is delivered again and again without ever completing (one
-	 * that crashes the process before anything is recorded). Sources
-	 * leave out of it what they can tell is ours (see each source's
-	 * header). */
+	 * that crashes the process before anything is recorded). What each
+	 * source reports is in its header: the broker's own count where it
+	 * keeps one (NATS, Redis, RabbitMQ), a count within the process
+	 * otherwise (JSONL, Kafka). */
 	int32_t delivery_count;
 	/* Reserved for sources (an ack token); the library ignores it. */
 	uint64_t source_token;
