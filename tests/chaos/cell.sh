@@ -20,12 +20,15 @@
 # Outages (PostgreSQL, broker) happen while the producer runs, so that a
 # row can follow each of them. A daemon that exits by itself (exit 4:
 # store or source unreachable at start-up) is started again 0.5 s later,
-# as a supervisor would. Then the faults stop, everything is brought back,
-# the cell waits (at most SETTLE seconds) for the source to be drained and
-# the store to hold what it should, stops the daemons with SIGTERM and
-# checks: every valid order applied exactly once, none missing, every bad
-# message dead-lettered exactly once with its reason, nothing valid among
-# the dead letters, each daemon's last run drained and exited 0.
+# as a supervisor would. A broker that dies by itself and cannot come
+# back (the Kafka mock keeps its log in memory) ends the faults, and the
+# cell fails with broker_died=1: what it held is counted as lost. Then the
+# faults stop, everything is brought back, the cell waits (at most SETTLE
+# seconds) for the source to be drained and the store to hold what it
+# should, stops the daemons with SIGTERM and checks: every valid order
+# applied exactly once, none missing, every bad message dead-lettered
+# exactly once with its reason, nothing valid among the dead letters, each
+# daemon's last run drained and exited 0.
 #   cell.sh BUILD_DIR STORE SOURCE SECONDS
 # Prints progress ("# ...") and one figure line ("chaos store=... ..."),
 # written to $CHAOS_OUT too when set; exit 0 if every check held, 1 if
@@ -328,6 +331,11 @@ while :; do
 	n=$(now_ms)
 	[ "$n" -ge "$t_end" ] && break
 	grep -q '^outage_failed' "$dir/faults" && break
+	if src_died; then
+		echo "$(now_ms) $died_why" >"$dir/broker_died"
+		echo "# $name: the broker died, the faults stop: $died_why"
+		break
+	fi
 	housekeeping
 	if [ "$n" -ge "$next_kill" ] && [ ! -f "$dir/crashloop" ]; then
 		s=$(pick)
@@ -392,6 +400,14 @@ for i in $(seq 1 "$DAEMONS"); do
 	eval "[ -n \"\$down_$i\" ]" && slot_start "$i"
 done
 
+# a broker that died with its log (the Kafka mock) has nothing more to
+# deliver: no settling, the check counts what it took with it as lost
+if [ ! -f "$dir/broker_died" ] && src_died; then
+	echo "$(now_ms) $died_why" >"$dir/broker_died"
+	echo "# $name: the broker died: $died_why"
+fi
+broker_died=0
+[ -f "$dir/broker_died" ] && broker_died=1 SETTLE=1
 settle_deadline=$(($(now_ms) + SETTLE * 1000))
 wait_produced() { grep -q '^done' "$dir/producer.log"; }
 if ! wait_until "$SETTLE" wait_produced; then
@@ -453,7 +469,7 @@ result=PASS
 	[ "$dl_bad_reason" -eq 0 ] && [ "$valid_in_dl" -eq 0 ] &&
 	[ "$unknown_dl" -eq 0 ] && [ "$settled_ok" -eq 1 ] &&
 	[ "$stop_fails" -eq 0 ] && [ "$sanitizer" -eq 0 ] &&
-	[ "$outage_failed" -eq 0 ] || result=FAIL
+	[ "$outage_failed" -eq 0 ] && [ "$broker_died" -eq 0 ] || result=FAIL
 if [ -s "$dir/problems" ]; then
 	sed "s/^/# $name: /" "$dir/problems" | head -20
 fi
@@ -470,11 +486,16 @@ line="$line unexpected=$unexpected dl_expected=$dl_expected dl_found=$dl_found"
 line="$line dl_missing=$dl_missing dl_extra=$dl_extra dl_bad_reason=$dl_bad_reason"
 line="$line valid_in_dl=$valid_in_dl settle_s=$(((t_settled - t_faults) / 1000))"
 line="$line recovery_ms=${rec:--} errors_logged=$errors"
-line="$line outages_failed=$outage_failed sigterm_failed=$stop_fails"
+line="$line outages_failed=$outage_failed broker_died=$broker_died"
+line="$line sigterm_failed=$stop_fails"
 line="$line sanitizer=$sanitizer result=$result"
 echo "$line"
 [ -n "${CHAOS_OUT:-}" ] && echo "$line" >>"$CHAOS_OUT"
 if [ "$result" = PASS ]; then
+	# after the servers are stopped (cell_exit: their PID files are in
+	# $dir; removed first, every passing cell left its broker running)
+	cell_exit
+	trap - EXIT
 	[ -z "${KEEP:-}" ] && rm -rf "$dir"
 	exit 0
 fi

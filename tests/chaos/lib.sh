@@ -266,6 +266,27 @@ src_drained() {
 	esac
 }
 
+# src_died: the source's server ended by itself (not by our faults);
+# sets died_why. Not in a subshell (it reaps the server). Only the Kafka
+# mock: it keeps its log in memory, so what it held goes with it and
+# cannot come back (librdkafka's mock, 2.0.2 as today's, aborts on
+# `!member->resp` in rd_kafka_mock_cgrp_member_add when a member sends
+# JoinGroup again while its first one is still parked, as one may after
+# a SIGCONT). The other servers write to disk and the outages start them
+# again.
+src_died() {
+	case "$SOURCE" in
+	kafka)
+		[ -n "$mock_pid" ] && ! alive "$mock_pid" || return 1
+		wait "$mock_pid" 2>/dev/null
+		_st=$?
+		mock_pid=""
+		died_why="kafka-mock exited with status $_st: $(tail -1 "$dir/mock.err" 2>/dev/null)"
+		;;
+	*) return 1 ;;
+	esac
+}
+
 src_stop() {
 	case "$SOURCE" in
 	amqp) sh "$servers/rabbitmq.sh" stop "$dir/rmq" >/dev/null 2>&1 ;;

@@ -109,11 +109,12 @@ BEGIN {
 	delete f
 	for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = substr($i, length(kv[1]) + 2) }
 	# "pg_restart:n=4,max=238,p50=184;..." -> "pg_restart 238, ..."
+	res = v("result"); if (v("broker_died") + 0 > 0) res = res " (broker died)"
 	rec = v("recovery_ms"); gsub(/:n=[0-9]+,max=/, " ", rec); gsub(/,p50=[0-9]+/, "", rec); gsub(/;/, ", ", rec)
 	printf("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s/%s | %s | %s |\n",
 	    v("store"), v("source"), v("seconds"), v("messages"), v("kills"), v("sigstops"),
 	    v("pg_restarts"), v("pg_ns_restarts"), v("pg_terminations"), v("broker_restarts"),
-	    v("lost"), v("doubled"), v("dl_expected"), v("dl_found"), rec, v("result"))
+	    v("lost"), v("doubled"), v("dl_expected"), v("dl_found"), rec, res)
 	for (k in f) if (k ~ /^(messages|kills|sigstops|pg_restarts|pg_ns_restarts|pg_terminations|broker_restarts|lost|doubled|dl_expected|dl_found)$/) t[k] += f[k]
 	if (v("result") == "PASS") pass++; n++
 }
