@@ -245,6 +245,11 @@ typedef struct inbox_store_options {
  * `opts` may be NULL for defaults. On failure *out is NULL unless the
  * handle could be allocated, in which case *out holds it so the caller can
  * read inbox_store_errmsg() and must close it.
+ * A PostgreSQL URL whose user info libpq would split otherwise than other
+ * URL parsers is refused (INBOX_ERR_URL) before libpq sees it: a raw '@',
+ * '/', '?', '#', '[' or ']' in the user name or password, or a second raw
+ * '@' anywhere (write %40 %2F %3F %23 %5B %5D); so is one libpq cannot
+ * parse. Neither message quotes the password.
  * Errors: INBOX_ERR_URL, INBOX_ERR_CONNECT (the server cannot be reached:
  * a later attempt may succeed), INBOX_ERR_IO (SQLite: the file cannot be
  * opened), INBOX_ERR_TRANSIENT (the server went away while migrating, a
@@ -755,7 +760,21 @@ int inbox_json_canonicalize(const char *json, size_t len, char **out,
 int inbox_fingerprint(const char *json, size_t len, const char *pointer,
                       char hex[65], char *err, size_t errlen);
 
-/* Copy of `url` with any password replaced by "***" (malloc'ed). */
+/* Copy of `url` with every secret replaced by "***" (malloc'ed; NULL for
+ * NULL or on NOMEM). Secret, in SCHEME://...: the password of the user
+ * info (after its first ':'), or the whole user info when it has no ':'
+ * (a nats:// token, a redis:// password) except for postgresql, postgres
+ * and amqp, where that is a user name; the user info counted up to the
+ * last '@' of the URL, so that whatever a client library could take for
+ * the password is hidden however the URL is written (all of it, user
+ * name too, when it holds a raw '/', '?', '#', '@', '[' or ']'). And the
+ * value of
+ * any parameter whose name contains, in any case, pass, pwd, secret,
+ * token, key, cred, auth, jaas, config or signature ("?rdkafka.sasl.
+ * password=***", "&sslpassword=***"), in a URL or in a libpq
+ * "keyword=value" string. The error messages of the stores and sources
+ * (the client libraries' own texts included) are scrubbed of the same
+ * secrets, in any spelling. Thread-safe. */
 char *inbox_redact_url(const char *url);
 
 #ifdef __cplusplus

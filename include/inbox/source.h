@@ -51,7 +51,10 @@ typedef struct inbox_source_options {
 	}
 
 /* Open a source by URL. Like inbox_store_open, *out may be set on failure
- * so the error can be read; close it. Errors: URL, CONNECT, SOURCE, IO. */
+ * so the error can be read; close it. A SCHEME://USERINFO@... URL whose
+ * user info the client libraries would split differently (a raw '@', '/',
+ * '?', '#', '[' or ']' in it, a second raw '@' anywhere) is refused with
+ * INBOX_ERR_URL. Errors: URL, CONNECT, SOURCE, IO. */
 int inbox_source_open(inbox_source **out, const char *url,
                       const inbox_source_options *opts);
 void inbox_source_close(inbox_source *src);
@@ -73,6 +76,9 @@ int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
 int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
                         const inbox_result *res, size_t n);
 
+/* The last error's message ("" if none); never shows a secret of the URL
+ * (see inbox_redact_url), in any spelling, even where the client library
+ * wrote the text. Valid until the next call on the handle. */
 const char *inbox_source_errmsg(const inbox_source *src);
 
 /* ------------------------------------------------------------------ */

@@ -59,14 +59,14 @@ void cli_error(const char *fmt, ...)
 /* 1 if arg is "-h" or "--help". */
 int cli_is_help(const char *arg);
 
-/* A store URL safe to print: the password replaced by "***". Writes into
- * buf (truncated) and returns it. */
+/* A store or source URL safe to print: every secret (inbox_redact_url)
+ * replaced by "***". Writes into buf (truncated) and returns it. */
 const char *cli_redact(const char *url, char *buf, size_t len);
 
-/* Remove any copy of the password found in `url` from `msg` (in place):
- * defence in depth for driver messages that might echo a connection
- * string. */
-void cli_scrub(char *msg, const char *url);
+/* Remove from msg (in place, a buffer of cap bytes) every secret of url
+ * in any spelling (core/secret.h): defence in depth, the handles' errmsg
+ * is scrubbed already. */
+void cli_scrub(char *msg, size_t cap, const char *url);
 
 /* Exit code for a failed inbox_store_open / inbox_source_open. */
 int cli_open_exit_code(int rc);

@@ -102,7 +102,7 @@ static int store_error(dlq *q, int i, const char *what, int err)
 	const cli_consumer *c = &q->cfg.consumers[i];
 	char red[512], msg[1024];
 	snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(q->o[i].st));
-	cli_scrub(msg, cli_consumer_store(&q->cfg, c));
+	cli_scrub(msg, sizeof(msg), cli_consumer_store(&q->cfg, c));
 	cli_error("consumer \"%s\": %s on %s failed: %s", c->name, what,
 	          cli_redact(cli_consumer_store(&q->cfg, c), red, sizeof(red)),
 	          msg);

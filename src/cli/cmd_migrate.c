@@ -32,7 +32,7 @@ static int migrate_one(const cli_config *cfg, const cli_consumer *c)
 	if (err < 0) {
 		char red[512], msg[1024];
 		snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(st));
-		cli_scrub(msg, cli_consumer_store(cfg, c));
+		cli_scrub(msg, sizeof(msg), cli_consumer_store(cfg, c));
 		cli_error(
 		    "consumer \"%s\": migrating %s failed: %s", c->name,
 		    cli_redact(cli_consumer_store(cfg, c), red, sizeof(red)),

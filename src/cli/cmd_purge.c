@@ -80,7 +80,7 @@ static int purge_one(const cli_config *cfg, const cli_consumer *c, int batch,
 	if (err < 0) {
 		char red[512], msg[1024];
 		snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(st));
-		cli_scrub(msg, cli_consumer_store(cfg, c));
+		cli_scrub(msg, sizeof(msg), cli_consumer_store(cfg, c));
 		cli_error(
 		    "consumer \"%s\": purging %s failed%s: %s", c->name,
 		    cli_redact(cli_consumer_store(cfg, c), red, sizeof(red)),
@@ -110,7 +110,7 @@ static int purge_one(const cli_config *cfg, const cli_consumer *c, int batch,
 			char msg[1024];
 			snprintf(msg, sizeof(msg), "%s",
 			         inbox_store_errmsg(st));
-			cli_scrub(msg, cli_consumer_store(cfg, c));
+			cli_scrub(msg, sizeof(msg), cli_consumer_store(cfg, c));
 			fprintf(stderr,
 			        "inbox: warning: consumer \"%s\": sealing the "
 			        "inbox generation was put off: %s\n",

@@ -272,7 +272,7 @@ static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
 	if (err < 0) {
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(st));
-		cli_scrub(msg, cli_consumer_store(cfg, c));
+		cli_scrub(msg, sizeof(msg), cli_consumer_store(cfg, c));
 		cli_error("consumer \"%s\": reading %s failed: %s", c->name,
 		          red, msg);
 		inbox_store_close(st);

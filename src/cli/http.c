@@ -166,7 +166,7 @@ static void store_failed(cli_http *h, mon *m, const char *what, int rc)
 	const char *msg = m->st ? inbox_store_errmsg(m->st) : "";
 	snprintf(m->err, sizeof(m->err), "%s: %s", what,
 	         msg && *msg ? msg : inbox_strerror(rc));
-	cli_scrub(m->err, url);
+	cli_scrub(m->err, sizeof(m->err), url);
 	m->store_ok = 0;
 	/* A fresh connection next time rather than a handle in an unknown
 	 * state. */

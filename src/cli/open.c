@@ -87,7 +87,7 @@ int cli_try_open_store(const cli_config *cfg, const cli_consumer *c,
 	         *out ? inbox_store_errmsg(*out) : inbox_strerror(rc));
 	if (!msg[0])
 		snprintf(msg, sizeof(msg), "%s", inbox_strerror(rc));
-	cli_scrub(msg, url);
+	cli_scrub(msg, sizeof(msg), url);
 	failed(f, rc, cli_open_exit_code(rc),
 	       "%s:%d: consumer \"%s\": cannot open store %s: %s", cfg->path,
 	       line, c->name, cli_redact(url, red, sizeof(red)), msg);
@@ -117,7 +117,7 @@ int cli_try_prepare_effects(const cli_config *cfg, const cli_consumer *c,
 	char err[1024];
 	int rc;
 	if (c->setup && (rc = cli_setup_run(st, c->setup, err, sizeof(err)))) {
-		cli_scrub(err, cli_consumer_store(cfg, c));
+		cli_scrub(err, sizeof(err), cli_consumer_store(cfg, c));
 		/* The database going away is no config error: retry. */
 		return failed(f, rc,
 		              rc == INBOX_ERR_TRANSIENT ? CLI_EXIT_CONNECT
@@ -126,7 +126,7 @@ int cli_try_prepare_effects(const cli_config *cfg, const cli_consumer *c,
 		              cfg->path, c->setup_pos.line, c->name, err);
 	}
 	if ((rc = cli_effect_validate(st, cfg->path, c, err, sizeof(err)))) {
-		cli_scrub(err, cli_consumer_store(cfg, c));
+		cli_scrub(err, sizeof(err), cli_consumer_store(cfg, c));
 		return failed(f, rc,
 		              rc == INBOX_ERR_TRANSIENT ? CLI_EXIT_CONNECT
 		                                        : CLI_EXIT_CONFIG,
@@ -168,7 +168,7 @@ int cli_try_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	int rc = inbox_consumer_open(out, st, &o, err, sizeof(err));
 	if (rc == INBOX_OK)
 		return 0;
-	cli_scrub(err, cli_consumer_store(cfg, c));
+	cli_scrub(err, sizeof(err), cli_consumer_store(cfg, c));
 	return failed(f, rc,
 	              rc == INBOX_ERR_INVALID ? CLI_EXIT_CONFIG
 	                                      : cli_open_exit_code(rc),
@@ -201,7 +201,7 @@ int cli_try_open_source(const cli_config *cfg, const cli_consumer *c,
 	snprintf(msg, sizeof(msg), "%s", *out ? inbox_source_errmsg(*out) : "");
 	if (!msg[0])
 		snprintf(msg, sizeof(msg), "%s", inbox_strerror(rc));
-	cli_scrub(msg, c->source);
+	cli_scrub(msg, sizeof(msg), c->source);
 	failed(f, rc, cli_open_exit_code(rc),
 	       "%s:%d: consumer \"%s\": cannot open source %s: %s", cfg->path,
 	       c->source_pos.line, c->name,

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/url.h"
+#include "core/secret.h"
 
 const char *cli_argv0 = "inbox";
 
@@ -32,56 +32,15 @@ const char *cli_redact(const char *url, char *buf, size_t len)
 	return buf;
 }
 
-/* Replace every occurrence of secret (len n) in msg with "***". */
-static void scrub_one(char *msg, const char *secret, size_t n)
+void cli_scrub(char *msg, size_t cap, const char *url)
 {
-	if (n < 3)
-		return; /* too short to search for without mangling text */
-	char *p;
-	while ((p = strstr(msg, secret)) != NULL) {
-		memcpy(p, "***", 3);
-		memmove(p + 3, p + n, strlen(p + n) + 1);
-	}
-}
-
-void cli_scrub(char *msg, const char *url)
-{
+	inbox__secrets *sec = NULL;
 	if (!msg || !url)
 		return;
-	const char *s = strstr(url, "://");
-	if (s) {
-		s += 3;
-		/* The same rule as the sources and inbox_redact_url: the user
-		 * info ends at the last '@' before the first '/'. */
-		const char *at = inbox__url_userinfo_end(s);
-		const char *colon =
-		    at ? memchr(s, ':', (size_t)(at - s)) : NULL;
-		if (at && colon) {
-			char raw[256];
-			size_t n = (size_t)(at - colon - 1);
-			if (n >= sizeof(raw))
-				n = sizeof(raw) - 1;
-			memcpy(raw, colon + 1, n);
-			raw[n] = '\0';
-			scrub_one(msg, raw, n);
-			char *dec = NULL;
-			if (inbox__url_decode(&dec, raw, n) == INBOX_OK) {
-				scrub_one(msg, dec, strlen(dec));
-				free(dec);
-			}
-		}
-	}
-	const char *q = strstr(url, "password=");
-	if (q) {
-		q += 9;
-		size_t n = strcspn(q, "&# ");
-		char raw[256];
-		if (n >= sizeof(raw))
-			n = sizeof(raw) - 1;
-		memcpy(raw, q, n);
-		raw[n] = '\0';
-		scrub_one(msg, raw, n);
-	}
+	if (inbox__secrets_add_url(&sec, url) < 0)
+		snprintf(msg, cap, "(message hidden: out of memory)");
+	inbox__secrets_scrub(sec, msg, cap, 0);
+	inbox__secrets_free(sec);
 }
 
 int cli_open_exit_code(int rc)

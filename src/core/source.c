@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/secret.h"
 
 #define MAX_SOURCES 8
 
@@ -41,6 +42,16 @@ int inbox_source_register(const inbox_source_vtable *vt)
 	return INBOX_OK;
 }
 
+/* What the backend wrote to errmsg by itself (or before the handle had
+ * its secrets) is scrubbed here too. */
+static void scrub(inbox_source *src)
+{
+	if (src->errmsg[0])
+		inbox__secrets_scrub(
+		    src->secrets, src->errmsg, sizeof(src->errmsg),
+		    strlen(src->errmsg) + 1 == sizeof(src->errmsg));
+}
+
 int inbox_source_open(inbox_source **out, const char *url,
                       const inbox_source_options *opts)
 {
@@ -63,11 +74,20 @@ int inbox_source_open(inbox_source **out, const char *url,
 		const inbox_source_vtable *vt = registry[i];
 		if (strlen(vt->scheme) != n || strncmp(vt->scheme, url, n) != 0)
 			continue;
-		int rc = vt->open(out, url, opts);
-		if (*out) {
-			(*out)->vt = vt;
-			(*out)->opts = *opts;
+		inbox__secrets *sec = NULL;
+		if (inbox__secrets_add_url(&sec, url) < 0) {
+			inbox__secrets_free(sec);
+			return INBOX_ERR_NOMEM;
 		}
+		int rc = vt->open(out, url, opts);
+		if (!*out) {
+			inbox__secrets_free(sec);
+			return rc;
+		}
+		(*out)->vt = vt;
+		(*out)->opts = *opts;
+		(*out)->secrets = sec;
+		scrub(*out);
 		return rc;
 	}
 	return INBOX_ERR_URL;
@@ -75,8 +95,11 @@ int inbox_source_open(inbox_source **out, const char *url,
 
 void inbox_source_close(inbox_source *src)
 {
-	if (src)
-		src->vt->close(src);
+	if (!src)
+		return;
+	inbox__secrets *sec = src->secrets;
+	src->vt->close(src);
+	inbox__secrets_free(sec);
 }
 
 int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
@@ -90,7 +113,9 @@ int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		eof = &dummy;
 	*eof = 0;
 	src->errmsg[0] = '\0';
-	return src->vt->poll(src, out, max, n, timeout_ms, eof);
+	int rc = src->vt->poll(src, out, max, n, timeout_ms, eof);
+	scrub(src);
+	return rc;
 }
 
 int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
@@ -98,7 +123,9 @@ int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
 {
 	if (!src || (n > 0 && !d))
 		return INBOX_ERR_INVALID;
-	return src->vt->settle(src, d, res, n);
+	int rc = src->vt->settle(src, d, res, n);
+	scrub(src);
+	return rc;
 }
 
 const char *inbox_source_errmsg(const inbox_source *src)
@@ -108,8 +135,14 @@ const char *inbox_source_errmsg(const inbox_source *src)
 
 void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
 {
+	/* Scrubbed before it is cut to fit: a secret cut in half would
+	 * not be found. */
+	char msg[4 * sizeof(src->errmsg)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(src->errmsg, sizeof(src->errmsg), fmt, ap);
+	int n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	inbox__secrets_scrub(src->secrets, msg, sizeof(msg),
+	                     n >= (int)sizeof(msg));
+	snprintf(src->errmsg, sizeof(src->errmsg), "%s", msg);
 }

@@ -9,6 +9,7 @@
 
 #include "core/internal.h"
 #include "core/json.h"
+#include "core/secret.h"
 
 #define MAX_STORES 8
 
@@ -102,8 +103,22 @@ int inbox_store_open(inbox_store **out, const char *url,
 	const inbox_store_vtable *vt = find_scheme(url);
 	if (!vt)
 		return INBOX_ERR_URL;
+	inbox__secrets *sec = NULL;
+	if (inbox__secrets_add_url(&sec, url) < 0) {
+		inbox__secrets_free(sec);
+		return INBOX_ERR_NOMEM;
+	}
 	int rc = vt->open(out, url, opts);
+	if (*out && inbox__secrets_merge(&(*out)->secrets, sec) < 0 &&
+	    rc == INBOX_OK)
+		rc = INBOX_ERR_NOMEM;
+	inbox__secrets_free(sec);
 	if (*out) {
+		inbox_store *st = *out;
+		/* What open wrote before the handle had the URL's secrets. */
+		inbox__secrets_scrub(
+		    st->secrets, st->errmsg, sizeof(st->errmsg),
+		    strlen(st->errmsg) + 1 == sizeof(st->errmsg));
 		(*out)->vt = vt;
 		if (opts->table_prefix)
 			snprintf((*out)->prefix, sizeof((*out)->prefix), "%s",
@@ -120,8 +135,11 @@ int inbox_store_open(inbox_store **out, const char *url,
 
 void inbox_store_close(inbox_store *st)
 {
-	if (st)
-		st->vt->close(st);
+	if (!st)
+		return;
+	inbox__secrets *sec = st->secrets;
+	st->vt->close(st);
+	inbox__secrets_free(sec);
 }
 
 int inbox_store_migrate(inbox_store *st)
@@ -198,15 +216,26 @@ int inbox_store_purge(inbox_store *st, const char *consumer,
 void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
                          ...)
 {
+	/* Scrubbed before it is cut to fit: a secret cut in half would
+	 * not be found. */
+	char msg[4 * sizeof(st->errmsg)];
 	va_list ap;
 	snprintf(st->errcode, sizeof(st->errcode), "%s", code ? code : "");
 	va_start(ap, fmt);
-	vsnprintf(st->errmsg, sizeof(st->errmsg), fmt, ap);
+	int len = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	inbox__secrets_scrub(st->secrets, msg, sizeof(msg),
+	                     len >= (int)sizeof(msg));
+	snprintf(st->errmsg, sizeof(st->errmsg), "%s", msg);
 	/* Trim trailing newlines that drivers like to add. */
 	size_t n = strlen(st->errmsg);
 	while (n && (st->errmsg[n - 1] == '\n' || st->errmsg[n - 1] == ' '))
 		st->errmsg[--n] = '\0';
+}
+
+int inbox__store_secret(inbox_store *st, const char *p, size_t n)
+{
+	return inbox__secrets_add(&st->secrets, p, n);
 }
 
 void inbox__store_clearerr(inbox_store *st)

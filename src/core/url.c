@@ -1,11 +1,13 @@
 /* URL syntax shared by the sources and by inbox_redact_url (see url.h). */
 #include "core/url.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* "WHO: message" into src's errmsg; INBOX_ERR_URL. Written here rather
  * than through inbox__source_seterr so that this file links without the
@@ -293,4 +295,173 @@ int inbox__url_params(inbox_source *src, const char *who, const char *q,
 		q = amp ? amp + 1 : end;
 	}
 	return INBOX_OK;
+}
+
+/* ---- What is secret ----------------------------------------------------- */
+
+/* Words that make a parameter's value secret (see url.h). */
+static const char *const secret_words[] = {
+    "pass", "pwd",  "secret", "token",  "key",
+    "cred", "auth", "jaas",   "config", "signature",
+};
+
+int inbox__secret_name(const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t w = 0; w < sizeof(secret_words) / sizeof(*secret_words);
+	     w++) {
+		size_t wl = strlen(secret_words[w]);
+		for (size_t i = 0; i + wl <= n; i++)
+			if (strncasecmp(name + i, secret_words[w], wl) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+int inbox__url_secret_name(const char *p, size_t n)
+{
+	char *name;
+	if (inbox__url_decode(&name, p, n) != INBOX_OK)
+		return 1; /* cannot tell: hide it */
+	int secret = inbox__secret_name(name);
+	free(name);
+	return secret;
+}
+
+/* The length of "SCHEME://" at the start of url, 0 if it has none. A
+ * scheme is a letter followed by letters, digits, '+', '-' or '.'. */
+static size_t scheme_prefix(const char *url)
+{
+	size_t i = 0;
+	if (!((url[0] >= 'a' && url[0] <= 'z') ||
+	      (url[0] >= 'A' && url[0] <= 'Z')))
+		return 0;
+	while ((url[i] >= 'a' && url[i] <= 'z') ||
+	       (url[i] >= 'A' && url[i] <= 'Z') ||
+	       (url[i] >= '0' && url[i] <= '9') || url[i] == '+' ||
+	       url[i] == '-' || url[i] == '.')
+		i++;
+	return strncmp(url + i, "://", 3) == 0 ? i + 3 : 0;
+}
+
+/* Schemes whose bare user info ("scheme://NAME@host") is a user name. */
+static int bare_userinfo_is_name(const char *url, size_t scheme_len)
+{
+	static const char *const names[] = {"postgresql", "postgres", "amqp"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+		if (strlen(names[i]) == scheme_len &&
+		    strncmp(url, names[i], scheme_len) == 0)
+			return 1;
+	return 0;
+}
+
+static int userinfo_secret(const char *url, size_t prefix,
+                           inbox__url_span_fn fn, void *payload)
+{
+	const char *auth = url + prefix;
+	if (*auth == '/')
+		return 0; /* no authority: "sqlite:///path" */
+	const char *at = strrchr(auth, '@');
+	if (!at)
+		return 0;
+	size_t n = (size_t)(at - auth);
+	const char *colon = memchr(auth, ':', n);
+	/* Ambiguous (refused by inbox__url_check): any of it may be the
+	 * secret, "nats://TO/KEN@h" as much as "x://u:p@ss@h". */
+	int odd = strcspn(auth, "/?#@[]") < n;
+	if (colon && !odd) {
+		size_t from = (size_t)(colon + 1 - url),
+		       to = (size_t)(at - url);
+		return from < to ? fn(from, to, payload) : 0;
+	}
+	if (n == 0 || (!odd && bare_userinfo_is_name(url, prefix - 3)))
+		return 0;
+	return fn((size_t)(auth - url), (size_t)(at - url), payload);
+}
+
+/* The end of a libpq keyword/value value starting at v: a quoted '...'
+ * (backslash escapes) or up to white space. */
+static size_t kv_value_end(const char *url, size_t v, size_t n)
+{
+	size_t e = v;
+	if (url[v] != '\'') {
+		while (e < n && !isspace((unsigned char)url[e]))
+			e++;
+		return e;
+	}
+	for (e = v + 1; e < n && url[e] != '\''; e++)
+		if (url[e] == '\\' && e + 1 < n)
+			e++;
+	return e < n ? e + 1 : e;
+}
+
+/* Parameters: a name starts at the beginning, after '?', '&' or ';', or
+ * after white space, and runs up to '=' without any of "&?#;/:@" or
+ * white space in it. */
+static int param_secrets(const char *url, size_t start, inbox__url_span_fn fn,
+                         void *payload)
+{
+	size_t n = strlen(url);
+	for (size_t i = start; i < n; i++) {
+		char prev = i > 0 ? url[i - 1] : ' ';
+		int kv = i == 0 || isspace((unsigned char)prev);
+		if (!kv && prev != '?' && prev != '&' && prev != ';')
+			continue;
+		size_t k = i;
+		while (k < n && url[k] != '=' && !strchr("&?#;/:@", url[k]) &&
+		       !isspace((unsigned char)url[k]))
+			k++;
+		if (k == i || k == n || url[k] != '=' ||
+		    !inbox__url_secret_name(url + i, k - i))
+			continue;
+		size_t v = k + 1, e = v;
+		if (kv)
+			e = kv_value_end(url, v, n);
+		else
+			while (e < n && url[e] != '&')
+				e++;
+		if (e > v) {
+			int rc = fn(v, e, payload);
+			if (rc)
+				return rc;
+		}
+		i = e > i ? e - 1 : i;
+	}
+	return 0;
+}
+
+int inbox__url_secrets(const char *url, inbox__url_span_fn fn, void *payload)
+{
+	size_t prefix = scheme_prefix(url);
+	int rc = prefix ? userinfo_secret(url, prefix, fn, payload) : 0;
+	return rc ? rc : param_secrets(url, prefix, fn, payload);
+}
+
+int inbox__url_check(const char *url, const char **why)
+{
+	size_t prefix = scheme_prefix(url);
+	const char *auth = url + prefix, *at;
+	*why = NULL;
+	if (!prefix || *auth == '/' || !(at = strchr(auth, '@')))
+		return 0;
+	if (strchr(at + 1, '@'))
+		*why = "more than one '@' in the URL, which client libraries "
+		       "split differently: percent-encode each one but the "
+		       "'@' that ends the user info (%40)";
+	else if (strcspn(auth, "/?#[]") < (size_t)(at - auth))
+		*why =
+		    "a '/', '?', '#', '[' or ']' before the '@' (in the user "
+		    "info, or an '@' after the host), which client "
+		    "libraries split differently: percent-encode it (%2F "
+		    "%3F %23 %5B %5D %40)";
+	return *why ? -1 : 0;
+}
+
+int inbox__url_refuse_ambiguous(inbox_source *src, const char *who,
+                                const char *url)
+{
+	const char *why;
+	if (inbox__url_check(url, &why) == 0)
+		return INBOX_OK;
+	return fail(src, who, "%s", why);
 }

@@ -3,12 +3,19 @@
  *
  *   SCHEME://[USERINFO@]HOSTS[/PATH][?QUERY][#FRAGMENT]
  *
- * The user info ends at the last '@' before the first '/' after "//", so
- * an '@', '?' or '#' inside a password stays in the password, and what a
- * source takes as the password is exactly what inbox_redact_url hides.
- * Each source keeps its own rules (which parts it needs, what its path
- * means, its parameters) and error messages; these are the pieces they
- * share. Internal: no ABI promise.
+ * The user info ends at the '@' before the first '/' after "//". The
+ * client libraries do not agree on which '@' that is when there are
+ * several (libpq and rabbitmq-c take the first, cnats the last one in the
+ * whole URL), nor on whether a '/', '?' or '#' can sit in a password, so
+ * a URL where it matters is refused (inbox__url_check) and only the
+ * unambiguous form is ever parsed. Each source keeps its own rules (which
+ * parts it needs, what its path means, its parameters) and error
+ * messages; these are the pieces they share. Internal: no ABI promise.
+ *
+ * What is secret in a URL is defined once, below (inbox__url_secrets),
+ * and applied to every output: inbox_redact_url hides it, and the
+ * sources' and stores' error texts, the client libraries' included, are
+ * scrubbed of it (core/secret.h).
  */
 #ifndef INBOX_CORE_URL_H
 #define INBOX_CORE_URL_H
@@ -28,8 +35,62 @@ int inbox__hexval(unsigned char c);
 int inbox__url_decode(char **out, const char *p, size_t n);
 
 /* The '@' that ends the user info of the authority starting at auth (just
- * past "//"): the last '@' before the first '/'. NULL when there is none. */
+ * past "//"): the last '@' before the first '/' (the only one in a URL
+ * that inbox__url_check accepts). NULL when there is none. */
 const char *inbox__url_userinfo_end(const char *auth);
+
+/* ---- What is secret ----------------------------------------------------
+ *
+ * In SCHEME://... (any scheme):
+ *   - the password of the user info: after its first ':', up to the '@'
+ *     ending it. With no ':', the whole user info, except for postgresql,
+ *     postgres and amqp, where a bare user info is a user name (nats://
+ *     TOKEN@, redis://PASSWORD@ - which the Redis source refuses -, and
+ *     every other scheme: a credential).
+ *     For this the user info runs up to the LAST '@' of the URL, whatever
+ *     comes between: what any client library could take as the password
+ *     (libpq: up to the first '@', cnats: up to the last) is inside;
+ *     and when it holds a '/', '?', '#', '@', '[' or ']' (a URL that
+ *     inbox__url_check refuses), all of it is secret, user name and all.
+ *   - the value of every parameter whose percent-decoded name contains,
+ *     in any case, one of pass, pwd, secret, token, key, cred, auth, jaas,
+ *     config, signature: "?NAME=VALUE" and "&NAME=VALUE" (up to the next
+ *     '&' or the end, '#' included), and libpq "keyword=value" strings
+ *     (up to a space, or a quoted '...'). So rdkafka.sasl.password,
+ *     rdkafka.ssl.key.password, rdkafka.sasl.oauthbearer.client.secret,
+ *     libpq's password and sslpassword, and whatever a new property is
+ *     called, as long as its name says what it is.
+ * A string without "://" is read as a libpq keyword/value string.
+ */
+
+/* 1 if a parameter or property called name (decoded) holds a secret by
+ * the rule above. */
+int inbox__secret_name(const char *name);
+
+/* The same for a name [p, p+n) as written in a URL (percent-encoded); a
+ * name that does not decode counts as secret. */
+int inbox__url_secret_name(const char *p, size_t n);
+
+/* Called for each secret span [from, to) of url (from < to), in no
+ * particular order; spans may overlap. Nonzero stops the walk. */
+typedef int (*inbox__url_span_fn)(size_t from, size_t to, void *payload);
+
+/* Walk the secret spans of url by the rule above. 0, or fn's nonzero. */
+int inbox__url_secrets(const char *url, inbox__url_span_fn fn, void *payload);
+
+/* A SCHEME://... URL that the client libraries would split differently:
+ * more than one raw '@' after "//", or a raw '/', '?', '#', '[' or ']'
+ * before the '@' (libpq would end the user info at the first '@', cnats
+ * at the last, rabbitmq-c at the first of ":@/?#[]"; a '/' makes libpq
+ * read "user:pass/x@host" as a host and a port). 0 when it is unambiguous
+ * (or has no authority: "sqlite:///path"), else -1 with *why a fixed text
+ * that quotes nothing of the URL. */
+int inbox__url_check(const char *url, const char **why);
+
+/* inbox__url_check, reporting a refusal in src's errmsg as "WHO: why".
+ * INBOX_OK or INBOX_ERR_URL. */
+int inbox__url_refuse_ambiguous(inbox_source *src, const char *who,
+                                const char *url);
 
 /* A split URL: spans into the string given to inbox__url_split. A part
  * that is absent has a NULL pointer (and length 0); a present one may be

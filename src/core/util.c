@@ -211,97 +211,66 @@ int inbox_fingerprint(const char *json, size_t len, const char *pointer,
 /* URL redaction                                                        */
 /* ------------------------------------------------------------------ */
 
-/* Query or keyword parameters whose values are secrets. */
-static const char *const secret_params[] = {
-    "password", "passwd", "pwd", "sslpassword", "secret", "token",
-};
+/* The secret spans of a URL (inbox__url_secrets), collected. */
+typedef struct spans {
+	size_t n, cap;
+	struct {
+		size_t from, to;
+	} * v;
+} spans;
 
-/* Length of a secret parameter name starting at s and followed by '=',
- * 0 if none. */
-static size_t secret_param_at(const char *s)
+static int add_span(size_t from, size_t to, void *payload)
 {
-	for (size_t i = 0; i < sizeof(secret_params) / sizeof(*secret_params);
-	     i++) {
-		size_t n = strlen(secret_params[i]);
-		if (strncasecmp(s, secret_params[i], n) == 0 && s[n] == '=')
-			return n;
+	spans *s = payload;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 8;
+		void *v = realloc(s->v, cap * sizeof(*s->v));
+		if (!v)
+			return -1;
+		s->v = v;
+		s->cap = cap;
 	}
+	/* Kept in order of from: insertion (there are few). */
+	size_t at = s->n++;
+	while (at > 0 && s->v[at - 1].from > from) {
+		s->v[at] = s->v[at - 1];
+		at--;
+	}
+	s->v[at].from = from;
+	s->v[at].to = to;
 	return 0;
 }
 
-/* Replace [from, to) of src by "***", appending to out. */
-static int put_redacted(inbox__buf *out, const char *src, size_t *pos,
-                        size_t from, size_t to)
-{
-	if (inbox__buf_append(out, src + *pos, from - *pos) < 0 ||
-	    inbox__buf_puts(out, "***") < 0)
-		return -1;
-	*pos = to;
-	return 0;
-}
-
-/* The password span of scheme://user:password@host/... : after the first
- * ':' of the user info, up to the last '@' before the first '/' following
- * "//" (so an '@' inside the password stays inside). */
-static int userinfo_password(const char *url, size_t *from, size_t *to)
-{
-	const char *sep = strstr(url, "://");
-	if (!sep)
-		return 0;
-	const char *auth = sep + 3;
-	const char *at = inbox__url_userinfo_end(auth);
-	if (!at)
-		return 0;
-	const char *colon = memchr(auth, ':', (size_t)(at - auth));
-	if (!colon || colon + 1 == at) /* no password, or an empty one */
-		return 0;
-	*from = (size_t)(colon + 1 - url);
-	*to = (size_t)(at - url);
-	return 1;
-}
-
+/* Every secret (see core/url.h) replaced by "***"; overlapping or
+ * touching spans become one. */
 char *inbox_redact_url(const char *url)
 {
 	if (!url)
 		return NULL;
+	spans sp = {0, 0, NULL};
 	inbox__buf out = INBOX__BUF_INIT;
-	size_t pos = 0, from, to, n = strlen(url);
-	size_t scan = 0; /* where parameter scanning starts */
-	if (inbox__buf_reserve(&out, n + 8) < 0)
-		return NULL;
-	if (userinfo_password(url, &from, &to)) {
-		if (put_redacted(&out, url, &pos, from, to) < 0)
-			goto nomem;
-		scan = to;
-	}
-	/* password=... in a query string or a libpq keyword/value string. */
-	for (size_t i = scan; i < n; i++) {
-		int boundary = i == 0 || url[i - 1] == '?' ||
-		               url[i - 1] == '&' || url[i - 1] == ';' ||
-		               isspace((unsigned char)url[i - 1]);
-		size_t k = boundary ? secret_param_at(url + i) : 0;
-		if (!k)
-			continue;
-		size_t v = i + k + 1, e = v;
-		if (url[v] == '\'') { /* libpq quoted value, \' escapes */
-			for (e = v + 1; e < n && url[e] != '\''; e++)
-				if (url[e] == '\\' && e + 1 < n)
-					e++;
-			if (e < n)
-				e++;
-		} else {
-			while (e < n && url[e] != '&' && url[e] != '#' &&
-			       !isspace((unsigned char)url[e]))
-				e++;
+	size_t pos = 0, n = strlen(url);
+	int bad = inbox__url_secrets(url, add_span, &sp) != 0 ||
+	          inbox__buf_reserve(&out, n + 8) < 0;
+	for (size_t i = 0; i < sp.n && !bad; i++) {
+		size_t from = sp.v[i].from, to = sp.v[i].to;
+		while (i + 1 < sp.n && sp.v[i + 1].from <= to) {
+			if (sp.v[i + 1].to > to)
+				to = sp.v[i + 1].to;
+			i++;
 		}
-		if (e > v && put_redacted(&out, url, &pos, v, e) < 0)
-			goto nomem;
-		i = e > i ? e - 1 : i;
+		if (from < pos) /* inside the previous one */
+			from = pos;
+		bad = inbox__buf_append(&out, url + pos, from - pos) < 0 ||
+		      inbox__buf_puts(&out, "***") < 0;
+		pos = to > pos ? to : pos;
 	}
-	if (inbox__buf_append(&out, url + pos, n - pos) < 0)
-		goto nomem;
+	if (!bad)
+		bad = inbox__buf_append(&out, url + pos, n - pos) < 0;
+	free(sp.v);
+	if (bad) {
+		inbox__buf_free(&out);
+		return NULL;
+	}
 	return out.data;
-nomem:
-	inbox__buf_free(&out);
-	return NULL;
 }

@@ -1,22 +1,35 @@
 /*
- * Fuzz target: the source URL parsers. The input, as a C string, goes to
- * the shared pieces of src/core/url.c and to the parse-only entry point of
- * every source (src/source/NAME/NAME_url.c). Checked:
+ * Fuzz target: the source URL parsers and the definition of what is
+ * secret in a URL. The input, as a C string, goes to the shared pieces of
+ * src/core/url.c and to the parse-only entry point of every source
+ * (src/source/NAME/NAME_url.c). Checked:
  *   - a split gives the URL back: SCHEME "://" [USERINFO "@"] HOSTS
  *     ["/" PATH] ["?" QUERY] ["#" FRAGMENT], its user info ending where the
- *     documented rule (the last '@' before the first '/' after "//", as in
- *     inbox_redact_url) says, computed here independently;
+ *     documented rule (the last '@' before the first '/' after "//") says,
+ *     computed here independently;
+ *   - a URL that inbox__url_check accepts has one user info for every
+ *     client library: libpq's (the first '@' before the first '/'),
+ *     cnats's (the last '@' of the URL) and ours are the same '@';
+ *   - the secret spans (inbox__url_secrets) cover whatever libpq, cnats
+ *     or rabbitmq-c would take for the password (or for the token of a
+ *     bare nats:// user info), however ambiguous the URL;
  *   - parameters, integers, durations and host:port stay in their bounds;
  *   - a parser returns INBOX_OK, INBOX_ERR_URL with a message, or NOMEM,
  *     and its url_clear frees all it filled in (LeakSanitizer);
- *   - a refusal never shows the password: when the URL with its password
- *     changed gives the changed password in its message too, the message
- *     echoes it.
+ *   - no output depends on a secret: the URL with every letter and digit
+ *     of its secret spans changed (each within its class, hex digits
+ *     staying hex digits, %-escapes left alone) has the same secret
+ *     spans, the same redaction (inbox_redact_url), and from every parser
+ *     the same result and the same message, byte for byte. A message
+ *     that quoted any piece of a secret would differ; one that only
+ *     happens to contain the same letters ("able" in "durable") does not.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <inbox/inbox.h>
 
 #include "core/url.h"
 #include "source/amqp/amqp_source.h"
@@ -276,72 +289,192 @@ static int parse_jsonl(const char *url, char *msg, size_t len)
 
 typedef int (*parse_fn)(const char *url, char *msg, size_t len);
 
-/* The password span by the documented rule; 0 if there is none. */
-static int password_span(const char *url, size_t *from, size_t *to)
+/* ---- what is secret ---------------------------------------------------- */
+
+#define MAXLEN 4096 /* longer inputs skip the span checks */
+
+/* mark[i] = 1 where url[i] is inside a secret span. */
+static int mark_span(size_t from, size_t to, void *payload)
 {
-	const char *sep = strstr(url, "://");
-	const char *at = sep ? rule_at(sep + 3) : NULL;
-	if (!at)
+	char *mark = payload;
+	CHECK(from < to);
+	memset(mark + from, 1, to - from);
+	return 0;
+}
+
+static void secret_marks(const char *url, char *mark)
+{
+	memset(mark, 0, strlen(url) + 1);
+	CHECK(inbox__url_secrets(url, mark_span, mark) == 0);
+}
+
+/* [from, to) is all marked. */
+static void covered(const char *mark, const char *url, const char *from,
+                    const char *to, const char *who)
+{
+	for (const char *p = from; p < to; p++)
+		if (!mark[p - url]) {
+			fprintf(stderr,
+			        "%s's password not hidden: %s (at %d)\n", who,
+			        url, (int)(p - url));
+			abort();
+		}
+}
+
+/* url starts with SCHEME "://" (sep): a letter, then letters, digits,
+ * '+', '-' or '.'. Anything else is read as a libpq key=value string. */
+static int scheme_ok(const char *url, const char *sep)
+{
+	if (!sep || sep == url)
 		return 0;
-	const char *colon = memchr(sep + 3, ':', (size_t)(at - sep - 3));
-	if (!colon || colon + 1 == at)
-		return 0;
-	*from = (size_t)(colon + 1 - url);
-	*to = (size_t)(at - url);
+	for (const char *p = url; p < sep; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (p > url && ((*p >= '0' && *p <= '9') || *p == '+' ||
+		                   *p == '-' || *p == '.'))))
+			return 0;
 	return 1;
 }
 
-/* Another letter or digit for each letter or digit. */
+/* Whatever each client library takes for the password is hidden. The
+ * rules are those of their parsers (libpq conninfo_uri_parse_options,
+ * cnats natsUrl_Create, rabbitmq-c amqp_parse_url), written here
+ * independently of src/core/url.c. */
+static void check_coverage(const char *url, const char *mark)
+{
+	const char *sep = strstr(url, "://");
+	if (!scheme_ok(url, sep) || sep[3] == '/')
+		return;
+	const char *auth = sep + 3;
+	/* libpq: the first '@' before any '/'; password after the first
+	 * ':' before it. */
+	const char *a = auth;
+	while (*a && *a != '@' && *a != '/')
+		a++;
+	if (*a == '@') {
+		const char *c = memchr(auth, ':', (size_t)(a - auth));
+		if (c)
+			covered(mark, url, c + 1, a, "libpq");
+	}
+	/* cnats: the last '@' of the URL; password after the first ':',
+	 * or the whole user info as a token. */
+	const char *last = strrchr(auth, '@');
+	if (last) {
+		const char *c = memchr(auth, ':', (size_t)(last - auth));
+		if (c)
+			covered(mark, url, c + 1, last, "cnats");
+		else if (strncmp(url, "nats://", 7) == 0)
+			covered(mark, url, auth, last, "cnats token");
+	}
+	/* rabbitmq-c: HOST ':' PORT '@' means USER ':' PASSWORD '@', each
+	 * ended by the first of ":@/?#[]". */
+	size_t u = strcspn(auth, ":@/?#[]");
+	if (auth[u] == ':') {
+		const char *pw = auth + u + 1;
+		size_t n = strcspn(pw, ":@/?#[]");
+		if (pw[n] == '@')
+			covered(mark, url, pw, pw + n, "rabbitmq-c");
+	}
+}
+
+/* An accepted URL has one user info for every library. */
+static void check_unambiguous(const char *url)
+{
+	const char *why = NULL;
+	const char *sep = strstr(url, "://");
+	if (inbox__url_check(url, &why) < 0) {
+		CHECK(why && strlen(why) > 10 && scheme_ok(url, sep));
+		return;
+	}
+	if (!scheme_ok(url, sep) || sep[3] == '/')
+		return;
+	const char *auth = sep + 3, *a = auth;
+	while (*a && *a != '@' && *a != '/')
+		a++;
+	const char *libpq = *a == '@' ? a : NULL;
+	const char *cnats = strrchr(auth, '@');
+	const char *ours = inbox__url_userinfo_end(auth);
+	CHECK(libpq == ours && cnats == ours);
+	CHECK(!ours || strcspn(auth, "/?#[]") > (size_t)(ours - auth));
+}
+
+/* The next letter or digit of the same class: digits and the hex letters
+ * a-f, A-F stay hex digits, g-z and G-Z stay non-hex letters. */
 static char rotate(char c)
 {
-	if (c >= 'a' && c <= 'z')
-		return c == 'z' ? 'a' : c + 1;
-	if (c >= 'A' && c <= 'Z')
-		return c == 'Z' ? 'A' : c + 1;
-	if (c >= '0' && c <= '9')
-		return c == '9' ? '0' : c + 1;
+	static const char *const classes[] = {"0123456789", "abcdef", "ABCDEF",
+	                                      "ghijklmnopqrstuvwxyz",
+	                                      "GHIJKLMNOPQRSTUVWXYZ"};
+	for (size_t i = 0; i < sizeof(classes) / sizeof(*classes); i++) {
+		const char *p = strchr(classes[i], c);
+		if (c && p)
+			return p[1] ? p[1] : classes[i][0];
+	}
 	return c;
 }
 
-static int occurs_once(const char *hay, const char *needle)
+/* url with every letter and digit of its secret spans rotated, except
+ * the two characters after a '%'. NULL when nothing changed. */
+static char *rotated(const char *url, const char *mark)
 {
-	const char *p = strstr(hay, needle);
-	return p && !strstr(p + 1, needle);
+	size_t n = strlen(url);
+	char *r = strdup(url);
+	int changed = 0;
+	CHECK(r != NULL);
+	for (size_t i = 0; i < n; i++) {
+		if (url[i] == '%') {
+			i += 2;
+			continue;
+		}
+		if (mark[i] && rotate(url[i]) != url[i]) {
+			r[i] = rotate(url[i]);
+			changed = 1;
+		}
+	}
+	if (!changed) {
+		free(r);
+		return NULL;
+	}
+	return r;
 }
 
-/* Run parse on url. For a source that takes a password (scheme not
- * NULL), where the URL has one (at least 3 characters, one a letter or
- * digit, no '%', once in the URL), run it again with the password
- * changed: two messages that each hold their own password give it away. */
-static void check_parser(parse_fn parse, const char *scheme, const char *url)
+/* Same result, same message. */
+static void check_parser(parse_fn parse, const char *url, const char *url2)
 {
 	char msg[600], msg2[600];
 	int rc = parse(url, msg, sizeof(msg));
-	size_t from, to;
-	if (rc != INBOX_ERR_URL || !scheme ||
-	    strncmp(url, scheme, strlen(scheme)) != 0 ||
-	    !password_span(url, &from, &to) || to - from < 3)
+	if (!url2)
 		return;
-	size_t n = to - from;
-	char *pw = strndup(url + from, n), *url2 = strdup(url);
-	CHECK(pw && url2);
-	int alnum = 0;
-	for (size_t i = 0; i < n; i++) {
-		url2[from + i] = rotate(url[from + i]);
-		alnum |= url2[from + i] != url[from + i];
+	int rc2 = parse(url2, msg2, sizeof(msg2));
+	if (rc == rc2 && strcmp(msg, msg2) != 0) {
+		fprintf(stderr,
+		        "a secret shows:\n  %s\n  -> %s\nand with it changed:\n"
+		        "  %s\n  -> %s\n",
+		        url, msg, url2, msg2);
+		abort();
 	}
-	if (alnum && !strchr(pw, '%') && occurs_once(url, pw)) {
-		char *pw2 = strndup(url2 + from, n);
-		CHECK(pw2 != NULL);
-		parse(url2, msg2, sizeof(msg2));
-		if (strstr(msg, pw) && strstr(msg2, pw2)) {
-			fprintf(stderr, "password shown: %s -> %s\n", url, msg);
+}
+
+/* The redaction does not depend on the secrets either, and hides them. */
+static void check_redaction(const char *url, const char *url2, const char *mark)
+{
+	char *red = inbox_redact_url(url);
+	CHECK(red != NULL);
+	size_t n = strlen(url), marked = 0;
+	for (size_t i = 0; i < n; i++)
+		marked += mark[i] != 0;
+	CHECK(marked > 0 || strcmp(red, url) == 0);
+	CHECK(strlen(red) <= n - marked + 3 * marked);
+	if (url2) {
+		char *red2 = inbox_redact_url(url2);
+		CHECK(red2 != NULL);
+		if (strcmp(red, red2) != 0) {
+			fprintf(stderr, "redaction shows a secret: %s -> %s\n",
+			        url, red);
 			abort();
 		}
-		free(pw2);
+		free(red2);
 	}
-	free(pw);
-	free(url2);
+	free(red);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -357,17 +490,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *q = strchr(url, '?');
 	check_params(q ? q + 1 : url);
 	check_values(url);
+	check_unambiguous(url);
 
-	static const struct {
-		parse_fn parse;
-		const char *scheme; /* with user info */
-	} parsers[] = {{parse_amqp, "amqp://"},
-	               {parse_nats, "nats://"},
-	               {parse_kafka, NULL},
-	               {parse_redis, "redis://"},
-	               {parse_jsonl, NULL}};
+	char *url2 = NULL;
+	size_t n = strlen(url); /* the input as a C string */
+	if (n <= MAXLEN) {
+		char mark[MAXLEN + 1], mark2[MAXLEN + 1];
+		secret_marks(url, mark);
+		check_coverage(url, mark);
+		url2 = rotated(url, mark);
+		if (url2) { /* the same spans, or nothing to compare */
+			secret_marks(url2, mark2);
+			if (memcmp(mark, mark2, n) != 0) {
+				free(url2);
+				url2 = NULL;
+			}
+		}
+		check_redaction(url, url2, mark);
+	}
+	static const parse_fn parsers[] = {parse_amqp, parse_nats, parse_kafka,
+	                                   parse_redis, parse_jsonl};
 	for (size_t i = 0; i < sizeof(parsers) / sizeof(*parsers); i++)
-		check_parser(parsers[i].parse, parsers[i].scheme, url);
+		check_parser(parsers[i], url, url2);
+	free(url2);
 	free(url);
 	return 0;
 }

@@ -1,7 +1,9 @@
 /*
  * Fuzz target: URL redaction. The password of a scheme://user:pass@host
  * URL never appears in the redacted text (checked when it is unambiguous:
- * it occurs once in the input and contains no '*').
+ * it occurs once in the input and contains no '*'). The full definition
+ * of what is secret, and that no output depends on it, is checked by
+ * fuzz_source_url.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -79,7 +81,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			        pw, url, red);
 			abort();
 		}
-		CHECK(strstr(red, ":***@") != NULL);
+		/* The user name goes too when the user info is ambiguous
+		 * ("a://u:p@q@h"), and the '@' when a secret parameter's
+		 * value runs over it ("a://u:x?token=y@h"). */
+		CHECK(strstr(red, "***") != NULL);
 	}
 	/* Nothing to hide: the text comes back unchanged. */
 	if (!strchr(url, '@') && !strchr(url, '='))

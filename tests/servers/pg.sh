@@ -26,6 +26,10 @@
 # directory's postmaster.pid says 1).
 #
 # PostgreSQL refuses to run as root, so as root it runs as user postgres.
+# Every role trusts 127.0.0.1 except the members of the group role
+# inbox_password_auth: they must give their password (scram-sha-256), so
+# a test can have a wrong password refused (tests create their own login
+# roles IN ROLE inbox_password_auth, and drop them).
 set -eu
 
 cmd=$1
@@ -68,6 +72,15 @@ start)
 				--no-sync -E UTF8 --locale=C \
 				>"$dir/initdb.log" 2>&1
 		fi || { cat "$dir/initdb.log" >&2; exit 1; }
+		# The first line that matches decides: password roles first.
+		hba="$data/pg_hba.conf"
+		{
+			echo "host all +inbox_password_auth 127.0.0.1/32 scram-sha-256"
+			echo "host all +inbox_password_auth ::1/128 scram-sha-256"
+			cat "$hba"
+		} >"$hba.new"
+		cat "$hba.new" >"$hba"
+		rm -f "$hba.new"
 	fi
 	# Durable settings by default (fsync on): the tests must see real
 	# commit behaviour. Extra settings can be passed in PG_EXTRA_OPTS.
@@ -114,6 +127,8 @@ start)
 	fi
 	"$bindir/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
 		-c "CREATE DATABASE inbox_test" >/dev/null 2>&1 || true
+	"$bindir/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
+		-c "CREATE ROLE inbox_password_auth NOLOGIN" >/dev/null 2>&1 || true
 	echo "postgresql://postgres@127.0.0.1:$port/inbox_test"
 	;;
 stop)

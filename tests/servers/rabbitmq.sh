@@ -10,6 +10,8 @@
 #                                  and persistent messages survive)
 #   rabbitmq.sh kill DIR        -> SIGKILL the node (a crash; epmd stays):
 #                                  `restart` starts it again
+#   rabbitmq.sh ctl DIR ARGS... -> rabbitmqctl ARGS... against the node
+#                                  (add_user, set_permissions, ...)
 # Everything the node writes (mnesia, logs, cookie, config) lives in DIR;
 # /etc/rabbitmq and the system's epmd are not used. Runs as root or not.
 set -eu
@@ -138,6 +140,12 @@ kill)
 	dir=$(cd "$dir" && pwd)
 	halt_node KILL
 	;;
+ctl)
+	dir=$(cd "$dir" && pwd)
+	shift 2
+	node_env
+	"$sbin/rabbitmqctl" -q -n "$RABBITMQ_NODENAME" "$@"
+	;;
 stop)
 	[ -d "$dir" ] || exit 0
 	halt_node TERM
@@ -150,7 +158,8 @@ stop)
 	fi
 	;;
 *)
-	echo "usage: rabbitmq.sh start DIR PORT | stop DIR | restart DIR | kill DIR" >&2
+	echo "usage: rabbitmq.sh start DIR PORT | stop DIR | restart DIR |" \
+		"kill DIR | ctl DIR ARGS..." >&2
 	exit 2
 	;;
 esac

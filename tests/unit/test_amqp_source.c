@@ -338,7 +338,7 @@ TEST(url_parts)
 	ASSERT_OK(inbox__amqp_parse_url(&s, "amqp://h/orders", &o));
 	ASSERT_EQ(s.prefetch, 200);
 	free_parsed(&s);
-	ASSERT_OK(parse(&s, "amqp://u%3a:p@ss%2F@[::1]:5673/%2fprod/a%2Fb"
+	ASSERT_OK(parse(&s, "amqp://u%3a:p%40ss%2F@[::1]:5673/%2fprod/a%2Fb"
 	                    "?prefetch=7&retry=requeue&retry_queue=r%20q"
 	                    "&dlx=dead&declare=1&heartbeat=0"
 	                    "&connect_timeout_ms=100&confirm_timeout_ms=200"));
@@ -366,6 +366,27 @@ TEST(url_parts)
 	ASSERT_STREQ(s.vhost, "vh");
 	ASSERT_STREQ(s.where, "h:5672/vh");
 	free_parsed(&s);
+}
+
+/* A raw '@', '/', '?' or '#' in the user info, or a second raw '@': the
+ * libraries disagree on where the password ends, so it is refused, with
+ * a message that shows no part of it. */
+TEST(ambiguous_user_info_refused)
+{
+	static const char *const urls[] = {
+	    "amqp://u:Pa55@w0rdX@h/q",  "amqp://u:Pa55/w0rdX@h/q",
+	    "amqp://u:Pa55?w0rdX@h/q",  "amqp://u:Pa55#w0rdX@h/q",
+	    "amqp://u:Pa55w0rdX@h/q@x", "amqp://u:Pa55[w0rdX]@h/q",
+	};
+	for (size_t i = 0; i < sizeof(urls) / sizeof(*urls); i++) {
+		amqp_source s;
+		ASSERT_EQ(parse(&s, urls[i]), INBOX_ERR_URL);
+		ASSERT_CONTAINS(s.base.errmsg, "amqp: ");
+		ASSERT_CONTAINS(s.base.errmsg, "percent-encode");
+		ASSERT_TRUE(strstr(s.base.errmsg, "Pa55") == NULL);
+		ASSERT_TRUE(strstr(s.base.errmsg, "w0rd") == NULL);
+		free_parsed(&s);
+	}
 }
 
 TEST(password_never_in_errmsg)
@@ -1209,6 +1230,7 @@ int main(void)
 	}
 	RUN(url_errors);
 	RUN(url_parts);
+	RUN(ambiguous_user_info_refused);
 	RUN(password_never_in_errmsg);
 	RUN(missing_queue_and_declare);
 	RUN(each_once_with_ids_positions_headers);

@@ -1,4 +1,5 @@
-/* Public utilities: errors, outcomes, canonicalize, fingerprint, redact. */
+/* Public utilities: errors, outcomes, canonicalize, fingerprint (the
+ * redaction of URLs is tested in test_secret.c). */
 #include <inbox/inbox.h>
 
 #include "test.h"
@@ -140,68 +141,6 @@ TEST(fingerprint_pointer)
 	ASSERT_EQ(strlen(fp("{\"a\":null}", "/a")), 64);
 }
 
-static const char *redact(const char *url)
-{
-	static char res[512];
-	char *r = inbox_redact_url(url);
-	snprintf(res, sizeof(res), "%s", r ? r : "(null)");
-	free(r);
-	return res;
-}
-
-TEST(redact_url)
-{
-	ASSERT_STREQ(redact("postgresql://app:s3cret@db:5432/orders"),
-	             "postgresql://app:***@db:5432/orders");
-	ASSERT_STREQ(redact("postgres://app:p@ss@w0rd@db/x?sslmode=require"),
-	             "postgres://app:***@db/x?sslmode=require");
-	ASSERT_STREQ(redact("amqp://guest:guest@127.0.0.1:5672/%2f"),
-	             "amqp://guest:***@127.0.0.1:5672/%2f");
-	ASSERT_STREQ(redact("redis://:onlypass@localhost:6379"),
-	             "redis://:***@localhost:6379");
-	ASSERT_STREQ(redact("nats://user:a:b@host"), "nats://user:***@host");
-	/* No password: unchanged. */
-	ASSERT_STREQ(redact("postgresql://app@db/orders"),
-	             "postgresql://app@db/orders");
-	ASSERT_STREQ(redact("postgresql://app:@db/orders"),
-	             "postgresql://app:@db/orders");
-	ASSERT_STREQ(redact("kafka://broker:9092/topic"),
-	             "kafka://broker:9092/topic");
-	ASSERT_STREQ(redact("sqlite:/var/lib/inbox.db"),
-	             "sqlite:/var/lib/inbox.db");
-	ASSERT_STREQ(redact("sqlite::memory:"), "sqlite::memory:");
-	ASSERT_STREQ(redact(""), "");
-	/* An '@' after the path is not user info. */
-	ASSERT_STREQ(redact("http://host/a:b@c"), "http://host/a:b@c");
-	/* Query parameters. */
-	ASSERT_STREQ(redact("postgresql://db/x?user=app&password=s3cret"),
-	             "postgresql://db/x?user=app&password=***");
-	ASSERT_STREQ(
-	    redact("postgresql://db/x?password=s3cret&sslmode=require#f"),
-	    "postgresql://db/x?password=***&sslmode=require#f");
-	ASSERT_STREQ(redact("postgresql://u:p@db/x?PASSWORD=a&sslpassword=b"),
-	             "postgresql://u:***@db/x?PASSWORD=***&sslpassword=***");
-	ASSERT_STREQ(redact("postgresql://db/x?mypassword=keep"),
-	             "postgresql://db/x?mypassword=keep");
-	ASSERT_STREQ(redact("postgresql://db/x?password="),
-	             "postgresql://db/x?password=");
-	/* libpq keyword/value strings. */
-	ASSERT_STREQ(redact("host=db user=app password=s3cret dbname=x"),
-	             "host=db user=app password=*** dbname=x");
-	ASSERT_STREQ(redact("host=db password='a b\\' c' dbname=x"),
-	             "host=db password=*** dbname=x");
-	ASSERT_TRUE(inbox_redact_url(NULL) == NULL);
-}
-
-TEST(redact_returns_copy)
-{
-	const char *u = "kafka://broker:9092";
-	char *r = inbox_redact_url(u);
-	ASSERT_TRUE(r != NULL && r != u);
-	ASSERT_STREQ(r, u);
-	free(r);
-}
-
 int main(void)
 {
 	RUN(err_names);
@@ -209,7 +148,5 @@ int main(void)
 	RUN(canonicalize);
 	RUN(fingerprint_ignores_spelling);
 	RUN(fingerprint_pointer);
-	RUN(redact_url);
-	RUN(redact_returns_copy);
 	return test_summary();
 }

@@ -20,6 +20,11 @@ struct inbox_source {
 	const inbox_source_vtable *vt;
 	inbox_source_options opts; /* copied at open; strings borrowed */
 	char errmsg[512];          /* never contains a password */
+	/* The URL's secrets (set by inbox_source_open after open, freed by
+	 * inbox_source_close): what inbox__source_seterr scrubs from every
+	 * message, the client library's own texts included. A backend never
+	 * touches it. */
+	struct inbox__secrets *secrets;
 };
 
 #define INBOX_SOURCE_VTABLE_VERSION 1
@@ -43,6 +48,10 @@ struct inbox_source_vtable {
 };
 
 int inbox_source_register(const inbox_source_vtable *vt);
+/* Set src's errmsg, scrubbed of the URL's secrets (every spelling of a
+ * password, token or key the URL holds; see inbox_redact_url), so a
+ * backend may pass on whatever its client library says. What open writes
+ * before the handle has its secrets is scrubbed by inbox_source_open. */
 void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -93,11 +93,16 @@ typedef struct inbox_store_vtable inbox_store_vtable;
 /* The common part of every store; a backend's struct embeds it first. */
 struct inbox_store {
 	const inbox_store_vtable *vt;
-	char prefix[64]; /* validated table prefix ("" = none) */
-	char schema[64]; /* validated schema name ("" = none) */
-	char errmsg[512];
+	char prefix[64];  /* validated table prefix ("" = none) */
+	char schema[64];  /* validated schema name ("" = none) */
+	char errmsg[512]; /* never contains a password */
 	char errcode[32];
 	int in_txn;
+	/* The URL's secrets, and any a backend adds (inbox__store_secret);
+	 * filled by inbox_store_open, freed by inbox_store_close: what
+	 * inbox__store_seterr scrubs from every message, the client
+	 * library's own texts included. */
+	struct inbox__secrets *secrets;
 };
 
 /* 1: the inbox; 2: + the outbox slots; 3: + seal; 4: + connection_id;
@@ -291,12 +296,21 @@ struct inbox_store_vtable {
 int inbox_store_register(const inbox_store_vtable *vt);
 
 /* Helpers for backends. */
+/* Set st's errcode and errmsg, the message scrubbed of st's secrets (see
+ * inbox__store_secret), so a backend may pass on whatever its client
+ * library says. What open writes before the handle has the URL's secrets
+ * is scrubbed by inbox_store_open. */
 void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
                          ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* One more secret of st (n bytes at p), in every spelling an error text
+ * could quote it in; for what the backend knows beyond the URL's own
+ * (what its client library takes for a password). For open to call. 0 or
+ * -1 (NOMEM). */
+int inbox__store_secret(inbox_store *st, const char *p, size_t n);
 void inbox__store_clearerr(inbox_store *st);
 
 #ifdef __cplusplus

@@ -13,9 +13,11 @@
  *   QUEUE           the queue, percent-encoded (a '/' in the name is
  *                   "%2F"). Required.
  *   Every part is percent-decoded; %00 is refused, and so is a '#'
- *   (fragment) anywhere after the host: write it as %23. The user info ends
- *   at the last '@' before the first '/' (the password may hold '@'; it is
- *   what inbox_redact_url hides). amqps:// (TLS) is not supported yet.
+ *   (fragment) anywhere after the host: write it as %23. A raw '@', '/',
+ *   '?', '#', '[' or ']' in the user info (and any other raw '@' in the
+ *   URL) is refused: libpq and rabbitmq-c end the user info at the first
+ *   '@', cnats at the last (write %40 %2F %3F %23 %5B %5D). The password
+ *   is what inbox_redact_url hides. amqps:// (TLS) is not supported yet.
  *
  *   prefetch=N          basic.qos prefetch count, 1..65535 (default
  *                       2 x max_batch, capped at 65535: the broker sends

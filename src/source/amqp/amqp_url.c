@@ -180,6 +180,8 @@ int inbox__amqp_parse_url(amqp_source *s, const char *url,
 		              "not supported)");
 		return INBOX_ERR_URL;
 	}
+	if (inbox__url_refuse_ambiguous(&s->base, "amqp", url) < 0)
+		return INBOX_ERR_URL;
 	if (!u.path) {
 		inbox__source_seterr(
 		    &s->base, "amqp: expected amqp://[USER[:PASSWORD]@]HOST"

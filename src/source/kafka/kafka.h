@@ -227,6 +227,12 @@ typedef struct kafka_source {
 	int instance_given; /* the URL had instance_id= */
 	int member_name_fd; /* holds a derived id on this host; -1: none */
 	int assigned_once;  /* the group assigned us (maybe nothing) */
+
+	/* The URL's secrets, for librdkafka's log lines (served by poll:
+	 * log.queue): built before rd_kafka_new, read-only until close;
+	 * and the consumer's name for them. */
+	struct inbox__secrets *log_secrets;
+	const char *log_consumer;
 } kafka_source;
 
 /* kafka_url.c: parse the URL and build the librdkafka configuration

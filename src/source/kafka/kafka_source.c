@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/secret.h"
 #include "source/kafka/kafka.h"
 
 int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
@@ -26,6 +30,35 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 		    &ks->base, "kafka: %s: %s",
 		    rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 	ks->error_seen = 1;
+}
+
+/* librdkafka's own log lines (by default printed on stderr as they are)
+ * become log lines of ours, scrubbed of the URL's secrets: warnings and
+ * worse at WARN, the rest at DEBUG. With log.queue (kafka_url.c) they are
+ * served by poll, on the polling thread, like the other callbacks: never
+ * from librdkafka's own threads, so never after close, even when close
+ * leaves the handle to the process (see kafka.h, "Closing"). */
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
+                   const char *buf)
+{
+	const kafka_source *ks = rd_kafka_opaque(rk);
+	int lv = level <= 4 ? INBOX_LOG_WARN : INBOX_LOG_DEBUG;
+	if (!inbox__log_enabled(lv))
+		return;
+	char msg[1024];
+	snprintf(msg, sizeof(msg), "%s", buf ? buf : "");
+	inbox__secrets_scrub(ks ? ks->log_secrets : NULL, msg, sizeof(msg),
+	                     buf && strlen(buf) >= sizeof(msg));
+	inbox__buf f = INBOX__BUF_INIT, m = INBOX__BUF_INIT;
+	if (inbox__json_string_append(&f, fac ? fac : "",
+	                              fac ? strlen(fac) : 0) == 0 &&
+	    inbox__json_string_append(&m, msg, strlen(msg)) == 0)
+		inbox__log(lv, ks ? ks->log_consumer : NULL,
+		           "\"event\":\"kafka_log\",\"facility\":%s,"
+		           "\"message\":%s",
+		           f.data, m.data);
+	inbox__buf_free(&f);
+	inbox__buf_free(&m);
 }
 
 static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -95,6 +128,9 @@ static int kafka_open(inbox_source **out, const char *url,
 	if (!ks->slots || !ks->sparts)
 		return INBOX_ERR_NOMEM; /* close() must not walk NULL slots */
 	ks->nslots = opts->max_batch;
+	ks->log_consumer = opts->consumer;
+	if (inbox__secrets_add_url(&ks->log_secrets, url) < 0)
+		return INBOX_ERR_NOMEM;
 	int rc = inbox__kafka_parse_url(ks, url, opts, &conf, &open_timeout_ms);
 	if (rc < 0)
 		return rc;
@@ -103,6 +139,7 @@ static int kafka_open(inbox_source **out, const char *url,
 		return rc;
 	}
 	rd_kafka_conf_set_opaque(conf, ks);
+	rd_kafka_conf_set_log_cb(conf, log_cb);
 	rd_kafka_conf_set_rebalance_cb(conf, inbox__kafka_rebalance_cb);
 	rd_kafka_conf_set_error_cb(conf, error_cb);
 	rd_kafka_conf_set_offset_commit_cb(conf, commit_cb);
@@ -113,6 +150,7 @@ static int kafka_open(inbox_source **out, const char *url,
 		inbox__source_seterr(&ks->base, "kafka: %s", err);
 		return INBOX_ERR_URL;
 	}
+	rd_kafka_set_log_queue(ks->rk, NULL); /* the main queue, then: */
 	rd_kafka_poll_set_consumer(ks->rk);
 	if (open_timeout_ms > 0 &&
 	    (rc = check_connect(ks, open_timeout_ms)) < 0)
@@ -144,6 +182,7 @@ static void kafka_close(inbox_source *src)
 		free(ks->parts[p].seen);
 	free(ks->parts);
 	inbox__kafka_url_clear(ks);
+	inbox__secrets_free(ks->log_secrets);
 	free(ks);
 }
 

@@ -9,21 +9,13 @@
 
 /* Properties the source sets itself and refuses to take from the URL. */
 static const char *const owned_props[] = {
-    "bootstrap.servers",  "metadata.broker.list",     "group.id",
-    "enable.auto.commit", "enable.auto.offset.store",
+    "bootstrap.servers",
+    "metadata.broker.list",
+    "group.id",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "log.queue", /* our log lines are served by poll (kafka_source.c) */
 };
-
-/* Property names whose values must never be echoed. */
-static int secret_prop(const char *name)
-{
-	static const char *const words[] = {"password",  "secret", "key",
-	                                    "token",     "jaas",   "config",
-	                                    "credential"};
-	for (size_t i = 0; i < sizeof(words) / sizeof(*words); i++)
-		if (strstr(name, words[i]))
-			return 1;
-	return 0;
-}
 
 static int valid_topic(const char *t, size_t n)
 {
@@ -53,7 +45,7 @@ static int set_prop(url_state *u, const char *name, const char *value,
 	if (rd_kafka_conf_set(u->conf, name, value, err, sizeof(err)) ==
 	    RD_KAFKA_CONF_OK)
 		return INBOX_OK;
-	if (from_url && secret_prop(name))
+	if (from_url && inbox__secret_name(name))
 		inbox__source_seterr(
 		    &u->ks->base, "kafka: invalid value for rdkafka.%s", name);
 	else if (from_url)
@@ -159,6 +151,7 @@ static int base_conf(url_state *u, const char *brokers)
 	    {"enable.partition.eof", "false"},
 	    {"partition.assignment.strategy", "cooperative-sticky"},
 	    {"client.id", "libinbox"},
+	    {"log.queue", "true"},
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(*kv); i++) {
 		int rc = set_prop(u, kv[i][0], kv[i][1], 0);
@@ -198,6 +191,8 @@ int inbox__kafka_parse_url(kafka_source *ks, const char *url,
 		                     "kafka: URL must start with kafka://");
 		return INBOX_ERR_URL;
 	}
+	if (inbox__url_refuse_ambiguous(&ks->base, "kafka", url) < 0)
+		return INBOX_ERR_URL;
 	/* No user info: credentials go in rdkafka.sasl.* parameters. */
 	if (!parts.path || parts.userinfo ||
 	    !inbox__url_printable(parts.hosts, parts.hosts_len)) {

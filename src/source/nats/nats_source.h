@@ -40,8 +40,11 @@
  *   Durations: an integer with a unit, ms, s, m or h ("500ms", "30s"); "0"
  *   needs none. Values are percent-decoded, user and password too. The
  *   credentials are handed to cnats apart from the host list and never
- *   appear in an error message. TOKEN@ (no ':') is a token. The user info
- *   ends at the last '@' before the first '/'. A '#' fragment is ignored.
+ *   appear in an error message, nor does the token. TOKEN@ (no ':') is a
+ *   token. A raw '@', '/', '?', '#', '[' or ']' in the user info (and any
+ *   other raw '@' in the URL) is refused: the client libraries disagree
+ *   on where such a user info ends (write %40 %2F %3F %23 %5B %5D). A '#'
+ *   fragment is ignored.
  *
  * Deliveries
  *   payload = the message data (truncated to max_payload + 1 bytes and

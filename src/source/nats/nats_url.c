@@ -174,6 +174,8 @@ int inbox__nats_parse_url(nats_source *ns, const char *url,
 	inbox__url u;
 	if (inbox__url_split(&u, url, "nats", INBOX__URL_FRAGMENT) < 0)
 		return bad(ns, "URL must start with " SCHEME);
+	if (inbox__url_refuse_ambiguous(&ns->base, "nats", url) < 0)
+		return INBOX_ERR_URL;
 	if (!u.path)
 		return bad(ns,
 		           "no stream in the URL (nats://HOST:PORT/STREAM)");

@@ -7,9 +7,13 @@
  *
  *   HOST       a name, an IPv4 address or [IPv6]; PORT default 6379.
  *   USER, PASSWORD  sent with AUTH after each connect (AUTH PASSWORD when
- *              USER is empty: "redis://:secret@host/..."). The user info
- *              ends at the last '@' before the first '/'; both parts are
- *              percent-decoded. The password never appears in errmsg.
+ *              USER is empty: "redis://:secret@host/..."). Both parts
+ *              are percent-decoded; a raw '@', '/', '?', '#', '[' or ']'
+ *              in them (and any other raw '@' in the URL) is refused: the
+ *              client libraries disagree on where such a user info ends
+ *              (write %40 %2F %3F %23 %5B %5D). A bare "redis://PASSWORD@"
+ *              is refused. The password never appears in errmsg, nor in
+ *              inbox_redact_url's text.
  *   DB         optional database number (SELECT). The first path segment
  *              is taken as DB when it is all digits and another segment
  *              follows; the rest of the path is the stream.

@@ -152,6 +152,8 @@ int inbox__redis_parse_url(redis_source *rs, const char *url,
 		                                "redis://");
 		return INBOX_ERR_URL;
 	}
+	if (inbox__url_refuse_ambiguous(&rs->base, "redis", url) < 0)
+		return INBOX_ERR_URL;
 	if (!u.path)
 		return parse_path(rs, "", 0); /* "missing stream" */
 	int rc = u.userinfo ? parse_userinfo(rs, u.userinfo, u.userinfo_len)

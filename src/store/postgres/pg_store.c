@@ -16,69 +16,35 @@ static void ignore_notice(void *arg, const char *message)
 	(void)message;
 }
 
-static int alnum(char c)
+/* A URL that libpq would split otherwise than every other parser (a raw
+ * '@', '/' or '#' in the password) is refused, without quoting it; then
+ * whatever libpq itself takes for a password (its options shown as "*":
+ * password, sslpassword, ...) becomes a secret of the handle, scrubbed
+ * from every message (inbox__store_seterr) in whatever spelling. */
+static int check_url(pg_store *s, const char *url)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9');
-}
-
-/* Replace the occurrences of [secret, secret+n) in msg by "***". A short
- * secret inside a word ("x" in "exist") is left alone: that is no leak,
- * and scrubbing it would garble the message. */
-static void scrub(char *msg, size_t cap, const char *secret, size_t n)
-{
-	size_t len = strlen(msg), pos = 0;
-	while (n > 0 && pos + n <= len) {
-		if (memcmp(msg + pos, secret, n) != 0 ||
-		    (n < 6 && pos > 0 && alnum(msg[pos - 1]) &&
-		     alnum(msg[pos + n]))) {
-			pos++;
-			continue;
-		}
-		if (pos + 4 > cap) {
-			msg[pos] = '\0';
-			return;
-		}
-		size_t tail = len - pos - n;
-		if (pos + 3 + tail + 1 > cap)
-			tail = cap - pos - 4;
-		memmove(msg + pos + 3, msg + pos + n, tail);
-		memcpy(msg + pos, "***", 3);
-		msg[pos + 3 + tail] = '\0';
-		len = pos + 3 + tail;
-		pos += 3;
+	const char *why;
+	char *err = NULL;
+	if (inbox__url_check(url, &why) < 0) {
+		inbox__store_seterr(&s->base, "", "postgresql: %s", why);
+		return INBOX_ERR_URL;
 	}
-}
-
-/* Scrub a password given as [v, v+n) in the URL, raw and decoded. A
- * value that does not decode (a bad escape) is quoted raw by libpq. */
-static void scrub_value(char *msg, size_t cap, const char *v, size_t n)
-{
-	char *dec = NULL;
-	scrub(msg, cap, v, n);
-	if (inbox__url_decode(&dec, v, n) == INBOX_OK)
-		scrub(msg, cap, dec, strlen(dec));
-	free(dec);
-}
-
-/* Connection errors from libpq can quote parts of the URL (a malformed
- * percent-escape, say): remove the password, from the userinfo (the rule
- * inbox_redact_url applies) or from a password= query parameter,
- * whatever libpq wrote. */
-static void scrub_password(char *msg, size_t cap, const char *url)
-{
-	const char *auth = strstr(url, "://");
-	if (!auth)
-		return;
-	auth += 3;
-	const char *at = inbox__url_userinfo_end(auth);
-	const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-	if (colon)
-		scrub_value(msg, cap, colon + 1, (size_t)(at - colon - 1));
-	for (const char *q = strchr(url, '?'); q; q = strchr(q + 1, '&')) {
-		if (strncmp(q + 1, "password=", 9) == 0)
-			scrub_value(msg, cap, q + 10, strcspn(q + 10, "&#"));
+	PQconninfoOption *opts = PQconninfoParse(url, &err);
+	if (!opts) {
+		inbox__store_seterr(&s->base, "", "connect: %s",
+		                    err ? err : "out of memory");
+		PQfreemem(err);
+		return err ? INBOX_ERR_URL : INBOX_ERR_NOMEM;
 	}
+	int rc = INBOX_OK;
+	for (PQconninfoOption *o = opts; o->keyword && rc == INBOX_OK; o++)
+		if (o->val && o->dispchar && strchr(o->dispchar, '*') &&
+		    inbox__store_secret(&s->base, o->val, strlen(o->val)) < 0)
+			rc = INBOX_ERR_NOMEM;
+	PQconninfoFree(opts);
+	if (rc < 0)
+		inbox__store_seterr(&s->base, "", "open: out of memory");
+	return rc;
 }
 
 /* The connection defaults we set unless the URL does (see connect_db). */
@@ -144,7 +110,6 @@ static int connect_db(pg_store *s, const char *url)
 	if (PQstatus(s->conn) != CONNECTION_OK) {
 		inbox__store_seterr(&s->base, "08001", "connect: %s",
 		                    PQerrorMessage(s->conn));
-		scrub_password(s->base.errmsg, sizeof(s->base.errmsg), url);
 		for (char *p = s->base.errmsg; *p; p++)
 			if (*p == '\n' || *p == '\t')
 				*p = ' ';
@@ -260,7 +225,8 @@ static int pg_open(inbox_store **out, const char *url,
 		s->opt_idle_ms = opts->idle_in_transaction_timeout_ms;
 	}
 	inbox__pg_set_limits(&s->base, NULL);
-	return connect_db(s, url);
+	int rc = check_url(s, url);
+	return rc < 0 ? rc : connect_db(s, url);
 }
 
 static void pg_close(inbox_store *st)
