@@ -321,45 +321,63 @@ int inbox__secret_name(const char *name)
 int inbox__url_secret_name(const char *p, size_t n)
 {
 	char *name;
-	if (inbox__url_decode(&name, p, n) != INBOX_OK)
-		return 1; /* cannot tell: hide it */
+	/* A name that does not decode: as written (a parser that takes
+	 * names literally sees that). */
+	if (inbox__url_decode(&name, p, n) != INBOX_OK &&
+	    !(name = strndup(p, n)))
+		return 1; /* no memory: hide it */
 	int secret = inbox__secret_name(name);
 	free(name);
 	return secret;
 }
 
-/* The length of "SCHEME://" at the start of url, 0 if it has none. A
- * scheme is a letter followed by letters, digits, '+', '-' or '.'. */
-static size_t scheme_prefix(const char *url)
+static int scheme_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
+}
+
+/* The length of the SCHEME at the start of url (a letter, then letters,
+ * digits, '+', '-' or '.'), followed by ':'; 0 if there is none. */
+static size_t scheme_len(const char *url)
 {
 	size_t i = 0;
 	if (!((url[0] >= 'a' && url[0] <= 'z') ||
 	      (url[0] >= 'A' && url[0] <= 'Z')))
 		return 0;
-	while ((url[i] >= 'a' && url[i] <= 'z') ||
-	       (url[i] >= 'A' && url[i] <= 'Z') ||
-	       (url[i] >= '0' && url[i] <= '9') || url[i] == '+' ||
-	       url[i] == '-' || url[i] == '.')
+	while (scheme_char(url[i]))
 		i++;
-	return strncmp(url + i, "://", 3) == 0 ? i + 3 : 0;
+	return url[i] == ':' ? i : 0;
 }
 
-/* Schemes whose bare user info ("scheme://NAME@host") is a user name. */
-static int bare_userinfo_is_name(const char *url, size_t scheme_len)
+/* The length of "SCHEME://" at the start of url, 0 if it has none. */
+static size_t scheme_prefix(const char *url)
 {
-	static const char *const names[] = {"postgresql", "postgres", "amqp"};
-	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
-		if (strlen(names[i]) == scheme_len &&
-		    strncmp(url, names[i], scheme_len) == 0)
+	size_t i = scheme_len(url);
+	return i && strncmp(url + i, "://", 3) == 0 ? i + 3 : 0;
+}
+
+/* 1 if the scheme [s, s+n) is one of names (NULL-terminated). */
+static int scheme_in(const char *s, size_t n, const char *const *names)
+{
+	for (; *names; names++)
+		if (strlen(*names) == n && strncmp(s, *names, n) == 0)
 			return 1;
 	return 0;
 }
 
-static int userinfo_secret(const char *url, size_t prefix,
-                           inbox__url_span_fn fn, void *payload)
+/* Schemes whose bare user info ("scheme://NAME@host") is a user name. */
+static const char *const bare_name[] = {"postgresql", "postgres", "amqp", NULL};
+/* Schemes with no authority at all: "jsonl://x" is the path "//x". (A
+ * "sqlite://u:p@h" is refused by the store, but hidden all the same.) */
+static const char *const no_authority[] = {"jsonl", NULL};
+
+/* The user info of the authority at auth (just past "://"), the scheme
+ * [sch, sch+slen) before it. */
+static int userinfo_secret(const char *url, const char *auth, const char *sch,
+                           size_t slen, inbox__url_span_fn fn, void *payload)
 {
-	const char *auth = url + prefix;
-	if (*auth == '/')
+	if (*auth == '/' || scheme_in(sch, slen, no_authority))
 		return 0; /* no authority: "sqlite:///path" */
 	const char *at = strrchr(auth, '@');
 	if (!at)
@@ -374,7 +392,7 @@ static int userinfo_secret(const char *url, size_t prefix,
 		       to = (size_t)(at - url);
 		return from < to ? fn(from, to, payload) : 0;
 	}
-	if (n == 0 || (!odd && bare_userinfo_is_name(url, prefix - 3)))
+	if (n == 0 || (!odd && scheme_in(sch, slen, bare_name)))
 		return 0;
 	return fn((size_t)(auth - url), (size_t)(at - url), payload);
 }
@@ -395,21 +413,27 @@ static size_t kv_value_end(const char *url, size_t v, size_t n)
 	return e < n ? e + 1 : e;
 }
 
-/* Parameters: a name starts at the beginning, after '?', '&' or ';', or
- * after white space, and runs up to '=' without any of "&?#;/:@" or
- * white space in it. */
-static int param_secrets(const char *url, size_t start, inbox__url_span_fn fn,
+/* Parameters. In a URL: from its first '?' on, a name after each '&' (or
+ * that '?'), up to '=' (a '#' ends the query for some parsers, not for
+ * others: it is taken as part of the name or value, so that more is
+ * secret); the value up to the next '&' or the end. In a libpq
+ * keyword/value string: a name at the start or after white space, up to
+ * '='; the value up to white space, or a quoted '...'. */
+static int param_secrets(const char *url, int kv, inbox__url_span_fn fn,
                          void *payload)
 {
 	size_t n = strlen(url);
-	for (size_t i = start; i < n; i++) {
+	const char *q = kv ? url : strchr(url, '?');
+	if (!q)
+		return 0;
+	for (size_t i = (size_t)(q - url) + !kv; i < n; i++) {
 		char prev = i > 0 ? url[i - 1] : ' ';
-		int kv = i == 0 || isspace((unsigned char)prev);
-		if (!kv && prev != '?' && prev != '&' && prev != ';')
+		if (kv ? !isspace((unsigned char)prev)
+		       : prev != '&' && url + i - 1 != q)
 			continue;
 		size_t k = i;
-		while (k < n && url[k] != '=' && !strchr("&?#;/:@", url[k]) &&
-		       !isspace((unsigned char)url[k]))
+		while (k < n && url[k] != '=' &&
+		       (kv ? !isspace((unsigned char)url[k]) : url[k] != '&'))
 			k++;
 		if (k == i || k == n || url[k] != '=' ||
 		    !inbox__url_secret_name(url + i, k - i))
@@ -430,11 +454,29 @@ static int param_secrets(const char *url, size_t start, inbox__url_span_fn fn,
 	return 0;
 }
 
+/* A string that starts with SCHEME "://", or with jsonl: or sqlite:, is
+ * that URL. Anything else no parser takes, but an error may quote it: it
+ * is read as a libpq keyword/value string (when it has no scheme) and, if
+ * it holds a "://" somewhere, as a URL from there too, so that what
+ * either reading would call secret is hidden. */
 int inbox__url_secrets(const char *url, inbox__url_span_fn fn, void *payload)
 {
-	size_t prefix = scheme_prefix(url);
-	int rc = prefix ? userinfo_secret(url, prefix, fn, payload) : 0;
-	return rc ? rc : param_secrets(url, prefix, fn, payload);
+	static const char *const path_urls[] = {"jsonl", "sqlite", NULL};
+	size_t lead = scheme_len(url);
+	const char *sep = NULL;
+	if (lead && strncmp(url + lead, "://", 3) == 0)
+		sep = url + lead;
+	else if (!lead || !scheme_in(url, lead, path_urls))
+		sep = strstr(url, "://");
+	int rc = 0;
+	if (sep) /* a "://" further on has no known scheme before it */
+		rc = userinfo_secret(url, sep + 3, url,
+		                     sep == url + lead ? lead : 0, fn, payload);
+	if (rc == 0 && (lead || sep))
+		rc = param_secrets(url, 0, fn, payload);
+	if (rc == 0 && !lead)
+		rc = param_secrets(url, 1, fn, payload);
+	return rc;
 }
 
 int inbox__url_check(const char *url, const char **why)

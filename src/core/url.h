@@ -46,7 +46,8 @@ const char *inbox__url_userinfo_end(const char *auth);
  *     ending it. With no ':', the whole user info, except for postgresql,
  *     postgres and amqp, where a bare user info is a user name (nats://
  *     TOKEN@, redis://PASSWORD@ - which the Redis source refuses -, and
- *     every other scheme: a credential).
+ *     every other scheme: a credential). jsonl: has no user info
+ *     ("jsonl://x" is the path "//x").
  *     For this the user info runs up to the LAST '@' of the URL, whatever
  *     comes between: what any client library could take as the password
  *     (libpq: up to the first '@', cnats: up to the last) is inside;
@@ -54,21 +55,23 @@ const char *inbox__url_userinfo_end(const char *auth);
  *     inbox__url_check refuses), all of it is secret, user name and all.
  *   - the value of every parameter whose percent-decoded name contains,
  *     in any case, one of pass, pwd, secret, token, key, cred, auth, jaas,
- *     config, signature: "?NAME=VALUE" and "&NAME=VALUE" (up to the next
- *     '&' or the end, '#' included), and libpq "keyword=value" strings
- *     (up to a space, or a quoted '...'). So rdkafka.sasl.password,
+ *     config, signature: in the query of a URL (from its first '?'),
+ *     "NAME=VALUE" between '&'s ('#' and '?' included in either),
+ *     and in libpq "keyword=value" strings (up to a space, or a quoted
+ *     '...'). So rdkafka.sasl.password,
  *     rdkafka.ssl.key.password, rdkafka.sasl.oauthbearer.client.secret,
  *     libpq's password and sslpassword, and whatever a new property is
  *     called, as long as its name says what it is.
- * A string without "://" is read as a libpq keyword/value string.
+ * A string that does not start with SCHEME ':' is read as a libpq
+ * keyword/value string.
  */
 
 /* 1 if a parameter or property called name (decoded) holds a secret by
  * the rule above. */
 int inbox__secret_name(const char *name);
 
-/* The same for a name [p, p+n) as written in a URL (percent-encoded); a
- * name that does not decode counts as secret. */
+/* The same for a name [p, p+n) as written in a URL (percent-decoded, or
+ * as it is when it does not decode). */
 int inbox__url_secret_name(const char *p, size_t n);
 
 /* Called for each secret span [from, to) of url (from < to), in no

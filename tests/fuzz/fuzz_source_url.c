@@ -342,7 +342,8 @@ static int scheme_ok(const char *url, const char *sep)
 static void check_coverage(const char *url, const char *mark)
 {
 	const char *sep = strstr(url, "://");
-	if (!scheme_ok(url, sep) || sep[3] == '/')
+	if (!scheme_ok(url, sep) || sep[3] == '/' ||
+	    strncmp(url, "jsonl:", 6) == 0) /* jsonl:PATH: no user info */
 		return;
 	const char *auth = sep + 3;
 	/* libpq: the first '@' before any '/'; password after the first

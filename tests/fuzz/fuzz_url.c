@@ -28,7 +28,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char *password_of(const char *url)
 {
 	const char *auth = strstr(url, "://");
-	if (!auth)
+	/* jsonl:PATH and sqlite:PATH have no user info (but sqlite://...
+	 * is read as one, to be hidden if it has one) */
+	if (!auth || strncmp(url, "jsonl:", 6) == 0 ||
+	    (strncmp(url, "sqlite:", 7) == 0 && auth != url + 6))
 		return NULL;
 	auth += 3;
 	const char *slash = strchr(auth, '/');

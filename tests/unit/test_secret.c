@@ -160,6 +160,12 @@ TEST(redact_every_form)
 	    {"jsonl:/var/x.jsonl?checkpoint=/tmp/c&follow=1",
 	     "jsonl:/var/x.jsonl?checkpoint=/tmp/c&follow=1"},
 	    {"sqlite:///tmp/a@b:c.db", "sqlite:///tmp/a@b:c.db"},
+	    {"sqlite://u:" CANARY "@h/x", "sqlite://u:***@h/x"},
+	    {"jsonl:/tmp/a://u:b@c?from=x@y", "jsonl:/tmp/a://u:b@c?from=x@y"},
+	    /* no parser takes these, but an error may quote them */
+	    {" postgresql://u:" CANARY "@h/db", " postgresql://u:***@h/db"},
+	    {"x:y postgresql://u:" CANARY "@h/db",
+	     "x:y postgresql://u:***@h/db"},
 	    {"https://ghp_" CANARY "@github.com/x", "https://***@github.com/x"},
 	    {"https://api/x?api_key=" CANARY "&X-Amz-Signature=s",
 	     "https://api/x?api_key=***&X-Amz-Signature=***"},
@@ -275,7 +281,8 @@ TEST(secret_names)
 	for (size_t i = 0; i < sizeof(plain) / sizeof(*plain); i++)
 		ASSERT_TRUE(!inbox__secret_name(plain[i]));
 	ASSERT_TRUE(inbox__url_secret_name("pass%77ord", 10));
-	ASSERT_TRUE(inbox__url_secret_name("bad%zz", 6)); /* cannot tell */
+	ASSERT_TRUE(inbox__url_secret_name("pass%zz", 7)); /* as written */
+	ASSERT_TRUE(!inbox__url_secret_name("bad%zz", 6));
 }
 
 /* libpq's messages on the PostgreSQL store's error paths that need no

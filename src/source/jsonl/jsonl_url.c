@@ -96,10 +96,9 @@ int inbox__jl_parse_url(jl_source *s, const char *url, const char *consumer)
 	const char *q = strchr(p, '?');
 	size_t plen = q ? (size_t)(q - p) : strlen(p);
 	if (plen == 0) {
-		inbox__source_seterr(b,
-		                     "jsonl: missing path in '%s' "
-		                     "(jsonl:PATH or jsonl:-)",
-		                     url);
+		/* (not quoting the URL: its query may hold a secret) */
+		inbox__source_seterr(b, "jsonl: missing path (jsonl:PATH or "
+		                        "jsonl:-)");
 		return INBOX_ERR_URL;
 	}
 	s->path = strndup(p, plen);
