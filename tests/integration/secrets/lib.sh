@@ -9,7 +9,7 @@
 # a row of any of their spellings (raw, encoded with upper- or lower-case
 # hex digits) in anything the command printed, served or wrote.
 group=secrets
-. "$(dirname "$0")/../common.sh"
+. "${INBOX_IT_DIR:-$(dirname "$0")/..}/common.sh"
 
 CANARY='Zq8V/w3@Kx#7:Jm%9'
 CANARY_ENC='Zq8V%2Fw3%40Kx%237%3AJm%259'
