@@ -124,7 +124,8 @@ orders() {
 # set runs on a few URLs, these three on every one).
 store_commands() {
 	cmd "$1-migrate" "$3" migrate "$2"
-	cmd "$1-run" "$3" run "$2" --once --metrics 127.0.0.1:0
+	cmd "$1-run" "$3" run "$2" --once --connect-timeout 1 \
+		--metrics 127.0.0.1:0
 	cmd "$1-stats" "$3" stats "$2"
 	[ "${4:-}" = few ] && return
 	cmd "$1-stats-json" "$3" stats "$2" --json
@@ -157,6 +158,26 @@ daemon() {
 	else
 		fail "$1: serves /metrics" "$(tail -3 "$dir/out/$1.log" | cut -c1-300)"
 	fi
+}
+
+# waiting_daemon NAME CONFIG: a daemon whose store or source cannot be
+# reached (a wrong password) waits for it, /healthz saying why (503);
+# scraped, then stopped by SIGTERM, which exits 0 while it waits.
+waiting_daemon() {
+	daemon "$1" "$2"
+	if wait_until 20 grep -q '"event":"waiting"' "$dir/out/$1.log"; then
+		ok "$1: waits for what it cannot reach"
+	else
+		fail "$1: waits for what it cannot reach" \
+			"$(tail -3 "$dir/out/$1.log" | cut -c1-300)"
+	fi
+	sleep 0.5
+	scrape "$1" waiting
+	check "$1: /healthz says it is not ready, and why" \
+		health '.status != "ok" and (.reason | length > 0)' \
+		"$dir/out/$1.waiting.healthz"
+	stop_daemon "$pid"
+	expect_eq "$1: SIGTERM while waiting exits 0" "$rc" 0
 }
 
 # scrape NAME SUFFIX: /metrics and /healthz of the daemon into

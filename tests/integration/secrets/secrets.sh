@@ -8,7 +8,8 @@
 # error path is provoked — a wrong password, the server down, an unknown
 # host, a bad database or vhost, a bad property — and so is a working
 # connection, a daemon with --metrics (/metrics and /healthz scraped
-# before and after the credentials stop working under it), and every CLI
+# before and after the credentials stop working under it, and while it
+# waits for a store or broker that refuses its password), and every CLI
 # command that opens a store. Everything printed, served or written is
 # searched for any 4 bytes of any spelling of the canaries.
 #   secrets.sh INBOX_BIN pg|kafka|nats|redis|amqp [KAFKA_MOCK]
@@ -49,7 +50,8 @@ SQLITE="sqlite:$dir/data/inbox.db"
 # and says nothing of its secrets.
 source_case() {
 	config "$dir/cfg/$1.yaml" "$SQLITE" "$2"
-	cmd "$1" fail run "$dir/cfg/$1.yaml" --once --metrics 127.0.0.1:0
+	cmd "$1" fail run "$dir/cfg/$1.yaml" --once --connect-timeout 1 \
+		--metrics 127.0.0.1:0
 }
 
 # run_daemon NAME SHOWN BREAK: a daemon on cfg/NAME.yaml starts (its
@@ -147,6 +149,7 @@ pg_case() {
 		grep -q "password authentication failed" "$dir/out/pg-wrong-stats.out"
 	check "pg: a raw '@' is refused before libpq sees it" \
 		grep -q "percent-encode" "$dir/out/pg-rawat-stats.out"
+	waiting_daemon pg-wrong-waiting "$dir/cfg/pg-wrong.yaml"
 	# A daemon whose password stops working under it.
 	config "$dir/cfg/pg-daemon.yaml" "$pu:$CANARY_ENC@$hp/$db" "$FOLLOW"
 	run_daemon pg-daemon "postgresql://$role:\*\*\*@" \
@@ -184,6 +187,7 @@ kafka_case() {
 	source_case kafka-userinfo "kafka://u:$CANARY_ENC@$boot/sec"
 	check "kafka: the bad property is named" \
 		grep -q "no.such.property" "$dir/out/kafka-badprop.out"
+	waiting_daemon kafka-wrong-waiting "$dir/cfg/kafka-wrongpassword.yaml"
 	source_daemon kafka-daemon "kafka://$boot/sec?group=g$$&$secret" \
 		"rdkafka.sasl.password=\*\*\*&rdkafka.ssl.key.password=\*\*\*" \
 		"kill -TERM $mock; wait $mock 2>/dev/null"
@@ -226,6 +230,7 @@ nats_case() {
 	source_case nats-badescape "nats://alice:Zq8V%2Fw3%40Kx%237%3AJm%9@127.0.0.1:$up/S$$"
 	check "nats: a wrong token is refused by the server" \
 		grep -qi "authoriz" "$dir/out/nats-wrongtoken.out"
+	waiting_daemon nats-wrong-waiting "$dir/cfg/nats-wrongpassword.yaml"
 	source_daemon nats-user "nats://alice:$CANARY_ENC@127.0.0.1:$up/U$$?create=1" \
 		"nats://alice:\*\*\*@127.0.0.1:$up/U$$" \
 		"kill -TERM $usr_pid; wait $usr_pid 2>/dev/null"
@@ -260,6 +265,7 @@ redis_case() {
 	source_case redis-badescape "redis://$user:Zq8V%2Fw3%40Kx%237%3AJm%9@$hp/s"
 	check "redis: a wrong password is refused by the server" \
 		grep -qi "WRONGPASS\|invalid username-password" "$dir/out/redis-wrong.out"
+	waiting_daemon redis-wrong-waiting "$dir/cfg/redis-wrong.yaml"
 	source_daemon redis-daemon "redis://$user:$CANARY_ENC@$hp/sec$$?group=d$$" \
 		"redis://$user:\*\*\*@$hp/sec$$" \
 		"redis-cli -u '$INBOX_TEST_REDIS_URL' ACL SETUSER '$user' resetpass '>$WRONG' >/dev/null; redis-cli -u '$INBOX_TEST_REDIS_URL' CLIENT KILL USER '$user' >/dev/null"
@@ -285,6 +291,7 @@ amqp_case() {
 	source_case amqp-badescape "amqp://$user:Zq8V%2Fw3%40Kx%237%3AJm%9@$hp/%2f/$q"
 	check "amqp: a wrong password is refused by the broker" \
 		grep -qi "login\|refused" "$dir/out/amqp-wrong.out"
+	waiting_daemon amqp-wrong-waiting "$dir/cfg/amqp-wrong.yaml"
 	source_daemon amqp-daemon "amqp://$user:$CANARY_ENC@$hp/%2f/$q?declare=1" \
 		"amqp://$user:\*\*\*@$hp/%2f/$q" \
 		"ctl change_password '$user' '$WRONG'; ctl close_all_connections 'test'"
