@@ -629,7 +629,11 @@ static char *dl_context(const inbox_outbox_item *it,
 	                    json_string(it->idempotency_key));
 	json_object_set_new(o, "kind", json_string(it->kind));
 	json_object_set_new(o, "method", json_string(it->method));
-	json_object_set_new(o, "url", json_string(it->url));
+	/* Its user info and secret parameters hidden, as in every other
+	 * output: the letter is shown by `inbox dlq show`. */
+	char *url = inbox_redact_url(it->url);
+	json_object_set_new(o, "url", json_string(url ? url : "(hidden)"));
+	free(url);
 	json_object_set_new(o, "idempotent", json_boolean(it->idempotent));
 	json_object_set_new(o, "attempts", json_integer(it->attempts));
 	json_object_set_new(o, "reconciliations",

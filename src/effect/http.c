@@ -30,6 +30,7 @@
 #include <strings.h>
 
 #include "core/json.h"
+#include "core/secret.h"
 #include "effect/effect.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -162,6 +163,22 @@ static void common_options(inbox__xfer *x, const char *url,
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->errbuf);
 }
 
+/* libcurl's text for the failed transfer of url, scrubbed of the URL's
+ * secrets (its user info, its secret parameters) like every client
+ * library's error text we pass on. */
+static const char *curl_error(inbox__xfer *x, CURLcode cc, const char *url)
+{
+	inbox__secrets *s = NULL;
+	if (!x->errbuf[0])
+		return curl_easy_strerror(cc);
+	if (inbox__secrets_add_url(&s, url) < 0)
+		snprintf(x->errbuf, sizeof(x->errbuf), "%s (details hidden)",
+		         curl_easy_strerror(cc));
+	inbox__secrets_scrub(s, x->errbuf, sizeof(x->errbuf), 0);
+	inbox__secrets_free(s);
+	return x->errbuf;
+}
+
 inbox_effect_outcome inbox__http_classify_status(long status, int idempotent)
 {
 	if (status >= 200 && status < 300)
@@ -263,15 +280,15 @@ void inbox__http_call_result(inbox__xfer *x, const inbox_outbox_item *it,
 	res->response_len = x->body.len;
 	if (cc != CURLE_OK) {
 		res->outcome = classify_error(cc, connect_us);
-		snprintf(
-		    res->error, sizeof(res->error), "%s (curl %d: %s)%s",
-		    res->outcome == INBOX_EFFECT_UNKNOWN ? "outcome unknown"
-		    : res->outcome == INBOX_EFFECT_RETRY ? "not sent"
-		                                         : "refused",
-		    (int)cc, x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc),
-		    res->outcome == INBOX_EFFECT_UNKNOWN && !it->idempotent
-		        ? "; the provider may have performed it"
-		        : "");
+		snprintf(res->error, sizeof(res->error), "%s (curl %d: %s)%s",
+		         res->outcome == INBOX_EFFECT_UNKNOWN
+		             ? "outcome unknown"
+		         : res->outcome == INBOX_EFFECT_RETRY ? "not sent"
+		                                              : "refused",
+		         (int)cc, curl_error(x, cc, it->url),
+		         res->outcome == INBOX_EFFECT_UNKNOWN && !it->idempotent
+		             ? "; the provider may have performed it"
+		             : "");
 		return;
 	}
 	res->status = (int)status;
@@ -347,8 +364,7 @@ inbox_reconcile_verdict inbox__http_reconcile_result(inbox__xfer *x, int result,
 	if (cc != CURLE_OK) {
 		*status = 0;
 		snprintf(why, len, "reconcile query failed (curl %d: %s)",
-		         (int)cc,
-		         x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc));
+		         (int)cc, curl_error(x, cc, x->url));
 		return INBOX_RECONCILE_UNKNOWN;
 	}
 	if (*status >= 200 && *status < 300) {

@@ -145,18 +145,21 @@ store_commands() {
 	fi
 }
 
-# daemon NAME CONFIG: `inbox run CONFIG --metrics 127.0.0.1:0` in the
-# background, debug logs in out/NAME.log; sets $pid and $port (the test
-# fails when it does not listen).
+# daemon NAME CONFIG [ARGS...]: `inbox run CONFIG --metrics 127.0.0.1:0
+# ARGS...` in the background, debug logs in out/NAME.log; sets $pid and
+# $port (the test fails when it does not listen).
 daemon() {
-	INBOX_LOG_LEVEL=debug "$BIN" run "$2" --metrics 127.0.0.1:0 \
-		>"$dir/out/$1.stdout" 2>"$dir/out/$1.log" 9>&- &
+	_dn=$1
+	_dc=$2
+	shift 2
+	INBOX_LOG_LEVEL=debug "$BIN" run "$_dc" --metrics 127.0.0.1:0 "$@" \
+		>"$dir/out/$_dn.stdout" 2>"$dir/out/$_dn.log" 9>&- &
 	pid=$!
 	daemons="$daemons $pid"
-	if listening_port "$dir/out/$1.log" "$pid"; then
-		ok "$1: serves /metrics"
+	if listening_port "$dir/out/$_dn.log" "$pid"; then
+		ok "$_dn: serves /metrics"
 	else
-		fail "$1: serves /metrics" "$(tail -3 "$dir/out/$1.log" | cut -c1-300)"
+		fail "$_dn: serves /metrics" "$(tail -3 "$dir/out/$_dn.log" | cut -c1-300)"
 	fi
 }
 

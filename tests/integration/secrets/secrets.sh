@@ -12,7 +12,7 @@
 # waits for a store or broker that refuses its password), and every CLI
 # command that opens a store. Everything printed, served or written is
 # searched for any 4 bytes of any spelling of the canaries.
-#   secrets.sh INBOX_BIN pg|kafka|nats|redis|amqp [KAFKA_MOCK]
+#   secrets.sh INBOX_BIN pg|kafka|nats|redis|amqp|outbox [KAFKA_MOCK]
 set -u
 BIN=$1
 KIND=$2
@@ -297,8 +297,82 @@ amqp_case() {
 		"ctl change_password '$user' '$WRONG'; ctl close_all_connections 'test'"
 }
 
+# ---------------------------------------------------------------------------
+# The outbox: step URLs carrying the canary in their user info and in
+# secret parameters (and a reconcile URL too), every call refused (a port
+# nothing listens on), so every row ends in a dead letter whose context
+# names the URL; the dispatcher's log lines, `dlq` and `inspect` output,
+# --pending, /metrics and /healthz of a daemon dispatching them, the dead
+# letters' and the outbox rows' outcome columns. (The outbox rows hold
+# the request as configured, URL and headers: they must, to be sent. So
+# this store is kept out of data/, and only what the dispatcher wrote of
+# its own, the dead letters and each row's last error, is searched.)
+outbox_case() {
+	mkdir -p "$dir/store"
+	db="$dir/store/outbox.db"
+	cat >"$dir/cfg/outbox.yaml" <<CFG
+store: sqlite:$db
+consumers:
+  - name: billing.sec
+    source: jsonl:$dir/data/orders.jsonl?follow=1&checkpoint=$dir/data/cp
+    key: "create-invoice:{/data/orderId}"
+    poll_timeout: 100ms
+    setup: |
+      CREATE TABLE IF NOT EXISTS invoices (order_id TEXT NOT NULL);
+    effect:
+      - sql: INSERT INTO invoices (order_id) VALUES (\$1)
+        params: [/data/orderId]
+    outbox:
+      - step: notify
+        url: "http://u:$CANARY_ENC@127.0.0.1:1/notify?api_key=$TOKEN&sig=1"
+        headers: {Authorization: "Bearer $TOKEN"}
+        body: {orderId: /data/orderId}
+        idempotent: true
+      - step: charge
+        url: "http://127.0.0.1:1/charge?access_token=$CANARY_ENC_LOW"
+        body: {orderId: /data/orderId}
+        idempotent: false
+        reconcile: {url: "http://u:$WRONG_ENC@127.0.0.1:1/find?ref={key}&token=$TOKEN"}
+    dispatch: {max_attempts: 1, connect_timeout: 200ms, backoff: 10ms, poll: 100ms}
+CFG
+	cmd outbox-migrate 0 migrate "$dir/cfg/outbox.yaml"
+	daemon outbox-daemon "$dir/cfg/outbox.yaml" --dispatch
+	started outbox-daemon '"source":"jsonl:'
+	if wait_until 30 sh -c "\"$BIN\" dlq list \"$dir/cfg/outbox.yaml\" --json 2>/dev/null | grep -c '\"reason\":\"outbox step' | grep -qx 4"; then
+		ok "outbox: the four calls ended in dead letters"
+	else
+		fail "outbox: the four calls ended in dead letters" \
+			"$("$BIN" dlq list "$dir/cfg/outbox.yaml" 2>&1 | tail -3 | cut -c1-300)"
+	fi
+	scrape outbox-daemon dead
+	stop_daemon "$pid"
+	expect_eq "outbox: the daemon stops on SIGTERM" "$rc" 0
+	cmd outbox-dispatch 0 dispatch "$dir/cfg/outbox.yaml" --drain --timeout 5s
+	cmd outbox-pending 0 dispatch "$dir/cfg/outbox.yaml" --pending
+	cmd outbox-dlq-list 0 dlq list "$dir/cfg/outbox.yaml"
+	cmd outbox-dlq-list-json 0 dlq list "$dir/cfg/outbox.yaml" --json
+	for id in $(jq -r '.id' "$dir/out/outbox-dlq-list-json.out" 2>/dev/null); do
+		cmd "outbox-dlq-show-$id" 0 dlq show "$dir/cfg/outbox.yaml" "$id"
+		cmd "outbox-dlq-show-json-$id" 0 dlq show "$dir/cfg/outbox.yaml" "$id" --json
+	done
+	check "outbox: a dead letter names the URL, redacted" \
+		grep -q 'http://u:\*\*\*@127.0.0.1:1/notify?api_key=\*\*\*&sig=1' \
+		"$dir/out"/outbox-dlq-show-[0-9]*.out
+	cmd outbox-inspect 0 inspect "$dir/cfg/outbox.yaml" billing.sec create-invoice:ord-1
+	cmd outbox-inspect-json 0 inspect "$dir/cfg/outbox.yaml" billing.sec \
+		create-invoice:ord-2 --json
+	cmd outbox-stats 0 stats "$dir/cfg/outbox.yaml" --json
+	sq "$db" "SELECT * FROM dead_letters" >"$dir/out/outbox-dead-letters.rows"
+	sq "$db" "SELECT id, step, state, last_status, last_error, response FROM outbox" \
+		>"$dir/out/outbox-rows.rows"
+	check "outbox: the dead letters were read" \
+		grep -q "outbox step" "$dir/out/outbox-dead-letters.rows"
+	check "outbox: the rows' last errors were read" \
+		grep -q "curl" "$dir/out/outbox-rows.rows"
+}
+
 case "$KIND" in
-pg | kafka | nats | redis | amqp) "${KIND}_case" ;;
+pg | kafka | nats | redis | amqp | outbox) "${KIND}_case" ;;
 *) bail "unknown kind $KIND" ;;
 esac
 secret_files "$KIND"
