@@ -135,6 +135,9 @@ store_commands() {
 	cmd "$1-dlq-list-json" "$3" dlq list "$2" --json
 	cmd "$1-dispatch" "$3" dispatch "$2" --pending
 	if [ "$3" = fail ]; then
+		# inbox dispatch waits for its store too: its 'waiting' lines
+		cmd "$1-dispatch-wait" fail dispatch "$2" --once \
+			--connect-timeout 1s
 		cmd "$1-dlq-show" fail dlq show "$2" 1
 		cmd "$1-dlq-replay" fail dlq replay "$2" 1
 		cmd "$1-inspect" fail inspect "$2" billing.sec create-invoice:ord-1
