@@ -36,9 +36,21 @@ static int create_invoice(inbox_txn *txn, const inbox_msg *msg, void *payload)
 	return INBOX_HANDLER_OK;
 }
 
+/* The library never prints: what it retries or works around (a lost
+ * broker, a batch rolled back) comes here, from whichever thread noticed
+ * it. fields is a JSON object. */
+static void on_log(inbox_log_level level, const char *consumer,
+                   const char *event, const char *fields, void *payload)
+{
+	(void)payload;
+	fprintf(stderr, "%s %s %s %s\n", inbox_log_level_name(level),
+	        consumer ? consumer : "-", event, fields);
+}
+
 int main(int argc, char **argv)
 {
 	const char *url = argc > 1 ? argv[1] : "sqlite:quickstart.db";
+	inbox_log_set(on_log, INBOX_LOG_WARN, NULL);
 	inbox_store *st = NULL;
 	int rc = inbox_store_open(&st, url, NULL);
 	if (rc != INBOX_OK) {

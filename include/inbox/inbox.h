@@ -28,12 +28,16 @@
  *     installed before). A program that installs its own jansson
  *     allocator does so before; one that uses jansson on other threads
  *     opens its first store before starting them.
+ *   - The library never writes to stdout or stderr: diagnostics go to the
+ *     callback installed with inbox_log_set() (<inbox/log.h>), or nowhere.
  */
 #ifndef INBOX_INBOX_H
 #define INBOX_INBOX_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "log.h" /* the log callback: inbox_log_set() */
 
 #ifdef __cplusplus
 extern "C" {

@@ -115,7 +115,11 @@ typedef struct inbox_runner_options {
  * (drain). Returns INBOX_OK, or the error that
  * made it give up (store schema errors, a source that cannot be reopened);
  * transient failures, out of memory included, are retried with backoff and
- * never lose a message. */
+ * never lose a message.
+ * What it retries or works around is reported as log events (<inbox/log.h>,
+ * level warn, the consumer's name): "poll_failed" {"error"},
+ * "source_warning" {"error"}, "batch_failed" {"error","retry_in_ms"},
+ * "ack_failed" {"error"}. */
 int inbox_run(inbox_consumer *c, inbox_source *src,
               const inbox_runner_options *opts, volatile sig_atomic_t *stop);
 

@@ -56,6 +56,11 @@ void cli_error(const char *fmt, ...)
 #endif
     ;
 
+/* Install the JSON-lines writer on stderr (cli/log.c) as the library's
+ * log callback, at the level INBOX_LOG_LEVEL names (unset or empty: info).
+ * -1 (with a message) when it names no level. */
+int cli_log_setup(void);
+
 /* 1 if arg is "-h" or "--help". */
 int cli_is_help(const char *arg);
 

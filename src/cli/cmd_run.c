@@ -120,7 +120,8 @@ static void on_signal(int sig)
 	inbox__flag_set(&g_stop, 1);
 }
 
-/* JSON-escape into buf (thread-safe, unlike inbox__log_escape). */
+/* JSON-escape into buf: not cut at inbox__log_escape's ~500 bytes, and
+ * not limited to four results per line. */
 static const char *esc(char *buf, size_t len, const char *s)
 {
 	size_t o = 0;

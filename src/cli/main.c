@@ -63,7 +63,8 @@ static void usage(FILE *f)
 	           "does not exist,\n   or a replay did not end applied, "
 	           "duplicate or stale)\n"
 	           "\nenvironment: INBOX_LOG_LEVEL=debug|info|warn|error "
-	           "(default info); logs are\nJSON lines on stderr.\n"
+	           "(default info; another value\nis a config error); logs are "
+	           "JSON lines on stderr.\n"
 	           "docs: docs/cli.md, docs/config.md\n");
 }
 
@@ -104,6 +105,8 @@ int main(int argc, char **argv)
 				fputs(commands[i].usage, stdout);
 				return CLI_EXIT_OK;
 			}
+		if (cli_log_setup() < 0)
+			return CLI_EXIT_CONFIG;
 		return commands[i].fn(argc - 1, argv + 1);
 	}
 	fprintf(stderr, "inbox: unknown command \"%s\"\n\n", cmd);

@@ -1,90 +1,166 @@
+/*
+ * Log events: formatted only when a callback wants them, handed to it
+ * under a read lock so that inbox_log_set() (the write lock) returns only
+ * once no thread is inside the callback it replaced. The library itself
+ * writes nowhere.
+ */
+#define _GNU_SOURCE /* a writer-preferring rwlock, below */
 #include "core/log.h"
 
+#include <inbox/inbox.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* Read by every thread that logs; set once from the environment. */
-static _Atomic int min_level = -1;
+#define LEVEL_NONE (INBOX_LOG_ERROR + 1) /* no callback: nothing passes */
 
-void inbox__log_set_level(int level)
+/* Writers first (glibc): threads that log all the time must not keep
+ * inbox_log_set() waiting. Safe because no thread ever takes the read
+ * lock twice (in_callback). */
+#ifdef PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
+static pthread_rwlock_t lock =
+    PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+#else
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+#endif
+static inbox_log_fn log_fn; /* under lock */
+static void *log_payload;   /* under lock */
+/* Read without the lock, only to skip formatting; checked again under
+ * it. */
+static atomic_int min_level = LEVEL_NONE;
+/* Set while this thread runs the callback: what it logs meanwhile is
+ * dropped, and it may not replace the callback (it holds the read lock). */
+static _Thread_local int in_callback;
+
+int inbox_log_set(inbox_log_fn fn, inbox_log_level level, void *payload)
 {
-	min_level = level;
+	if ((unsigned)level > INBOX_LOG_ERROR)
+		return INBOX_ERR_INVALID;
+	if (in_callback)
+		return INBOX_ERR_STATE;
+	pthread_rwlock_wrlock(&lock);
+	log_fn = fn;
+	log_payload = payload;
+	atomic_store(&min_level, fn ? (int)level : LEVEL_NONE);
+	pthread_rwlock_unlock(&lock);
+	return INBOX_OK;
+}
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+const char *inbox_log_level_name(int level)
+{
+	return level >= INBOX_LOG_DEBUG && level <= INBOX_LOG_ERROR
+	           ? level_names[level]
+	           : NULL;
+}
+
+int inbox_log_level_parse(const char *name, inbox_log_level *out)
+{
+	for (int l = INBOX_LOG_DEBUG; name && l <= INBOX_LOG_ERROR; l++)
+		if (strcmp(name, level_names[l]) == 0) {
+			if (out)
+				*out = (inbox_log_level)l;
+			return INBOX_OK;
+		}
+	return INBOX_ERR_INVALID;
 }
 
 int inbox__log_enabled(int level)
 {
-	if (min_level < 0) {
-		const char *e = getenv("INBOX_LOG_LEVEL");
-		int l = INBOX_LOG_INFO;
-		if (e && strcmp(e, "debug") == 0)
-			l = INBOX_LOG_DEBUG;
-		else if (e && strcmp(e, "warn") == 0)
-			l = INBOX_LOG_WARN;
-		else if (e && strcmp(e, "error") == 0)
-			l = INBOX_LOG_ERROR;
-		min_level = l;
-	}
-	return level >= min_level;
+	return level >=
+	           atomic_load_explicit(&min_level, memory_order_relaxed) &&
+	       !in_callback;
 }
 
-static const char *level_name(int level)
+/* obj is "{"event":"NAME",rest}" as inbox__log's callers write it: cut
+ * it in place into NAME and "{rest}". Anything else is passed whole. */
+static void split(char *obj, const char **event, const char **fields)
 {
-	static const char *const names[] = {"debug", "info", "warn", "error"};
-	return level >= 0 && level <= 3 ? names[level] : "info";
+	static const char key[] = "\"event\":\"";
+	char *name = obj + 1 + sizeof(key) - 1;
+	char *end;
+	if (strncmp(obj + 1, key, sizeof(key) - 1) == 0 &&
+	    (end = strchr(name, '"')) != NULL &&
+	    (end[1] == ',' || end[1] == '}')) {
+		if (end[1] == ',') {
+			end[1] = '{';
+			*fields = end + 1;
+		} else {
+			*fields = "{}";
+		}
+		*end = '\0';
+		*event = name;
+		return;
+	}
+	*event = "log";
+	*fields = obj;
+}
+
+static void deliver(int level, const char *consumer, const char *event,
+                    const char *fields)
+{
+	pthread_rwlock_rdlock(&lock);
+	if (log_fn && level >= atomic_load(&min_level)) {
+		in_callback = 1;
+		log_fn((inbox_log_level)level,
+		       consumer && *consumer ? consumer : NULL, event, fields,
+		       log_payload);
+		in_callback = 0;
+	}
+	pthread_rwlock_unlock(&lock);
 }
 
 void inbox__log(int level, const char *consumer, const char *fields, ...)
 {
 	if (!inbox__log_enabled(level))
 		return;
-	char line[2048];
-	struct timespec ts;
-	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof(line),
-	                 "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\","
-	                 "\"level\":\"%s\",\"consumer\":\"%s\"",
-	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-	                 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-	                 level_name(level),
-	                 consumer ? inbox__log_escape(consumer) : "");
-	if (n < 0 || (size_t)n >= sizeof(line))
-		return;
-	/* A line too long for the stack buffer is formatted again on the
-	 * heap: cutting it would leave half a JSON object. */
-	char *out = line, *heap = NULL;
+	/* "{" + the members + "}" + NUL. A text too long for the stack
+	 * buffer is formatted again on the heap: cutting it would leave half
+	 * a JSON object. */
+	char line[2048], *obj = line, *heap = NULL;
+	size_t m = 0;
 	if (fields && *fields) {
-		line[n++] = ',';
-		size_t room = sizeof(line) - (size_t)n - 2;
 		va_list ap;
 		va_start(ap, fields);
-		int m = vsnprintf(line + n, room, fields, ap);
+		int w = vsnprintf(line + 1, sizeof(line) - 2, fields, ap);
 		va_end(ap);
-		if (m < 0)
+		if (w < 0)
 			return;
-		if ((size_t)m >= room) {
-			heap = malloc((size_t)n + (size_t)m + 3);
-			if (heap) {
-				memcpy(heap, line, (size_t)n);
-				va_start(ap, fields);
-				vsnprintf(heap + n, (size_t)m + 1, fields, ap);
-				va_end(ap);
-				out = heap;
-			} else {
-				m = snprintf(line + n, room,
-				             "\"event\":\"log_line_dropped\"");
+		m = (size_t)w;
+		if (m >= sizeof(line) - 2) {
+			if (!(heap = malloc(m + 3))) {
+				deliver(level, consumer, "log_line_dropped",
+				        "{}");
+				return;
 			}
+			va_start(ap, fields);
+			vsnprintf(heap + 1, m + 1, fields, ap);
+			va_end(ap);
+			obj = heap;
 		}
-		n += m;
 	}
-	out[n++] = '}';
-	out[n++] = '\n';
-	fwrite(out, 1, (size_t)n, stderr);
+	obj[0] = '{';
+	obj[m + 1] = '}';
+	obj[m + 2] = '\0';
+	const char *event, *members;
+	split(obj, &event, &members);
+	deliver(level, consumer, event, members);
 	free(heap);
+}
+
+/* Bytes of the UTF-8 sequence starting at p that are present (a lead byte
+ * and the continuation bytes after it), so a cut never splits one. */
+static size_t seq_len(const unsigned char *p)
+{
+	size_t want = *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC0 ? 2 : 1;
+	size_t n = 1;
+	while (n < want && (p[n] & 0xC0) == 0x80)
+		n++;
+	return n;
 }
 
 const char *inbox__log_escape(const char *s)
@@ -93,17 +169,22 @@ const char *inbox__log_escape(const char *s)
 	static _Thread_local int next;
 	char *out = bufs[next];
 	next = (next + 1) % 4;
-	size_t o = 0;
-	for (const unsigned char *p = (const unsigned char *)(s ? s : "");
-	     *p && o < sizeof(bufs[0]) - 8; p++) {
+	size_t o = 0, room = sizeof(bufs[0]) - 8;
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	while (*p) {
+		size_t n = seq_len(p);
+		if (o + n + 6 > room)
+			break;
 		if (*p == '"' || *p == '\\') {
 			out[o++] = '\\';
 			out[o++] = (char)*p;
 		} else if (*p < 0x20) {
 			o += (size_t)snprintf(out + o, 8, "\\u%04x", *p);
 		} else {
-			out[o++] = (char)*p;
+			memcpy(out + o, p, n);
+			o += n;
 		}
+		p += n;
 	}
 	out[o] = '\0';
 	return out;

@@ -1,29 +1,35 @@
-/* Structured log lines (one JSON object per line) on stderr. */
+/*
+ * Log events for the callback of <inbox/log.h>. Library code calls
+ * inbox__log(); nothing here writes anywhere: with no callback installed
+ * an event is dropped before it is formatted.
+ */
 #ifndef INBOX_CORE_LOG_H
 #define INBOX_CORE_LOG_H
 
-enum {
-	INBOX_LOG_DEBUG = 0,
-	INBOX_LOG_INFO = 1,
-	INBOX_LOG_WARN = 2,
-	INBOX_LOG_ERROR = 3
-};
+#include <inbox/log.h>
 
-/* Minimum level printed: INBOX_LOG_LEVEL=debug|info|warn|error (default
- * info). Set at first use; inbox__log_set_level overrides. */
-void inbox__log_set_level(int level);
+/* Whether an event at `level` would reach a callback (one is installed
+ * and level >= its minimum). For work done only to build a line. */
 int inbox__log_enabled(int level);
 
-/* Print {"ts":...,"level":...,"consumer":...,<fields>}. `fields` is a
- * printf format producing the rest of the members (already JSON). */
+/* Raise an event. `fields` is a printf format producing the event's
+ * members as JSON, the first one its name:
+ *   inbox__log(INBOX_LOG_WARN, name, "\"event\":\"poll_failed\","
+ *              "\"error\":\"%s\"", inbox__log_escape(msg));
+ * The callback receives event = "poll_failed" and fields =
+ * {"error":"..."}. consumer is NULL (or "") for a process-level event.
+ * Thread-safe. */
 void inbox__log(int level, const char *consumer, const char *fields, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 
-/* JSON-escape s into a rotating static buffer (4 slots) for use inside
- * "..." in a log line. Not thread-safe. */
+/* JSON-escape s for use inside "..." in a log line, into one of four
+ * buffers of the calling thread (_Thread_local, so thread-safe) used in
+ * turn: at most four results may be alive at once, so use it for at most
+ * four arguments of one inbox__log() call. Longer texts are cut at about
+ * 500 bytes (on a UTF-8 character boundary). */
 const char *inbox__log_escape(const char *s);
 
 #endif

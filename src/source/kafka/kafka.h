@@ -32,7 +32,8 @@
  *                       the source's own settings. Refused because the
  *                       source owns them: bootstrap.servers,
  *                       metadata.broker.list, group.id,
- *                       enable.auto.commit, enable.auto.offset.store.
+ *                       enable.auto.commit, enable.auto.offset.store,
+ *                       log.queue.
  *   Values are percent-decoded. Unknown parameters, an invalid property or
  *   value, a missing topic or broker list give INBOX_ERR_URL with the
  *   reason in errmsg; values of secret properties (password, secret, key,
@@ -130,6 +131,12 @@
  *   INBOX_ERR_SOURCE after waiting its timeout. Partition EOF is ignored.
  *   A fatal error (a static member fenced by another with its id) makes
  *   every later poll() return INBOX_ERR_CONFIG.
+ *   librdkafka's own log lines (which it would print on stderr) become
+ *   "kafka_log" events of the log callback (<inbox/log.h>), fields
+ *   {"syslog_level","facility","client","message"}, served on the polling
+ *   thread by poll() and close(): syslog levels 0-2 as error, 3-4 (the
+ *   broker faults it retries by itself) as warn, 5-6 as info, 7 (with
+ *   rdkafka.debug=...) as debug. rdkafka.log_level= filters them first.
  *
  * Closing
  *   close() commits what was settled, then leaves (dynamic) or stops

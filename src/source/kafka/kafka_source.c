@@ -32,33 +32,34 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	ks->error_seen = 1;
 }
 
-/* librdkafka's own log lines (by default printed on stderr as they are)
- * become log lines of ours, scrubbed of the URL's secrets: warnings and
- * worse at WARN, the rest at DEBUG. With log.queue (kafka_url.c) they are
- * served by poll, on the polling thread, like the other callbacks: never
- * from librdkafka's own threads, so never after close, even when close
- * leaves the handle to the process (see kafka.h, "Closing"). */
+/* librdkafka's own log lines (without a log_cb it prints them on stderr)
+ * become log lines of ours, scrubbed of the URL's secrets. With log.queue
+ * (kafka_url.c) they wait in the main queue and are served by
+ * rd_kafka_consumer_poll() or rd_kafka_consumer_close(), so this runs on
+ * the polling thread while the source is alive, like error_cb, and a handle
+ * left to the process (kafka.h, "Closing") never calls it again.
+ * Syslog levels: 0-2 are fatal (error); 3, an error librdkafka retries by
+ * itself (a broker connection refused or lost), and 4 are warnings — an
+ * infrastructure fault the source rides out, reported in errmsg too. */
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
                    const char *buf)
 {
-	const kafka_source *ks = rd_kafka_opaque(rk);
-	int lv = level <= 4 ? INBOX_LOG_WARN : INBOX_LOG_DEBUG;
-	if (!inbox__log_enabled(lv))
+	int l = level <= 2   ? INBOX_LOG_ERROR
+	        : level <= 4 ? INBOX_LOG_WARN
+	        : level <= 6 ? INBOX_LOG_INFO
+	                     : INBOX_LOG_DEBUG;
+	if (!inbox__log_enabled(l))
 		return;
+	const kafka_source *ks = rd_kafka_opaque(rk);
 	char msg[1024];
 	snprintf(msg, sizeof(msg), "%s", buf ? buf : "");
 	inbox__secrets_scrub(ks ? ks->log_secrets : NULL, msg, sizeof(msg),
 	                     buf && strlen(buf) >= sizeof(msg));
-	inbox__buf f = INBOX__BUF_INIT, m = INBOX__BUF_INIT;
-	if (inbox__json_string_append(&f, fac ? fac : "",
-	                              fac ? strlen(fac) : 0) == 0 &&
-	    inbox__json_string_append(&m, msg, strlen(msg)) == 0)
-		inbox__log(lv, ks ? ks->log_consumer : NULL,
-		           "\"event\":\"kafka_log\",\"facility\":%s,"
-		           "\"message\":%s",
-		           f.data, m.data);
-	inbox__buf_free(&f);
-	inbox__buf_free(&m);
+	inbox__log(l, ks ? ks->log_consumer : NULL,
+	           "\"event\":\"kafka_log\",\"syslog_level\":%d,"
+	           "\"facility\":\"%s\",\"client\":\"%s\",\"message\":\"%s\"",
+	           level, inbox__log_escape(fac ? fac : ""),
+	           inbox__log_escape(rd_kafka_name(rk)), inbox__log_escape(msg));
 }
 
 static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -150,8 +151,14 @@ static int kafka_open(inbox_source **out, const char *url,
 		inbox__source_seterr(&ks->base, "kafka: %s", err);
 		return INBOX_ERR_URL;
 	}
-	rd_kafka_set_log_queue(ks->rk, NULL); /* the main queue, then: */
 	rd_kafka_poll_set_consumer(ks->rk);
+	/* NULL: the main queue, which now leads to the consumer's. */
+	rd_kafka_resp_err_t lerr = rd_kafka_set_log_queue(ks->rk, NULL);
+	if (lerr) {
+		inbox__source_seterr(&ks->base, "kafka: log queue: %s",
+		                     rd_kafka_err2str(lerr));
+		return INBOX_ERR_SOURCE;
+	}
 	if (open_timeout_ms > 0 &&
 	    (rc = check_connect(ks, open_timeout_ms)) < 0)
 		return rc;
@@ -172,6 +179,10 @@ static void kafka_close(inbox_source *src)
 		 * abort it (unless close() served a first assignment). */
 		if (!would_abort || ks->assigned_once)
 			rd_kafka_destroy(ks->rk);
+		else
+			/* Its idle threads would queue log lines nobody
+			 * serves any more. */
+			rd_kafka_set_log_level(ks->rk, 0);
 	}
 	inbox__kafka_member_release(ks);
 	for (size_t i = 0; i < ks->nslots; i++)

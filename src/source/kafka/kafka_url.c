@@ -151,6 +151,9 @@ static int base_conf(url_state *u, const char *brokers)
 	    {"enable.partition.eof", "false"},
 	    {"partition.assignment.strategy", "cooperative-sticky"},
 	    {"client.id", "libinbox"},
+	    /* librdkafka's log lines are served by the consumer poll, on
+	     * the polling thread, never from its own threads (kafka_source.c,
+	     * log_cb). */
 	    {"log.queue", "true"},
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(*kv); i++) {

@@ -4,16 +4,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/url.h"
 #include "store/postgres/pg_outbox.h"
 #include "store/postgres/pg_store.h"
 
 /* Notices ("relation already exists, skipping", "there is no transaction
- * in progress") are not errors; a library must not print them. */
-static void ignore_notice(void *arg, const char *message)
+ * in progress", a RAISE NOTICE in the effect's SQL) are not errors; libpq
+ * would print them on stderr. Debug events, even a WARNING: what the store
+ * does about a failure is decided from the results, not from these. */
+static void on_notice(void *arg, const PGresult *res)
 {
 	(void)arg;
-	(void)message;
+	if (!inbox__log_enabled(INBOX_LOG_DEBUG))
+		return;
+	const char *sev =
+	    PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	inbox__log(INBOX_LOG_DEBUG, NULL,
+	           "\"event\":\"pg_notice\",\"severity\":\"%s\","
+	           "\"sqlstate\":\"%s\",\"message\":\"%s\"",
+	           inbox__log_escape(sev ? sev : ""),
+	           inbox__log_escape(code ? code : ""),
+	           inbox__log_escape(msg ? msg : ""));
 }
 
 /* A URL that libpq would split otherwise than every other parser (a raw
@@ -115,7 +129,7 @@ static int connect_db(pg_store *s, const char *url)
 				*p = ' ';
 		return INBOX_ERR_CONNECT;
 	}
-	PQsetNoticeProcessor(s->conn, ignore_notice, NULL);
+	PQsetNoticeReceiver(s->conn, on_notice, NULL);
 	return INBOX_OK;
 }
 
