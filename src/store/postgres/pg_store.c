@@ -157,7 +157,7 @@ int inbox__pg_reconnect(pg_store *s, const char *what)
 	inbox__pg_queue_clear(s);
 	if (PQstatus(s->conn) != CONNECTION_OK)
 		return inbox__pg_fail(s, NULL, what);
-	PQsetNoticeProcessor(s->conn, ignore_notice, NULL);
+	PQsetNoticeReceiver(s->conn, on_notice, NULL);
 	return INBOX_OK;
 }
 
