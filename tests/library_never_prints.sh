@@ -31,6 +31,21 @@ else
 	ok "no library object refers to stdout/stderr or a printing function ($objs references checked)"
 fi
 
+# The same, read in the sources (also code a build option left out of the
+# library above): a call that prints to stdout/stderr, or a printing
+# function, anywhere in src/ or include/ outside src/cli. Comments that
+# name stderr do not match: they do not call anything.
+calls='fprintf *\( *std(err|out)|vfprintf *\( *std(err|out)'
+calls="$calls|(fputs|fputc|putc|fwrite|fflush) *\([^;]*std(err|out)"
+calls="$calls|(^|[^a-z_0-9.>])(printf|vprintf|puts|putchar|perror|psignal) *\("
+prints=$(cd "$src" && grep -rnE "$calls" --include='*.c' --include='*.h' \
+	src include | grep -v '^src/cli/')
+if [ -n "$prints" ]; then
+	fail "no library source prints (fprintf(stderr), printf, puts, perror, ...)" "$prints"
+else
+	ok "no library source prints (fprintf(stderr), printf, puts, perror, ...)"
+fi
+
 fds=$(cd "$src" && grep -rnE 'STD(OUT|ERR)_FILENO|[^a-z_]write\( *[12] *,|fdopen\( *[12] *,' \
 	--include='*.c' --include='*.h' src include | grep -v '^src/cli/')
 if [ -n "$fds" ]; then

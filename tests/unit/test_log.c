@@ -2,13 +2,17 @@
  * The log callback (<inbox/log.h>): the runner's and the JSONL source's
  * events reach it with the right level, consumer, event and fields; the
  * minimum level filters; with none installed nothing reaches stdout or
- * stderr; it can be replaced while threads log, and once inbox_log_set()
- * returns the old one is never called again.
+ * stderr, not even what a client library (librdkafka) would print; it
+ * can be replaced while threads log, and once inbox_log_set() returns the
+ * old one is never called again.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,6 +191,41 @@ static int open_restarting_jsonl(void)
 	return rc;
 }
 
+/* A Kafka source whose broker refuses connections (a port nobody listens
+ * on), polled ~1.5 s: librdkafka logs the refused connection, which it
+ * would print on stderr by itself. */
+static int poll_dead_kafka(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(a);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &alen) < 0)
+		return -1;
+	close(s); /* bound, never listened: connections are refused */
+	char url[200];
+	snprintf(url, sizeof(url),
+	         "kafka://127.0.0.1:%d/log_test?open_timeout_ms=0"
+	         "&rdkafka.reconnect.backoff.ms=50",
+	         ntohs(a.sin_port));
+	inbox_source_options so = INBOX_SOURCE_OPTIONS_INIT;
+	so.consumer = "log.kafka";
+	inbox_source *src = NULL;
+	int rc = inbox_source_open(&src, url, &so);
+	for (int i = 0; rc == 0 && i < 15; i++) {
+		inbox_delivery d[4];
+		size_t n = 0;
+		int eof = 0;
+		/* a refused broker is an infrastructure fault: retried */
+		inbox_source_poll(src, d, 4, &n, 100, &eof);
+		if (n)
+			rc = -1;
+	}
+	inbox_source_close(src);
+	return rc;
+}
+
 /* ---- tests ----------------------------------------------------------- */
 
 TEST(level_names)
@@ -314,6 +353,49 @@ TEST(nothing_printed_without_a_callback)
 	ASSERT_OK(rc);
 	ASSERT_TRUE(find_event("poll_failed") != NULL);
 	ASSERT_TRUE(find_event("jsonl_restart") != NULL);
+}
+
+TEST(kafka_log_is_routed)
+{
+	/* none installed: librdkafka's lines are not printed either */
+	reset_events();
+	ASSERT_OK(inbox_log_set(NULL, INBOX_LOG_DEBUG, NULL));
+	int rc = -1;
+	ASSERT_EQ(captured(poll_dead_kafka, &rc), 0);
+	ASSERT_OK(rc);
+	ASSERT_EQ(nev, 0);
+	/* installed: they arrive as kafka_log events of the consumer */
+	ASSERT_OK(inbox_log_set(record, INBOX_LOG_DEBUG, NULL));
+	ASSERT_EQ(captured(poll_dead_kafka, &rc), 0);
+	ASSERT_OK(inbox_log_set(NULL, INBOX_LOG_DEBUG, NULL));
+	ASSERT_OK(rc);
+	const event *e = find_event("kafka_log");
+	ASSERT_TRUE(e != NULL);
+	ASSERT_STREQ(e->consumer, "log.kafka");
+	ASSERT_TRUE(is_object(e->fields));
+	json_t *j = json_loads(e->fields, 0, NULL);
+	ASSERT_TRUE(j != NULL);
+	json_int_t sl = json_integer_value(json_object_get(j, "syslog_level"));
+	int has = json_is_integer(json_object_get(j, "syslog_level")) &&
+	          json_is_string(json_object_get(j, "facility")) &&
+	          json_is_string(json_object_get(j, "client")) &&
+	          json_is_string(json_object_get(j, "message"));
+	json_decref(j);
+	ASSERT_TRUE(has);
+	/* the level follows the syslog level (kafka.h) */
+	int want = sl <= 2   ? INBOX_LOG_ERROR
+	           : sl <= 4 ? INBOX_LOG_WARN
+	           : sl <= 6 ? INBOX_LOG_INFO
+	                     : INBOX_LOG_DEBUG;
+	ASSERT_EQ(e->level, want);
+	/* the refused connection itself: syslog 3, a warning (retried) */
+	int refused = 0;
+	for (int i = 0; i < nev; i++)
+		if (strcmp(evs[i].name, "kafka_log") == 0 &&
+		    strstr(evs[i].fields, "\"syslog_level\":3,") &&
+		    evs[i].level == INBOX_LOG_WARN)
+			refused = 1;
+	ASSERT_TRUE(refused);
 }
 
 TEST(event_shapes)
@@ -491,6 +573,7 @@ int main(void)
 	RUN(jsonl_event_reaches_the_callback);
 	RUN(min_level_filters);
 	RUN(nothing_printed_without_a_callback);
+	RUN(kafka_log_is_routed);
 	RUN(event_shapes);
 	RUN(escape);
 	RUN(set_from_the_callback_is_refused);
