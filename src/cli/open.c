@@ -237,7 +237,8 @@ void cli_waiter_init(cli_waiter *wt, double connect_s,
 	wt->mu = mu;
 }
 
-/* JSON-escape into buf (thread-safe, unlike inbox__log_escape). */
+/* JSON-escape into buf: not cut at inbox__log_escape's ~500 bytes, and
+ * not limited to four results per line. */
 static const char *esc(char *buf, size_t len, const char *s)
 {
 	size_t o = 0;
