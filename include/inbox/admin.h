@@ -65,8 +65,8 @@ typedef struct inbox_admin_stats {
 
 /* Read the numbers of `consumer` (required). Errors: INVALID, STORE,
  * TRANSIENT, STATE (a transaction is open on the store), NOMEM. */
-int inbox_admin_stats_read(inbox_store *st, const char *consumer,
-                           inbox_admin_stats *out);
+INBOX_API int inbox_admin_stats_read(inbox_store *st, const char *consumer,
+                                     inbox_admin_stats *out);
 
 /* The inbox's generations (PostgreSQL: see inbox_store_seal()); they are
  * the store's, shared by its consumers. */
@@ -86,13 +86,14 @@ typedef struct inbox_admin_generations {
 
 /* Read the generations of the store. INBOX_OK (count -1 when they
  * cannot be read), or STATE (a transaction is open), INVALID. */
-int inbox_admin_generations_read(inbox_store *st, inbox_admin_generations *out);
+INBOX_API int inbox_admin_generations_read(inbox_store *st,
+                                           inbox_admin_generations *out);
 
 /* Retention headroom in milliseconds: the window minus the age of the
  * oldest processed record. Negative when records older than the window
  * are still kept (a purge is due); INT64_MAX when there is nothing to
  * compare (no record, or no registered window). */
-int64_t inbox_admin_headroom_ms(const inbox_admin_stats *s);
+INBOX_API int64_t inbox_admin_headroom_ms(const inbox_admin_stats *s);
 
 /* ------------------------------------------------------------------ */
 /* One inbox record                                                      */
@@ -117,9 +118,9 @@ typedef struct inbox_admin_record {
 /* Read the record (consumer, key). *out is malloc'ed: free it with
  * inbox_admin_record_free(). INBOX_ERR_NOTFOUND when there is none (*out
  * NULL). */
-int inbox_admin_inspect(inbox_store *st, const char *consumer, const char *key,
-                        inbox_admin_record **out);
-void inbox_admin_record_free(inbox_admin_record *r);
+INBOX_API int inbox_admin_inspect(inbox_store *st, const char *consumer,
+                                  const char *key, inbox_admin_record **out);
+INBOX_API void inbox_admin_record_free(inbox_admin_record *r);
 
 /* ------------------------------------------------------------------ */
 /* Dead letters                                                          */
@@ -151,7 +152,7 @@ typedef struct inbox_admin_dead_letter {
 	int64_t last_seen_at_ms;
 } inbox_admin_dead_letter;
 
-void inbox_admin_dead_letter_free(inbox_admin_dead_letter *dl);
+INBOX_API void inbox_admin_dead_letter_free(inbox_admin_dead_letter *dl);
 
 typedef struct inbox_admin_dlq_filter {
 	unsigned version;     /* INBOX_ADMIN_DLQ_FILTER_VERSION */
@@ -177,21 +178,23 @@ typedef int (*inbox_admin_dlq_fn)(const inbox_admin_dead_letter *dl,
                                   void *payload);
 
 /* List dead letters matching `f` (NULL = all). */
-int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
-                         inbox_admin_dlq_fn fn, void *payload);
+INBOX_API int inbox_admin_dlq_list(inbox_store *st,
+                                   const inbox_admin_dlq_filter *f,
+                                   inbox_admin_dlq_fn fn, void *payload);
 
 /* Read dead letter `id` with its payload. *out is malloc'ed (free with
  * inbox_admin_dead_letter_free). `consumer` non-NULL: only if it is that
  * consumer's. INBOX_ERR_NOTFOUND when there is none. */
-int inbox_admin_dlq_get(inbox_store *st, int64_t id, const char *consumer,
-                        inbox_admin_dead_letter **out);
+INBOX_API int inbox_admin_dlq_get(inbox_store *st, int64_t id,
+                                  const char *consumer,
+                                  inbox_admin_dead_letter **out);
 
 /* Set replayed_at = now. NOTFOUND when there is no such dead letter. */
-int inbox_admin_dlq_mark_replayed(inbox_store *st, int64_t id);
+INBOX_API int inbox_admin_dlq_mark_replayed(inbox_store *st, int64_t id);
 
 /* Delete dead letter `id` (the inbox record is left as it is).
  * NOTFOUND when there is none. */
-int inbox_admin_dlq_drop(inbox_store *st, int64_t id);
+INBOX_API int inbox_admin_dlq_drop(inbox_store *st, int64_t id);
 
 /* Replay dead letter `id` through consumer `c`, which must have been
  * opened on `st` and be the dead letter's consumer (else INVALID):
@@ -211,8 +214,8 @@ int inbox_admin_dlq_drop(inbox_store *st, int64_t id);
  * `c`). On error (rc < 0) the dead letter is not marked and may be
  * replayed again; a record deleted before the failure is simply absent,
  * and the next delivery or replay of the message processes it. */
-int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c, int64_t id,
-                           inbox_result *res);
+INBOX_API int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c,
+                                     int64_t id, inbox_result *res);
 
 /* ------------------------------------------------------------------ */
 /* Purge with progress                                                   */
@@ -234,10 +237,10 @@ typedef void (*inbox_admin_progress_fn)(int64_t done, int64_t total,
  * statement. With `dry_run`, *deleted is what would be deleted. Errors:
  * those of inbox_store_purge (BUSY when another purger holds the
  * PostgreSQL purge lock); *deleted counts what was deleted before. */
-int inbox_admin_purge(inbox_store *st, const char *consumer,
-                      int64_t retention_seconds, int batch_limit, int dry_run,
-                      inbox_admin_progress_fn fn, void *payload,
-                      int64_t *deleted);
+INBOX_API int inbox_admin_purge(inbox_store *st, const char *consumer,
+                                int64_t retention_seconds, int batch_limit,
+                                int dry_run, inbox_admin_progress_fn fn,
+                                void *payload, int64_t *deleted);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "log.h" /* the log callback: inbox_log_set() */
+#include "export.h" /* INBOX_API */
+#include "log.h"    /* the log callback: inbox_log_set() */
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,9 +77,9 @@ typedef enum inbox_err {
 } inbox_err;
 
 /* Static English description of an error code; never NULL. */
-const char *inbox_strerror(int err);
+INBOX_API const char *inbox_strerror(int err);
 /* Static symbolic name ("INBOX_ERR_STORE"); never NULL. */
-const char *inbox_err_name(int err);
+INBOX_API const char *inbox_err_name(int err);
 
 /* ------------------------------------------------------------------ */
 /* Outcomes: what happened to one message (values, not errors)          */
@@ -112,12 +113,12 @@ typedef enum inbox_outcome {
 } inbox_outcome;
 
 /* Static lower-case name ("applied", "duplicate", ...); never NULL. */
-const char *inbox_outcome_name(inbox_outcome o);
+INBOX_API const char *inbox_outcome_name(inbox_outcome o);
 
 /* Non-zero when a message with this outcome may be acknowledged to the
  * broker once the call that produced it returned INBOX_OK (its transaction
  * committed). RETRY and IN_PROGRESS must not be acked. */
-int inbox_outcome_ackable(inbox_outcome o);
+INBOX_API int inbox_outcome_ackable(inbox_outcome o);
 
 /* ------------------------------------------------------------------ */
 /* Deliveries: a message as it came from the broker                    */
@@ -258,27 +259,27 @@ typedef struct inbox_store_options {
  * a later attempt may succeed), INBOX_ERR_IO (SQLite: the file cannot be
  * opened), INBOX_ERR_TRANSIENT (the server went away while migrating, a
  * SQLite lock), INBOX_ERR_SCHEMA, NOMEM. */
-int inbox_store_open(inbox_store **out, const char *url,
-                     const inbox_store_options *opts);
+INBOX_API int inbox_store_open(inbox_store **out, const char *url,
+                               const inbox_store_options *opts);
 
 /* Close the store and free it. NULL is a no-op. */
-void inbox_store_close(inbox_store *st);
+INBOX_API void inbox_store_close(inbox_store *st);
 
 /* Create or upgrade the schema to this library's version. Idempotent and
  * safe to run concurrently from several processes. */
-int inbox_store_migrate(inbox_store *st);
+INBOX_API int inbox_store_migrate(inbox_store *st);
 
 /* Schema version the database is at (0 = none). */
-int inbox_store_schema_version(inbox_store *st, int *version);
+INBOX_API int inbox_store_schema_version(inbox_store *st, int *version);
 
 /* Message of the last error on this handle ("" if none). Never contains
  * a password. Valid until the next call on the handle. */
-const char *inbox_store_errmsg(const inbox_store *st);
+INBOX_API const char *inbox_store_errmsg(const inbox_store *st);
 /* SQLSTATE (PostgreSQL) or extended result code name (SQLite) of the last
  * error, or "". */
-const char *inbox_store_errcode(const inbox_store *st);
+INBOX_API const char *inbox_store_errcode(const inbox_store *st);
 /* "postgresql" or "sqlite". */
-const char *inbox_store_kind(const inbox_store *st);
+INBOX_API const char *inbox_store_kind(const inbox_store *st);
 
 /* The identity of the handle's current connection to the database: 1
  * after open, one more at every reconnect the store makes (begin() after
@@ -289,22 +290,22 @@ const char *inbox_store_kind(const inbox_store *st);
  * backend PID: a server restarted in a fresh PID namespace (a container)
  * hands the same PID to the new connection. 0 for NULL. Not thread-safe
  * (like every call on the handle). */
-uint64_t inbox_store_connection_id(const inbox_store *st);
+INBOX_API uint64_t inbox_store_connection_id(const inbox_store *st);
 
 /* Run one SQL statement outside any inbox transaction (autocommit), with
  * text parameters $1..$n like inbox_txn_exec(). For your own schema
  * (CREATE TABLE …) and tools; handlers use inbox_txn_exec() instead.
  * INBOX_ERR_STATE inside a transaction. */
-int inbox_store_exec(inbox_store *st, const char *sql, int nparams,
-                     const char *const *params, int64_t *rows);
+INBOX_API int inbox_store_exec(inbox_store *st, const char *sql, int nparams,
+                               const char *const *params, int64_t *rows);
 
 /* Run a query outside any inbox transaction; fn is called per row (see
  * inbox_row_fn below). */
-int inbox_store_query(inbox_store *st, const char *sql, int nparams,
-                      const char *const *params,
-                      int (*fn)(int ncols, const char *const *values,
-                                void *payload),
-                      void *payload);
+INBOX_API int inbox_store_query(inbox_store *st, const char *sql, int nparams,
+                                const char *const *params,
+                                int (*fn)(int ncols, const char *const *values,
+                                          void *payload),
+                                void *payload);
 
 /* Delete inbox records of `consumer` (NULL = every registered consumer,
  * each with its own registered window) processed more than
@@ -314,9 +315,9 @@ int inbox_store_query(inbox_store *st, const char *sql, int nparams,
  * window are never deleted. Only one purger runs at a time: another gets
  * INBOX_ERR_BUSY. `*deleted` receives the total. With `dry_run`, counts
  * what would be deleted and deletes nothing. */
-int inbox_store_purge(inbox_store *st, const char *consumer,
-                      int64_t retention_seconds, int batch_limit, int dry_run,
-                      int64_t *deleted);
+INBOX_API int inbox_store_purge(inbox_store *st, const char *consumer,
+                                int64_t retention_seconds, int batch_limit,
+                                int dry_run, int64_t *deleted);
 
 /* PostgreSQL keeps the inbox in generations (partitions): new keys go to
  * the newest, which stays small, so that the primary key being written
@@ -334,7 +335,7 @@ int inbox_store_purge(inbox_store *st, const char *consumer,
  * INBOX_ERR_TRANSIENT: consumers are never held back longer). `*sealed`
  * receives the generation sealed, or 0. `inbox purge` calls it. SQLite
  * keeps one generation: INBOX_OK, *sealed = 0. */
-int inbox_store_seal(inbox_store *st, int64_t min_rows, int *sealed);
+INBOX_API int inbox_store_seal(inbox_store *st, int64_t min_rows, int *sealed);
 
 /* ------------------------------------------------------------------ */
 /* Consumer                                                              */
@@ -467,18 +468,18 @@ typedef struct inbox_consumer_options {
  * not support — checked before anything is written), STORE, NOMEM.
  * On INVALID, *out is NULL and the reason is written to `err` if non-NULL
  * (up to errlen bytes). */
-int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
-                        const inbox_consumer_options *opts, char *err,
-                        size_t errlen);
+INBOX_API int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
+                                  const inbox_consumer_options *opts, char *err,
+                                  size_t errlen);
 
-void inbox_consumer_close(inbox_consumer *c);
+INBOX_API void inbox_consumer_close(inbox_consumer *c);
 
 /* Process one delivery in its own transaction. On INBOX_OK, *res holds the
  * outcome and the transaction has committed: ack if
  * inbox_outcome_ackable(res->outcome). On error nothing committed; do not
  * ack. */
-int inbox_consumer_process(inbox_consumer *c, const inbox_delivery *d,
-                           inbox_result *res);
+INBOX_API int inbox_consumer_process(inbox_consumer *c, const inbox_delivery *d,
+                                     inbox_result *res);
 
 /* Process n deliveries in one transaction: all keys are claimed in one
  * statement (in sorted order, so overlapping batches of two workers cannot
@@ -488,11 +489,12 @@ int inbox_consumer_process(inbox_consumer *c, const inbox_delivery *d,
  * batch: the first is processed, the others are duplicates (or conflicts).
  * On error nothing committed; do not ack any of them. Transient database
  * errors are retried internally a few times before INBOX_ERR_TRANSIENT. */
-int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
-                                 size_t n, inbox_result *res);
+INBOX_API int inbox_consumer_process_batch(inbox_consumer *c,
+                                           const inbox_delivery *d, size_t n,
+                                           inbox_result *res);
 
-const char *inbox_consumer_errmsg(const inbox_consumer *c);
-const char *inbox_consumer_name(const inbox_consumer *c);
+INBOX_API const char *inbox_consumer_errmsg(const inbox_consumer *c);
+INBOX_API const char *inbox_consumer_name(const inbox_consumer *c);
 
 /* ------------------------------------------------------------------ */
 /* Long handlers: processing / completed / failed with a lease         */
@@ -506,12 +508,12 @@ typedef struct inbox_lease inbox_lease;
  * takeover of an expired lease, which is counted), DUPLICATE, CONFLICT,
  * DEAD_LETTERED (invalid input, max attempts), IN_PROGRESS (another holder's
  * lease is still valid). *lease is NULL unless ACQUIRED. */
-int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
-                        inbox_lease **lease, inbox_outcome *outcome);
+INBOX_API int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
+                                  inbox_lease **lease, inbox_outcome *outcome);
 
 /* Extend the lease by opts.lease_ms from now. INBOX_ERR_FENCED if the lease
  * was taken over. */
-int inbox_lease_extend(inbox_lease *l);
+INBOX_API int inbox_lease_extend(inbox_lease *l);
 
 /* Complete: run `fn` (may be NULL) in a transaction that also moves the
  * record to `completed`, only if this lease's fencing token is still the
@@ -519,31 +521,33 @@ int inbox_lease_extend(inbox_lease *l);
  * took the record over. The verdict of fn decides: OK -> *outcome APPLIED
  * (or STALE); RETRY -> record moves to `failed`, counted, RETRY; REJECT ->
  * dead letter. */
-int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
-                         inbox_outcome *outcome);
+INBOX_API int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn,
+                                   void *payload, inbox_outcome *outcome);
 
 /* Give the lease up after a failure: the record moves to `failed` and the
  * attempt is counted, so a redelivery retries it. FENCED if lost. */
-int inbox_lease_fail(inbox_lease *l, const char *reason);
+INBOX_API int inbox_lease_fail(inbox_lease *l, const char *reason);
 
 /* Fencing token of the lease (grows by one on every acquisition). */
-int64_t inbox_lease_fence(const inbox_lease *l);
-const char *inbox_lease_key(const inbox_lease *l);
+INBOX_API int64_t inbox_lease_fence(const inbox_lease *l);
+INBOX_API const char *inbox_lease_key(const inbox_lease *l);
 /* The parsed message, valid while the lease lives. */
-const inbox_msg *inbox_lease_msg(const inbox_lease *l);
-void inbox_lease_free(inbox_lease *l);
+INBOX_API const inbox_msg *inbox_lease_msg(const inbox_lease *l);
+INBOX_API void inbox_lease_free(inbox_lease *l);
 
 /* ------------------------------------------------------------------ */
 /* Messages as the handler sees them                                    */
 /* ------------------------------------------------------------------ */
 
 /* All returned pointers are borrowed and valid during the handler call. */
-const char *inbox_msg_key(const inbox_msg *m);
-const char *inbox_msg_id(const inbox_msg *m);
-const char *inbox_msg_fingerprint(const inbox_msg *m); /* 64 hex chars */
-const char *inbox_msg_payload(const inbox_msg *m, size_t *len);
-int32_t inbox_msg_attempt(const inbox_msg *m); /* 1 on the first try */
-const inbox_delivery *inbox_msg_delivery(const inbox_msg *m);
+INBOX_API const char *inbox_msg_key(const inbox_msg *m);
+INBOX_API const char *inbox_msg_id(const inbox_msg *m);
+INBOX_API const char *
+inbox_msg_fingerprint(const inbox_msg *m); /* 64 hex chars */
+INBOX_API const char *inbox_msg_payload(const inbox_msg *m, size_t *len);
+INBOX_API int32_t
+inbox_msg_attempt(const inbox_msg *m); /* 1 on the first try */
+INBOX_API const inbox_delivery *inbox_msg_delivery(const inbox_msg *m);
 
 /* The value at an RFC 6901 pointer rendered as text: a string's content
  * (unescaped), a number in its shortest form, "true"/"false", objects and
@@ -553,14 +557,15 @@ const inbox_delivery *inbox_msg_delivery(const inbox_msg *m);
  * is a string holding U+0000, which a C string would cut short: never a
  * shortened text (read it whole with inbox_msg_getn(), or reject the
  * message). The text lives as long as the message. */
-int inbox_msg_get(const inbox_msg *m, const char *pointer, const char **out);
+INBOX_API int inbox_msg_get(const inbox_msg *m, const char *pointer,
+                            const char **out);
 
 /* inbox_msg_get() with the length: *len bytes at *out (NUL-terminated
  * too), a string's U+0000 included, so nothing is ever cut. *out NULL
  * and *len 0 for JSON null. Errors as inbox_msg_get(), never
  * INBOX_ERR_NUL. */
-int inbox_msg_getn(const inbox_msg *m, const char *pointer, const char **out,
-                   size_t *len);
+INBOX_API int inbox_msg_getn(const inbox_msg *m, const char *pointer,
+                             const char **out, size_t *len);
 
 /* ------------------------------------------------------------------ */
 /* The transaction handle given to handlers                             */
@@ -570,9 +575,9 @@ int inbox_msg_getn(const inbox_msg *m, const char *pointer, const char **out,
  * when the store is of the other kind. Do not COMMIT/ROLLBACK on them. */
 struct pg_conn;
 struct sqlite3;
-struct pg_conn *inbox_txn_pgconn(inbox_txn *t);
-struct sqlite3 *inbox_txn_sqlite3(inbox_txn *t);
-inbox_store *inbox_txn_store(inbox_txn *t);
+INBOX_API struct pg_conn *inbox_txn_pgconn(inbox_txn *t);
+INBOX_API struct sqlite3 *inbox_txn_sqlite3(inbox_txn *t);
+INBOX_API inbox_store *inbox_txn_store(inbox_txn *t);
 
 /* Execute one SQL statement with text parameters $1..$n (both stores
  * accept $N placeholders; NULL params are SQL NULL). *rows (may be NULL)
@@ -601,8 +606,8 @@ inbox_store *inbox_txn_store(inbox_txn *t);
  * multi-row INSERT, rows in the order issued — never into a table with a
  * statement-level or AFTER row INSERT trigger, a transition table, a
  * foreign key to itself or an INSERT rule, where that could be seen. */
-int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
-                   const char *const *params, int64_t *rows);
+INBOX_API int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
+                             const char *const *params, int64_t *rows);
 
 /* Called once per result row with the row's columns as text (NULL for SQL
  * NULL). Return non-zero to stop early. */
@@ -610,8 +615,9 @@ typedef int (*inbox_row_fn)(int ncols, const char *const *values,
                             void *payload);
 
 /* Execute a query and call fn for each row. */
-int inbox_txn_query(inbox_txn *t, const char *sql, int nparams,
-                    const char *const *params, inbox_row_fn fn, void *payload);
+INBOX_API int inbox_txn_query(inbox_txn *t, const char *sql, int nparams,
+                              const char *const *params, inbox_row_fn fn,
+                              void *payload);
 
 /* Projection helper: insert or update a row of `table` keyed by
  * key_column = key_value, but only if `version` is newer than the stored
@@ -622,18 +628,19 @@ int inbox_txn_query(inbox_txn *t, const char *sql, int nparams,
  * bound as parameters. key_column must be unique. *applied (may be NULL)
  * is 1 if written, 0 if the stored version was newer or equal — in that
  * case the message's outcome becomes INBOX_STALE. */
-int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
-                               const char *key_column, const char *key_value,
-                               const char *version_column, int64_t version,
-                               int ncols, const char *const *columns,
-                               const char *const *values, int *applied);
+INBOX_API int
+inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
+                           const char *key_column, const char *key_value,
+                           const char *version_column, int64_t version,
+                           int ncols, const char *const *columns,
+                           const char *const *values, int *applied);
 
 /* Mark the current message stale (outcome INBOX_STALE) from a handler that
  * checks versions itself. */
-void inbox_txn_mark_stale(inbox_txn *t);
+INBOX_API void inbox_txn_mark_stale(inbox_txn *t);
 
 /* Reason text kept with a RETRY or REJECT (copied). */
-void inbox_txn_set_reason(inbox_txn *t, const char *reason);
+INBOX_API void inbox_txn_set_reason(inbox_txn *t, const char *reason);
 
 /* ------------------------------------------------------------------ */
 /* Counters                                                              */
@@ -642,7 +649,7 @@ void inbox_txn_set_reason(inbox_txn *t, const char *reason);
 #define INBOX_LATENCY_BUCKETS 12
 /* Upper bounds, in seconds, of the processing-time histogram buckets;
  * the last bucket is +Inf. */
-extern const double inbox_latency_bounds[INBOX_LATENCY_BUCKETS];
+INBOX_API extern const double inbox_latency_bounds[INBOX_LATENCY_BUCKETS];
 
 typedef struct inbox_stats {
 	uint64_t applied;
@@ -666,7 +673,7 @@ typedef struct inbox_stats {
 } inbox_stats;
 
 /* Snapshot of the consumer's counters since it was opened. */
-void inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out);
+INBOX_API void inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out);
 
 /* ------------------------------------------------------------------ */
 /* JSON Schema (draft 7)                                                 */
@@ -705,11 +712,11 @@ typedef struct inbox_schema inbox_schema;
  *   unknown format "phone" at /properties/tel
  *   remote $ref "http://example.com/s.json" at /items is not supported
  * INBOX_ERR_NOMEM. */
-int inbox_schema_open(inbox_schema **out, const char *schema, size_t len,
-                      char *err, size_t errlen);
+INBOX_API int inbox_schema_open(inbox_schema **out, const char *schema,
+                                size_t len, char *err, size_t errlen);
 
 /* Free. NULL is a no-op. */
-void inbox_schema_close(inbox_schema *s);
+INBOX_API void inbox_schema_close(inbox_schema *s);
 
 /* Validate the JSON text [json, json+len). INBOX_OK: *valid is 1, or 0
  * with the first violation in reason (if non-NULL, up to rlen bytes):
@@ -726,8 +733,9 @@ void inbox_schema_close(inbox_schema *s);
  * INBOX_ERR_NOMEM. Allocates the parsed text, and the schema's memo table
  * when it grows. A schema may be used by one thread at a time (it holds the
  * regex match buffer and the memo). */
-int inbox_schema_validate(inbox_schema *s, const char *json, size_t len,
-                          int *valid, char *reason, size_t rlen);
+INBOX_API int inbox_schema_validate(inbox_schema *s, const char *json,
+                                    size_t len, int *valid, char *reason,
+                                    size_t rlen);
 
 /* Called for each violation: instance_path is an RFC 6901 pointer ("" for
  * the root), keyword the failing keyword ("minimum"; "false" for a false
@@ -745,9 +753,9 @@ typedef int (*inbox_schema_error_fn)(const char *instance_path,
  * that stops at a limit reports it last, with the keyword "limit" and
  * the message "schema validation ...". Errors as
  * inbox_schema_validate. */
-int inbox_schema_validate_all(inbox_schema *s, const char *json, size_t len,
-                              inbox_schema_error_fn fn, void *payload,
-                              size_t *nerrors);
+INBOX_API int inbox_schema_validate_all(inbox_schema *s, const char *json,
+                                        size_t len, inbox_schema_error_fn fn,
+                                        void *payload, size_t *nerrors);
 
 /* ------------------------------------------------------------------ */
 /* Utilities                                                             */
@@ -756,13 +764,14 @@ int inbox_schema_validate_all(inbox_schema *s, const char *json, size_t len,
 /* RFC 8785 canonical JSON of a JSON text. *out is malloc'ed
  * (NUL-terminated), *outlen its length; free() it. INBOX_ERR_INVALID on
  * malformed JSON (the reason in err, if non-NULL). */
-int inbox_json_canonicalize(const char *json, size_t len, char **out,
-                            size_t *outlen, char *err, size_t errlen);
+INBOX_API int inbox_json_canonicalize(const char *json, size_t len, char **out,
+                                      size_t *outlen, char *err, size_t errlen);
 
 /* SHA-256 of the canonical JSON of the value at `pointer` ("" = whole
  * document) in `json`, as 64 lower-case hex digits plus NUL in hex[65]. */
-int inbox_fingerprint(const char *json, size_t len, const char *pointer,
-                      char hex[65], char *err, size_t errlen);
+INBOX_API int inbox_fingerprint(const char *json, size_t len,
+                                const char *pointer, char hex[65], char *err,
+                                size_t errlen);
 
 /* Copy of `url` with every secret replaced by "***" (malloc'ed; NULL for
  * NULL or on NOMEM). Secret, in SCHEME://...: the password of the user
@@ -779,7 +788,7 @@ int inbox_fingerprint(const char *json, size_t len, const char *pointer,
  * "keyword=value" string. The error messages of the stores and sources
  * (the client libraries' own texts included) are scrubbed of the same
  * secrets, in any spelling. Thread-safe. */
-char *inbox_redact_url(const char *url);
+INBOX_API char *inbox_redact_url(const char *url);
 
 #ifdef __cplusplus
 }

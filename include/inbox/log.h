@@ -21,6 +21,8 @@
 #ifndef INBOX_LOG_H
 #define INBOX_LOG_H
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -83,14 +85,15 @@ typedef void (*inbox_log_fn)(inbox_log_level level, const char *consumer,
  * Returns INBOX_OK, INBOX_ERR_INVALID when min_level is not an
  * inbox_log_level, INBOX_ERR_STATE when called from inside the callback.
  */
-int inbox_log_set(inbox_log_fn fn, inbox_log_level min_level, void *payload);
+INBOX_API int inbox_log_set(inbox_log_fn fn, inbox_log_level min_level,
+                            void *payload);
 
 /* "debug", "info", "warn", "error"; NULL for any other value. Static. */
-const char *inbox_log_level_name(int level);
+INBOX_API const char *inbox_log_level_name(int level);
 
 /* The level named `name` (exactly one of the four names above) into *out.
  * INBOX_ERR_INVALID (and *out untouched) for NULL or any other text. */
-int inbox_log_level_parse(const char *name, inbox_log_level *out);
+INBOX_API int inbox_log_level_parse(const char *name, inbox_log_level *out);
 
 #ifdef __cplusplus
 }

@@ -80,15 +80,16 @@ typedef struct inbox_metrics_consumer {
  *
  * n = 0 renders nothing (an empty string). Errors: INVALID, NOMEM.
  * Thread-safe. */
-int inbox_metrics_render_providers(char **out, size_t *len,
-                                   const inbox_provider_info *ps, size_t n);
+INBOX_API int inbox_metrics_render_providers(char **out, size_t *len,
+                                             const inbox_provider_info *ps,
+                                             size_t n);
 
 /* Render the exposition of n consumers into *out (malloc'ed,
  * NUL-terminated, *len bytes; free() it). Names that are not valid UTF-8
  * are rendered with U+FFFD in place of the bad bytes. Errors: INVALID,
  * NOMEM. Thread-safe (touches only its arguments). */
-int inbox_metrics_render(char **out, size_t *len,
-                         const inbox_metrics_consumer *cs, size_t n);
+INBOX_API int inbox_metrics_render(char **out, size_t *len,
+                                   const inbox_metrics_consumer *cs, size_t n);
 
 #ifdef __cplusplus
 }

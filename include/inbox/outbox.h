@@ -75,8 +75,9 @@ extern "C" {
  * in the row, so a row keeps its key whatever happens). Fixed-length and
  * URL-safe, within the 255 characters payment APIs accept.
  * INBOX_ERR_INVALID if an argument is NULL. */
-int inbox_outbox_key(const char *consumer, const char *key, const char *step,
-                     char out[INBOX_OUTBOX_KEY_LEN + 1]);
+INBOX_API int inbox_outbox_key(const char *consumer, const char *key,
+                               const char *step,
+                               char out[INBOX_OUTBOX_KEY_LEN + 1]);
 
 /* One external effect to perform after the commit. Zero-initialize with
  * INBOX_OUTBOX_EFFECT_INIT and set what you need. Every string is copied
@@ -140,9 +141,10 @@ typedef struct inbox_outbox_effect {
  * Errors: INVALID (bad effect), STATE (the store has no outbox: a backend
  * older than vtable version 2), STORE/TRANSIENT (the handler should return
  * RETRY; a handler returning OK after a failed call is treated as RETRY). */
-int inbox_txn_outbox_add(inbox_txn *t, const inbox_outbox_effect *e,
-                         char idempotency_key[INBOX_OUTBOX_KEY_LEN + 1],
-                         int *added);
+INBOX_API int
+inbox_txn_outbox_add(inbox_txn *t, const inbox_outbox_effect *e,
+                     char idempotency_key[INBOX_OUTBOX_KEY_LEN + 1],
+                     int *added);
 
 /* ------------------------------------------------------------------ */
 /* Rows as the dispatcher sees them                                     */
@@ -161,7 +163,7 @@ typedef enum inbox_outbox_state {
 
 /* Static name as stored: "pending", "in_flight", "done", "failed",
  * "unknown", "dead"; "none" otherwise. */
-const char *inbox_outbox_state_name(inbox_outbox_state s);
+INBOX_API const char *inbox_outbox_state_name(inbox_outbox_state s);
 
 /* A claimed row, given to callbacks. Every pointer is borrowed and valid
  * during the callback only. */
@@ -297,20 +299,20 @@ typedef struct inbox_provider_options {
 /* A registry whose providers get `defaults` (NULL: the INIT values) until
  * inbox_providers_set() says otherwise. Errors: INVALID (a negative or
  * out-of-range setting), NOMEM. */
-int inbox_providers_open(inbox_providers **out,
-                         const inbox_provider_options *defaults);
+INBOX_API int inbox_providers_open(inbox_providers **out,
+                                   const inbox_provider_options *defaults);
 
 /* Settings for the provider of `url` (its scheme, host and port: any
  * path is ignored), for calls started from now on. Errors: INVALID (not
  * an http(s) URL, a bad setting), NOMEM. Thread-safe. */
-int inbox_providers_set(inbox_providers *r, const char *url,
-                        const inbox_provider_options *o);
+INBOX_API int inbox_providers_set(inbox_providers *r, const char *url,
+                                  const inbox_provider_options *o);
 
 /* The name of the provider of `url` ("scheme://host:port", host in lower
  * case, the default port written out) into out[len] — the `provider`
  * label on /metrics. INBOX_ERR_INVALID if url is not an http(s) URL with
  * a host, or the name does not fit. */
-int inbox_provider_name(const char *url, char *out, size_t len);
+INBOX_API int inbox_provider_name(const char *url, char *out, size_t len);
 
 /* What a provider's breaker and pauses do, for logs. */
 typedef enum inbox_provider_event {
@@ -328,12 +330,13 @@ typedef void (*inbox_provider_event_fn)(const char *provider,
 /* Call fn (NULL: none) on those events, from the dispatcher thread that
  * caused them, with no lock of the registry held. Set it before the
  * registry is used. Errors: INVALID. */
-int inbox_providers_on_event(inbox_providers *r, inbox_provider_event_fn fn,
-                             void *payload);
+INBOX_API int inbox_providers_on_event(inbox_providers *r,
+                                       inbox_provider_event_fn fn,
+                                       void *payload);
 
 /* Free the registry. Every dispatcher using it must be closed first.
  * NULL is a no-op. */
-void inbox_providers_close(inbox_providers *r);
+INBOX_API void inbox_providers_close(inbox_providers *r);
 
 typedef enum inbox_breaker_state {
 	INBOX_BREAKER_CLOSED = 0,   /* calls go */
@@ -358,8 +361,8 @@ typedef struct inbox_provider_info {
 /* A snapshot of every provider the registry has seen, in the order they
  * were first used: *out is one allocation (names included), free() it;
  * *n entries. Errors: INVALID, NOMEM. Thread-safe. */
-int inbox_providers_info(inbox_providers *r, inbox_provider_info **out,
-                         size_t *n);
+INBOX_API int inbox_providers_info(inbox_providers *r,
+                                   inbox_provider_info **out, size_t *n);
 
 /* ------------------------------------------------------------------ */
 /* The dispatcher                                                        */
@@ -446,10 +449,10 @@ typedef struct inbox_dispatcher_options {
  * and nothing else may use it meanwhile). Initializes libcurl once per
  * process. Errors: INVALID (bad option; the reason in err), STATE (the
  * store has no outbox), NOMEM. */
-int inbox_dispatcher_open(inbox_dispatcher **out, inbox_store *st,
-                          const inbox_dispatcher_options *opts, char *err,
-                          size_t errlen);
-void inbox_dispatcher_close(inbox_dispatcher *d);
+INBOX_API int inbox_dispatcher_open(inbox_dispatcher **out, inbox_store *st,
+                                    const inbox_dispatcher_options *opts,
+                                    char *err, size_t errlen);
+INBOX_API void inbox_dispatcher_close(inbox_dispatcher *d);
 
 /* Claim at most one batch of due rows (committed before any call),
  * perform or reconcile them — up to `concurrency` calls at once per
@@ -458,7 +461,7 @@ void inbox_dispatcher_close(inbox_dispatcher *d);
  * nothing was due). Store errors return STORE or TRANSIENT (detail in
  * inbox_dispatcher_errmsg); rows left in flight are taken over when their
  * lease expires. */
-int inbox_dispatcher_run_once(inbox_dispatcher *d, int *handled);
+INBOX_API int inbox_dispatcher_run_once(inbox_dispatcher *d, int *handled);
 
 /* Perform rows as they come due until *stop becomes non-zero (or on_tick
  * asks to stop): claims keep up to `concurrency` calls in flight per
@@ -469,7 +472,8 @@ int inbox_dispatcher_run_once(inbox_dispatcher *d, int *handled);
  * are committed. Transient store errors are retried after poll_ms (the
  * outcomes in hand are kept); other errors are returned. With
  * concurrency 1 it is the loop of inbox_dispatcher_run_once. */
-int inbox_dispatcher_run(inbox_dispatcher *d, volatile sig_atomic_t *stop);
+INBOX_API int inbox_dispatcher_run(inbox_dispatcher *d,
+                                   volatile sig_atomic_t *stop);
 
 /* Counters since the dispatcher was opened. */
 typedef struct inbox_outbox_stats {
@@ -488,10 +492,11 @@ typedef struct inbox_outbox_stats {
 	uint64_t released;     /* claimed rows given back unperformed */
 } inbox_outbox_stats;
 
-void inbox_dispatcher_stats(const inbox_dispatcher *d, inbox_outbox_stats *out);
+INBOX_API void inbox_dispatcher_stats(const inbox_dispatcher *d,
+                                      inbox_outbox_stats *out);
 
 /* Last error of the dispatcher ("" if none). */
-const char *inbox_dispatcher_errmsg(const inbox_dispatcher *d);
+INBOX_API const char *inbox_dispatcher_errmsg(const inbox_dispatcher *d);
 
 /* ------------------------------------------------------------------ */
 /* Inspecting the outbox (outside a transaction)                         */
@@ -509,14 +514,15 @@ typedef struct inbox_outbox_counts {
 
 /* Rows by state for `consumer` (NULL = all). Done rows are not counted
  * (they are the bulk of the table; counting them would scan it). */
-int inbox_outbox_counts_get(inbox_store *st, const char *consumer,
-                            inbox_outbox_counts *out);
+INBOX_API int inbox_outbox_counts_get(inbox_store *st, const char *consumer,
+                                      inbox_outbox_counts *out);
 
 /* For metrics: *pending = rows not yet done or dead (pending, in flight,
  * failed, unknown); *oldest_age_seconds = age of the oldest of them (0 if
  * none). Either pointer may be NULL. */
-int inbox_outbox_pending(inbox_store *st, const char *consumer,
-                         int64_t *pending, double *oldest_age_seconds);
+INBOX_API int inbox_outbox_pending(inbox_store *st, const char *consumer,
+                                   int64_t *pending,
+                                   double *oldest_age_seconds);
 
 /* Delete done rows of `consumer` (NULL = all) completed more than
  * `older_than_seconds` ago, at most `batch_limit` per statement (0 =
@@ -524,9 +530,9 @@ int inbox_outbox_pending(inbox_store *st, const char *consumer,
  * row's unique (consumer, key, step) is what stops a replayed message
  * from declaring its effect twice. Dead rows are kept (their dead letter
  * refers to them). */
-int inbox_outbox_purge(inbox_store *st, const char *consumer,
-                       int64_t older_than_seconds, int batch_limit,
-                       int64_t *deleted);
+INBOX_API int inbox_outbox_purge(inbox_store *st, const char *consumer,
+                                 int64_t older_than_seconds, int batch_limit,
+                                 int64_t *deleted);
 
 #ifdef __cplusplus
 }

@@ -55,9 +55,9 @@ typedef struct inbox_source_options {
  * user info the client libraries would split differently (a raw '@', '/',
  * '?', '#', '[' or ']' in it, a second raw '@' anywhere) is refused with
  * INBOX_ERR_URL. Errors: URL, CONNECT, SOURCE, IO. */
-int inbox_source_open(inbox_source **out, const char *url,
-                      const inbox_source_options *opts);
-void inbox_source_close(inbox_source *src);
+INBOX_API int inbox_source_open(inbox_source **out, const char *url,
+                                const inbox_source_options *opts);
+INBOX_API void inbox_source_close(inbox_source *src);
 
 /* Wait up to timeout_ms for messages; fill up to `max` deliveries. The
  * deliveries and everything they point to stay valid until the next
@@ -65,21 +65,22 @@ void inbox_source_close(inbox_source *src);
  * (the source may recover on a later call: a lost broker connection is
  * retried inside). Reaching the end of a non-following file returns
  * INBOX_OK with *n = 0 and sets *eof (may be NULL) to 1. */
-int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
-                      size_t *n, int timeout_ms, int *eof);
+INBOX_API int inbox_source_poll(inbox_source *src, inbox_delivery *out,
+                                size_t max, size_t *n, int timeout_ms,
+                                int *eof);
 
 /* After the batch's transaction committed: for each delivery of the last
  * poll, ack it if inbox_outcome_ackable(res[i].outcome), else arrange its
  * redelivery after retry_delay_ms. `res` NULL means the transaction failed:
  * redeliver them all. Every polled batch must be settled before the next
  * poll. */
-int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
-                        const inbox_result *res, size_t n);
+INBOX_API int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
+                                  const inbox_result *res, size_t n);
 
 /* The last error's message ("" if none); never shows a secret of the URL
  * (see inbox_redact_url), in any spelling, even where the client library
  * wrote the text. Valid until the next call on the handle. */
-const char *inbox_source_errmsg(const inbox_source *src);
+INBOX_API const char *inbox_source_errmsg(const inbox_source *src);
 
 /* ------------------------------------------------------------------ */
 /* The runner                                                           */
@@ -120,8 +121,9 @@ typedef struct inbox_runner_options {
  * level warn, the consumer's name): "poll_failed" {"error"},
  * "source_warning" {"error"}, "batch_failed" {"error","retry_in_ms"},
  * "ack_failed" {"error"}. */
-int inbox_run(inbox_consumer *c, inbox_source *src,
-              const inbox_runner_options *opts, volatile sig_atomic_t *stop);
+INBOX_API int inbox_run(inbox_consumer *c, inbox_source *src,
+                        const inbox_runner_options *opts,
+                        volatile sig_atomic_t *stop);
 
 #ifdef __cplusplus
 }

@@ -47,12 +47,12 @@ struct inbox_source_vtable {
 	              const inbox_result *res, size_t n);
 };
 
-int inbox_source_register(const inbox_source_vtable *vt);
+INBOX_API int inbox_source_register(const inbox_source_vtable *vt);
 /* Set src's errmsg, scrubbed of the URL's secrets (every spelling of a
  * password, token or key the URL holds; see inbox_redact_url), so a
  * backend may pass on whatever its client library says. What open writes
  * before the handle has its secrets is scrubbed by inbox_source_open. */
-void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
+INBOX_API void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif

@@ -48,8 +48,8 @@ typedef enum inbox_status {
 
 /* Text form stored in the `status` column: "completed", "processing",
  * "failed", "dead". */
-const char *inbox__status_name(inbox_status s);
-inbox_status inbox__status_parse(const char *s);
+INBOX_API const char *inbox__status_name(inbox_status s);
+INBOX_API inbox_status inbox__status_parse(const char *s);
 
 /* One key to claim. The core sorts claims by key before the call. */
 typedef struct inbox_claim {
@@ -293,15 +293,15 @@ struct inbox_store_vtable {
 /* Register a backend (the built-in ones are registered automatically).
  * Returns INBOX_ERR_INVALID if a mandatory slot is missing or the scheme is
  * taken. Not thread-safe: call at start-up. */
-int inbox_store_register(const inbox_store_vtable *vt);
+INBOX_API int inbox_store_register(const inbox_store_vtable *vt);
 
 /* Helpers for backends. */
 /* Set st's errcode and errmsg, the message scrubbed of st's secrets (see
  * inbox__store_secret), so a backend may pass on whatever its client
  * library says. What open writes before the handle has the URL's secrets
  * is scrubbed by inbox_store_open. */
-void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
-                         ...)
+INBOX_API void inbox__store_seterr(inbox_store *st, const char *code,
+                                   const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -310,8 +310,8 @@ void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
  * could quote it in; for what the backend knows beyond the URL's own
  * (what its client library takes for a password). For open to call. 0 or
  * -1 (NOMEM). */
-int inbox__store_secret(inbox_store *st, const char *p, size_t n);
-void inbox__store_clearerr(inbox_store *st);
+INBOX_API int inbox__store_secret(inbox_store *st, const char *p, size_t n);
+INBOX_API void inbox__store_clearerr(inbox_store *st);
 
 #ifdef __cplusplus
 }

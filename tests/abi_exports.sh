@@ -1,0 +1,98 @@
+#!/bin/sh
+# The ABI is the public headers: libinbox.so exports exactly the functions
+# and variables declared in include/inbox/ (with INBOX_API, export.h), no
+# internal symbol (inbox__* outside the headers, sch__*, the backends'),
+# and every declared one is defined and exported.
+#   abi_exports.sh LIBINBOX.so SOURCE_DIR [CC]
+# The declared set is read from the headers themselves (preprocessed, so
+# comments and macros do not count): every top-level declaration that is
+# not a typedef, from a file under include/inbox/.
+set -u
+lib=$1
+src=$(cd "$2" && pwd)
+cc=${3:-cc}
+passed=0
+failed=0
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; echo "$2" | sed 's/^/  /'; failed=$((failed + 1)); }
+tmp=$(mktemp -d /tmp/inbox-abi.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+[ -f "$lib" ] || { echo "no library at $lib"; exit 1; }
+
+# Every installed header, in one translation unit.
+(cd "$src/include" && find inbox -name '*.h' | sort) |
+	sed 's/.*/#include <&>/' >"$tmp/all.c"
+"$cc" -std=c11 -E -I"$src/include" "$tmp/all.c" >"$tmp/all.i" ||
+	{ echo "the public headers do not preprocess"; exit 1; }
+
+# The names declared at file scope in include/inbox/*: functions (the
+# identifier before the first '(') and variables (the last identifier).
+perl -e '
+	my ($keep, $text) = (0, "");
+	while (<STDIN>) {
+		if (/^# \d+ "([^"]*)"/) { $keep = ($1 =~ m{/include/inbox/}); next; }
+		next if /^#/;
+		$text .= $_ if $keep;
+	}
+	# attributes (INBOX_API expanded) are not names
+	$text =~ s/__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)//g;
+	my ($depth, $stmt, %names) = (0, "");
+	for my $c (split //, $text) {
+		$depth++ if $c eq "{";
+		$depth-- if $c eq "}";
+		if ($c eq ";" && $depth == 0) {
+			(my $s = $stmt) =~ s/\s+/ /g;
+			$stmt = "";
+			$s =~ s/^ //;
+			$s =~ s/^extern "C" //;
+			next if $s =~ /^typedef\b/ or $s !~ /\w/;
+			# a struct/enum definition alone: no name declared
+			next if $s =~ /^(struct|union|enum)\b[^(]*$/ && $s !~ /^\S+ \S+ \**\w+$/;
+			if ($s =~ /^[^(]*?\b([A-Za-z_]\w*)\s*\(/) { $names{$1} = 1; }
+			elsif ($s =~ /\b([A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*$/) { $names{$1} = 1; }
+			next;
+		}
+		$stmt .= $c if $depth == 0 && $c ne "}";
+	}
+	print "$_\n" for sort keys %names;
+' <"$tmp/all.i" | LC_ALL=C sort >"$tmp/declared"
+
+# What the shared library exports (defined, in its dynamic symbol table),
+# without the linker's own markers and AddressSanitizer's ODR indicators
+# (__odr_asan.NAME, one per exported variable in the ASan build).
+nm -D --defined-only "$lib" | awk '{ s = $NF; sub(/@.*/, "", s); print s }' |
+	grep -vxE '_init|_fini|_edata|_end|__bss_start|__odr_asan[._].*' |
+	LC_ALL=C sort -u >"$tmp/exported"
+
+nd=$(wc -l <"$tmp/declared")
+ne=$(wc -l <"$tmp/exported")
+if [ "$nd" -lt 50 ]; then
+	fail "the headers' declarations are read" "only $nd names found"
+else
+	ok "the headers declare $nd functions and variables"
+fi
+extra=$(LC_ALL=C comm -13 "$tmp/declared" "$tmp/exported")
+if [ -n "$extra" ]; then
+	fail "nothing exported that the headers do not declare ($(echo "$extra" | wc -l) of $ne)" "$extra"
+else
+	ok "nothing exported that the headers do not declare ($ne exported)"
+fi
+missing=$(LC_ALL=C comm -23 "$tmp/declared" "$tmp/exported")
+if [ -n "$missing" ]; then
+	fail "every declaration is exported (INBOX_API, and defined)" "$missing"
+else
+	ok "every declaration is exported (INBOX_API, and defined)"
+fi
+# Each public declaration carries INBOX_API itself (not only by luck of
+# a default visibility): with INBOX_API defined away, none is marked.
+unmarked=$(cd "$src/include" && grep -rnE '^[A-Za-z_][^;{}()]*[ *]\**(inbox_\w+|inbox__\w+) *(\(|\[)' inbox |
+	grep -vE ':[0-9]+:(INBOX_API |typedef |#)')
+if [ -n "$unmarked" ]; then
+	fail "every declaration in the headers starts with INBOX_API" "$unmarked"
+else
+	ok "every declaration in the headers starts with INBOX_API"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
