@@ -2,7 +2,9 @@
 # The ABI is the public headers: libinbox.so exports exactly the functions
 # and variables declared in include/inbox/ (with INBOX_API, export.h), no
 # internal symbol (inbox__* outside the headers, sch__*, the backends'),
-# and every declared one is defined and exported.
+# and every declared one is defined and exported. Its SONAME follows
+# docs/abi.md: libinbox.so.0.MINOR while the major version is 0, then
+# libinbox.so.MAJOR.
 #   abi_exports.sh LIBINBOX.so SOURCE_DIR [CC]
 # The declared set is read from the headers themselves (preprocessed, so
 # comments and macros do not count): every top-level declaration that is
@@ -92,6 +94,18 @@ if [ -n "$unmarked" ]; then
 	fail "every declaration in the headers starts with INBOX_API" "$unmarked"
 else
 	ok "every declaration in the headers starts with INBOX_API"
+fi
+
+ver() { sed -n "s/^#define INBOX_VERSION_$1 *\([0-9]*\)$/\1/p" \
+	"$src/include/inbox/version.h"; }
+major=$(ver MAJOR)
+minor=$(ver MINOR)
+if [ "$major" = 0 ]; then want=libinbox.so.0.$minor; else want=libinbox.so.$major; fi
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+if [ -n "$major" ] && [ "$soname" = "$want" ]; then
+	ok "SONAME $soname (version $major.$minor)"
+else
+	fail "SONAME is $want (docs/abi.md)" "it is '$soname', the version '$major.$minor'"
 fi
 
 echo "$passed passed, $failed failed"

@@ -37,17 +37,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "export.h" /* INBOX_API */
-#include "log.h"    /* the log callback: inbox_log_set() */
+#include "export.h"  /* INBOX_API */
+#include "log.h"     /* the log callback: inbox_log_set() */
+#include "version.h" /* INBOX_VERSION, inbox_version() */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define INBOX_VERSION_MAJOR 0
-#define INBOX_VERSION_MINOR 1
-#define INBOX_VERSION_PATCH 0
-#define INBOX_VERSION       "0.1.0"
 
 /* ------------------------------------------------------------------ */
 /* Errors (append-only; values never change)                           */

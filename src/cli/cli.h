@@ -61,6 +61,10 @@ void cli_error(const char *fmt, ...)
  * -1 (with a message) when it names no level. */
 int cli_log_setup(void);
 
+/* inbox --version: the command's, the library's and the client
+ * libraries' versions, one "name version" per line (cli/version.c). */
+void cli_print_version(FILE *f);
+
 /* 1 if arg is "-h" or "--help". */
 int cli_is_help(const char *arg);
 

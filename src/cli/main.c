@@ -94,7 +94,7 @@ int main(int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
-		printf("inbox %s\n", INBOX_VERSION);
+		cli_print_version(stdout);
 		return CLI_EXIT_OK;
 	}
 	for (size_t i = 0; i < NCOMMANDS; i++) {
