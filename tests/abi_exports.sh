@@ -5,7 +5,10 @@
 # and every declared one is defined and exported. Its SONAME follows
 # docs/abi.md: libinbox.so.0.MINOR while the major version is 0, then
 # libinbox.so.MAJOR.
-#   abi_exports.sh LIBINBOX.so SOURCE_DIR [CC]
+# No exported name has an internal prefix (inbox__, sch__); a backend
+# written against the helpers' old inbox__ names still builds and links.
+#   abi_exports.sh LIBINBOX.so SOURCE_DIR [CC [CFLAGS]]
+# (CFLAGS: the sanitizer flags the library was built with, if any.)
 # The declared set is read from the headers themselves (preprocessed, so
 # comments and macros do not count): every top-level declaration that is
 # not a typedef, from a file under include/inbox/.
@@ -13,6 +16,7 @@ set -u
 lib=$1
 src=$(cd "$2" && pwd)
 cc=${3:-cc}
+cflags=${4:-}
 passed=0
 failed=0
 ok() { echo "ok   $1"; passed=$((passed + 1)); }
@@ -94,6 +98,49 @@ if [ -n "$unmarked" ]; then
 	fail "every declaration in the headers starts with INBOX_API" "$unmarked"
 else
 	ok "every declaration in the headers starts with INBOX_API"
+fi
+
+internal=$(grep -E '^(inbox__|sch__)' "$tmp/exported")
+if [ -n "$internal" ]; then
+	fail "no exported name has an internal prefix (inbox__, sch__)" "$internal"
+else
+	ok "no exported name has an internal prefix (inbox__, sch__)"
+fi
+
+# A backend's calls, by the public names and the old ones, linked against
+# the shared library and run.
+cat >"$tmp/backend.c" <<'EOC'
+#include <string.h>
+
+#include <inbox/sys/source.h>
+#include <inbox/sys/store.h>
+/* Not run (no store or source here): linked, so every name resolves. */
+void backend_errors(inbox_store *st, inbox_source *src)
+{
+	inbox_store_seterr(st, "42P01", "no table %s", "t");
+	inbox__store_seterr(st, NULL, "lost: %d", 1);
+	inbox_store_clearerr(st);
+	inbox__store_clearerr(st);
+	inbox_source_seterr(src, "gone: %s", "x");
+	inbox__source_seterr(src, "gone");
+}
+int main(void)
+{
+	return inbox_status_parse("dead") != INBOX_ST_DEAD ||
+	       inbox__status_parse("failed") != INBOX_ST_FAILED ||
+	       strcmp(inbox_status_name(INBOX_ST_COMPLETED), "completed") ||
+	       strcmp(inbox__status_name(INBOX_ST_DEAD), "dead");
+}
+EOC
+libdir=$(dirname "$lib")
+# shellcheck disable=SC2086
+if "$cc" -std=c11 -Wall -Werror $cflags -I"$src/include" "$tmp/backend.c" \
+	-L"$libdir" -l:"$(basename "$lib")" -Wl,-rpath,"$libdir" \
+	-o "$tmp/backend" >"$tmp/backend.log" 2>&1 && "$tmp/backend"; then
+	ok "a backend's helpers link by their public and their old names"
+else
+	fail "a backend's helpers link by their public and their old names" \
+		"$(cat "$tmp/backend.log")"
 fi
 
 ver() { sed -n "s/^#define INBOX_VERSION_$1 *\([0-9]*\)$/\1/p" \

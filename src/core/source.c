@@ -133,7 +133,7 @@ const char *inbox_source_errmsg(const inbox_source *src)
 	return src ? src->errmsg : "no source";
 }
 
-void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
+void inbox_source_seterr(inbox_source *src, const char *fmt, ...)
 {
 	/* Scrubbed before it is cut to fit: a secret cut in half would
 	 * not be found. */

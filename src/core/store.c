@@ -213,8 +213,7 @@ int inbox_store_purge(inbox_store *st, const char *consumer,
 	                     dry_run, deleted ? deleted : &dummy);
 }
 
-void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
-                         ...)
+void inbox_store_seterr(inbox_store *st, const char *code, const char *fmt, ...)
 {
 	/* Scrubbed before it is cut to fit: a secret cut in half would
 	 * not be found. */
@@ -233,12 +232,12 @@ void inbox__store_seterr(inbox_store *st, const char *code, const char *fmt,
 		st->errmsg[--n] = '\0';
 }
 
-int inbox__store_secret(inbox_store *st, const char *p, size_t n)
+int inbox_store_secret(inbox_store *st, const char *p, size_t n)
 {
 	return inbox__secrets_add(&st->secrets, p, n);
 }
 
-void inbox__store_clearerr(inbox_store *st)
+void inbox_store_clearerr(inbox_store *st)
 {
 	st->errmsg[0] = '\0';
 	st->errcode[0] = '\0';
@@ -247,7 +246,7 @@ void inbox__store_clearerr(inbox_store *st)
 static const char *const status_names[] = {"none", "completed", "processing",
                                            "failed", "dead"};
 
-const char *inbox__status_name(inbox_status s)
+const char *inbox_status_name(inbox_status s)
 {
 	if ((int)s < 0 ||
 	    (size_t)s >= sizeof(status_names) / sizeof(*status_names))
@@ -255,7 +254,7 @@ const char *inbox__status_name(inbox_status s)
 	return status_names[s];
 }
 
-inbox_status inbox__status_parse(const char *s)
+inbox_status inbox_status_parse(const char *s)
 {
 	if (!s)
 		return INBOX_ST_NONE;

@@ -52,11 +52,13 @@ INBOX_API int inbox_source_register(const inbox_source_vtable *vt);
  * password, token or key the URL holds; see inbox_redact_url), so a
  * backend may pass on whatever its client library says. What open writes
  * before the handle has its secrets is scrubbed by inbox_source_open. */
-INBOX_API void inbox__source_seterr(inbox_source *src, const char *fmt, ...)
+INBOX_API void inbox_source_seterr(inbox_source *src, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Its name before 0.1 (source compatibility only). */
+#define inbox__source_seterr inbox_source_seterr
 
 #ifdef __cplusplus
 }

@@ -47,9 +47,12 @@ typedef enum inbox_status {
 } inbox_status;
 
 /* Text form stored in the `status` column: "completed", "processing",
- * "failed", "dead". */
-INBOX_API const char *inbox__status_name(inbox_status s);
-INBOX_API inbox_status inbox__status_parse(const char *s);
+ * "failed", "dead"; inbox_status_name() gives "none" for INBOX_ST_NONE or
+ * any other value (static, never NULL). inbox_status_parse() is its
+ * inverse for the four stored names, INBOX_ST_NONE for any other text or
+ * NULL. */
+INBOX_API const char *inbox_status_name(inbox_status s);
+INBOX_API inbox_status inbox_status_parse(const char *s);
 
 /* One key to claim. The core sorts claims by key before the call. */
 typedef struct inbox_claim {
@@ -297,11 +300,11 @@ INBOX_API int inbox_store_register(const inbox_store_vtable *vt);
 
 /* Helpers for backends. */
 /* Set st's errcode and errmsg, the message scrubbed of st's secrets (see
- * inbox__store_secret), so a backend may pass on whatever its client
+ * inbox_store_secret), so a backend may pass on whatever its client
  * library says. What open writes before the handle has the URL's secrets
  * is scrubbed by inbox_store_open. */
-INBOX_API void inbox__store_seterr(inbox_store *st, const char *code,
-                                   const char *fmt, ...)
+INBOX_API void inbox_store_seterr(inbox_store *st, const char *code,
+                                  const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -310,8 +313,16 @@ INBOX_API void inbox__store_seterr(inbox_store *st, const char *code,
  * could quote it in; for what the backend knows beyond the URL's own
  * (what its client library takes for a password). For open to call. 0 or
  * -1 (NOMEM). */
-INBOX_API int inbox__store_secret(inbox_store *st, const char *p, size_t n);
-INBOX_API void inbox__store_clearerr(inbox_store *st);
+INBOX_API int inbox_store_secret(inbox_store *st, const char *p, size_t n);
+INBOX_API void inbox_store_clearerr(inbox_store *st);
+
+/* The names these had before 0.1, for backends written against them
+ * (source compatibility only: the symbols are the new names). */
+#define inbox__store_seterr   inbox_store_seterr
+#define inbox__store_clearerr inbox_store_clearerr
+#define inbox__status_name    inbox_status_name
+#define inbox__status_parse   inbox_status_parse
+#define inbox__store_secret   inbox_store_secret
 
 #ifdef __cplusplus
 }
