@@ -59,7 +59,8 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
 	           "\"event\":\"kafka_log\",\"syslog_level\":%d,"
 	           "\"facility\":\"%s\",\"client\":\"%s\",\"message\":\"%s\"",
 	           level, inbox__log_escape(fac ? fac : ""),
-	           inbox__log_escape(rd_kafka_name(rk)), inbox__log_escape(msg));
+	           inbox__log_escape(rd_kafka_name(rk)),
+	           inbox__log_escape(msg));
 }
 
 static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
