@@ -83,6 +83,21 @@ CFG
 		done
 		return 1
 	}
+	# no_batch: end the backend a daemon that exited abruptly left
+	# sleeping in pg_sleep (the server notices a gone client only when it
+	# next writes to it), and wait until it is gone: otherwise in_batch
+	# sees it and the next run is signalled before it starts a batch.
+	no_batch() {
+		_i=0
+		while [ $_i -lt 200 ]; do
+			[ "$(pgq "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+			           WHERE query LIKE '%${tag}slow%pg_sleep%'
+			           AND pid <> pg_backend_pid()")" -eq 0 ] && return 0
+			sleep_ms 50
+			_i=$((_i + 1))
+		done
+		return 1
+	}
 	"$BIN" run "$dir/slow.yaml" --once --drain-timeout 300ms 2>"$dir/slow1.log" &
 	pid=$!
 	in_batch "$pid" || fail "deadline: the daemon started a batch"
@@ -100,6 +115,7 @@ CFG
 	check "deadline: every stderr line is JSON" \
 		sh -c "! grep -v '^{.*}\$' '$dir/slow1.log'"
 
+	no_batch || fail "second signal: the first run's backend is gone"
 	"$BIN" run "$dir/slow.yaml" --once 2>"$dir/slow2.log" &
 	pid=$!
 	in_batch "$pid" || fail "second signal: the daemon started a batch"
@@ -113,6 +129,7 @@ CFG
 	expect_eq "second signal: exit 5" "$rc" 5
 	check "second signal: at once ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 600 ]
 
+	no_batch || fail "after the abrupt exits: the backends are gone"
 	"$BIN" run "$dir/slow.yaml" --once 2>"$dir/slow3.log"
 	expect_eq "after the abrupt exits: a restart exits 0" "$?" 0
 	expect_eq "after the abrupt exits: each message exactly once" \
