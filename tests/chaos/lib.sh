@@ -239,7 +239,7 @@ src_drained() {
 	jsonl)
 		_size=$(wc -c <"$dir/orders.jsonl")
 		for _i in $(seq 1 "$DAEMONS"); do
-			[ "$(cut -d' ' -f1 "$dir/d$_i.checkpoint" 2>/dev/null)" = "$_size" ] ||
+			[ "$(ckpt_pos "$dir/d$_i.checkpoint" 1)" = "$_size" ] ||
 				return 1
 		done
 		;;

@@ -105,6 +105,19 @@ mktmp() {
 	fi
 }
 
+# ckpt_pos FILE FIELD: the offset (FIELD 1) or the line (FIELD 2) of a
+# JSONL checkpoint: its newest slot ("inbox-jsonl-checkpoint 2 SEQ OFFSET
+# LINE ..." at 0 and 512), or a format-1 file's "OFFSET LINE"; empty when
+# there is none.
+ckpt_pos() {
+	[ -f "$1" ] || return 0
+	tr -s ' ' <"$1" | awk -v f="$2" '
+		/^[0-9]/ { print $f; exit }
+		$1 == "inbox-jsonl-checkpoint" && $2 == 2 && (!n || $3 > best) {
+			best = $3; v = $(3 + f); n = 1 }
+		END { if (n) print v }'
+}
+
 # --- Time and chance -------------------------------------------------------
 
 # rand_between LO HI: a random integer in [LO, HI].

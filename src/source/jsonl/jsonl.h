@@ -137,8 +137,14 @@ typedef struct jl_source {
 	int polled;       /* a poll's batch awaits settle */
 	int64_t retry_at; /* monotonic ms before which q is not redelivered */
 
-	/* Durable progress. */
+	/* Durable progress (jsonl_checkpoint.c). */
 	uint64_t ck_off, ck_line;
+	uint64_t ck_seq;      /* of the newest slot written or read */
+	int ck_slot;          /* the slot (0, 1) it is in */
+	int ckfd;             /* the checkpoint open for writes; -1 */
+	int ck_dirty;         /* written since the last fdatasync */
+	int64_t ck_synced_ms; /* monotonic ms of the last fdatasync */
+	int64_t ck_sync_ms;   /* checkpoint_sync: longest time unsynced */
 } jl_source;
 
 /* jsonl_url.c: parse the URL into s (path, label, ckpt, flags; parse
@@ -152,8 +158,12 @@ void inbox__jl_url_clear(jl_source *s);
 /* *same_file is 0 when the checkpoint names another file (dev/inode). */
 int inbox__jl_ckpt_read(jl_source *s, uint64_t *off, uint64_t *line, int *found,
                         int *same_file);
-/* Write s->ck_off/s->ck_line durably. */
+/* Write s->ck_off/s->ck_line (synced at most ck_sync_ms later). */
 int inbox__jl_ckpt_write(jl_source *s);
+/* Sync a written position once ck_sync_ms has passed (from poll). */
+int inbox__jl_ckpt_tick(jl_source *s);
+/* Sync what is unsynced and close the file. */
+void inbox__jl_ckpt_close(jl_source *s);
 /* Open the checkpoint's directory (for fsync) and check it is writable. */
 int inbox__jl_ckpt_prepare(jl_source *s);
 /* Warn (structured log line) that reading starts again at line 1. */

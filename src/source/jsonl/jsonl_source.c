@@ -21,6 +21,7 @@ static void jl_close(inbox_source *src)
 		return;
 	if (s->fd > 0 || (s->fd == 0 && !s->is_stdin))
 		close(s->fd);
+	inbox__jl_ckpt_close(s);
 	if (s->dirfd >= 0)
 		close(s->dirfd);
 	inbox__jl_url_clear(s);
@@ -130,6 +131,8 @@ static int jl_open(inbox_source **out, const char *url,
 	*out = &s->base;
 	s->fd = -1;
 	s->dirfd = -1;
+	s->ckfd = -1;
+	s->ck_sync_ms = 1000;
 	s->lineno = 1;
 	size_t mp = opts->max_payload ? opts->max_payload : 1024 * 1024;
 	if (mp > SIZE_MAX / 4)
@@ -194,6 +197,9 @@ static int jl_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		return INBOX_ERR_STATE;
 	}
 	inbox__jl_compact(s);
+	int rc0 = inbox__jl_ckpt_tick(s);
+	if (rc0 < 0)
+		return rc0;
 	int64_t now = inbox__src_mono_ms();
 	int64_t deadline = now + (timeout_ms > 0 ? timeout_ms : 0);
 	if (s->nq > 0 && now < s->retry_at) {

@@ -34,7 +34,8 @@ expect_eq "SIGTERM: exit 0" "$rc" 0
 check "SIGTERM: stopped within the 5 s deadline ($((t1 - t0)) ms)" \
 	[ $((t1 - t0)) -lt 5000 ]
 check "SIGTERM: the drain is logged" grep -q '"event":"draining"' "$dir/follow.log"
-cp_line=$(cut -d' ' -f2 "$dir/cp" 2>/dev/null || echo 0)
+cp_line=$(ckpt_pos "$dir/cp" 2)
+cp_line=${cp_line:-0}
 want=$(distinct_orders "$dir/orders.jsonl" "$cp_line")
 got=$(q "SELECT COUNT(*) FROM invoices")
 echo "# checkpoint at line $cp_line of $(wc -l <"$dir/orders.jsonl")"
