@@ -11,10 +11,13 @@
  * 503 with the reason meanwhile; --connect-timeout bounds the wait (exit
  * 4); a config error still exits 3 at once.
  *
- * SIGTERM/SIGINT set the stop flag: each runner finishes, commits and
- * acks the batch in hand and returns (drain); past the drain deadline, or
- * at a second signal, the process exits at once with code 5 — safe,
- * because nothing uncommitted was ever acked.
+ * SIGTERM/SIGINT/SIGHUP set the stop flag: each runner finishes, commits
+ * and acks the batch in hand and returns (drain); past the drain deadline,
+ * or at a second signal, the process exits at once with code 5 — safe,
+ * because nothing uncommitted was ever acked. SIGHUP is drain-and-exit
+ * (exit 0; the service manager starts it again with the config re-read):
+ * a config re-read in place would have to redo every start-up check while
+ * consumers run. SIGUSR1/SIGUSR2 are ignored (logged), never fatal.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -45,8 +48,8 @@ const char cli_run_usage[] =
     "waited for (see --connect-timeout).\n"
     "\n"
     "  --consumer NAME         run only this consumer\n"
-    "  --drain-timeout D       after SIGTERM/SIGINT, how long to finish the "
-    "batch in\n"
+    "  --drain-timeout D       after SIGTERM/SIGINT/SIGHUP, how long to "
+    "finish the batch in\n"
     "                          hand before giving up with exit 5 (default "
     "10s; 30s, 500ms...)\n"
     "  --once                  exit 0 when every source reaches its end "
@@ -99,15 +102,38 @@ typedef struct worker {
 /* Read and written only with inbox__flag()/inbox__flag_set(): the signal
  * handler and every thread share them. */
 static volatile sig_atomic_t g_stop;    /* given to every inbox_run */
-static volatile sig_atomic_t g_signals; /* SIGTERM/SIGINT received */
+static volatile sig_atomic_t g_signals; /* SIGTERM/SIGINT/SIGHUP seen */
+static volatile sig_atomic_t g_signo;   /* the first of them */
+static volatile sig_atomic_t g_ignored; /* SIGUSR1/SIGUSR2 not logged yet */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static int g_running;
 static cli_http *g_http; /* /metrics and /healthz, or NULL */
 
+static void on_ignored(int sig)
+{
+	__atomic_store_n(&g_ignored, sig, __ATOMIC_RELEASE);
+}
+
+static const char *signal_name(int sig)
+{
+	switch (sig) {
+	case SIGTERM:
+		return "SIGTERM";
+	case SIGINT:
+		return "SIGINT";
+	case SIGHUP:
+		return "SIGHUP";
+	case SIGUSR1:
+		return "SIGUSR1";
+	case SIGUSR2:
+		return "SIGUSR2";
+	}
+	return "?";
+}
+
 static void on_signal(int sig)
 {
-	(void)sig;
 	if (inbox__flag(&g_signals)) {
 		static const char msg[] =
 		    "inbox: second signal: exiting now without finishing "
@@ -116,6 +142,7 @@ static void on_signal(int sig)
 		(void)w;
 		_exit(CLI_EXIT_DRAIN);
 	}
+	__atomic_store_n(&g_signo, sig, __ATOMIC_RELEASE);
 	inbox__flag_set(&g_signals, 1);
 	inbox__flag_set(&g_stop, 1);
 }
@@ -374,6 +401,10 @@ static void install_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_ignored;
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
 }
@@ -384,14 +415,22 @@ static int wait_workers(double drain_s)
 	double deadline = 0, t0 = 0;
 	pthread_mutex_lock(&g_mu);
 	for (;;) {
+		int ign = __atomic_exchange_n(&g_ignored, 0, __ATOMIC_ACQ_REL);
+		if (ign)
+			inbox__log(INBOX_LOG_INFO, NULL,
+			           "\"event\":\"signal_ignored\",\"signal\":"
+			           "\"%s\"",
+			           signal_name(ign));
 		if (inbox__flag(&g_signals) && deadline == 0) {
 			t0 = inbox__mono_seconds();
 			deadline = t0 + drain_s;
 			cli_http_set_draining(g_http);
 			inbox__log(
 			    INBOX_LOG_INFO, NULL,
-			    "\"event\":\"draining\",\"consumers_running\":"
-			    "%d,\"deadline_s\":%.1f",
+			    "\"event\":\"draining\",\"signal\":\"%s\","
+			    "\"consumers_running\":%d,\"deadline_s\":%.1f",
+			    signal_name(
+			        __atomic_load_n(&g_signo, __ATOMIC_ACQUIRE)),
 			    g_running, drain_s);
 		}
 		if (g_running == 0)
@@ -430,6 +469,9 @@ static int start_workers(worker *ws, int n)
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGUSR1);
+	sigaddset(&block, SIGUSR2);
 	/* Workers inherit a mask without the signals, so the handler runs
 	 * on the main thread. */
 	pthread_sigmask(SIG_BLOCK, &block, &old);

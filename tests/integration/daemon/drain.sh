@@ -1,5 +1,5 @@
 #!/bin/sh
-# SIGTERM drain. A follow-mode JSONL run receives SIGTERM while lines are
+# SIGTERM drain (and SIGHUP; SIGUSR1/2 ignored). A follow-mode JSONL run receives SIGTERM while lines are
 # still being appended: it exits 0 within the deadline, and the checkpoint
 # agrees with the database (everything committed was acked, nothing acked
 # was uncommitted); a restart then bills every order exactly once.
@@ -49,6 +49,26 @@ expect_eq "restart: exit 0" "$?" 0
 total=$(distinct_orders "$dir/orders.jsonl")
 expect_eq "restart: every order billed" "$(q "SELECT COUNT(DISTINCT order_id) FROM invoices")" "$total"
 expect_eq "restart: no order billed twice" "$(q "SELECT COUNT(*) FROM invoices")" "$total"
+
+# SIGUSR1/SIGUSR2 are ignored (logged); SIGHUP drains and exits 0, like
+# SIGTERM (before: the default actions killed the daemon, exit 138/129,
+# with no drain and no log line).
+"$BIN" run "$dir/follow.yaml" --drain-timeout 5s 2>"$dir/hup.log" &
+pid=$!
+sleep_ms 300
+kill -USR1 "$pid"
+kill -USR2 "$pid"
+sleep_ms 300
+check "SIGUSR1/SIGUSR2: still running" kill -0 "$pid"
+check "SIGUSR1: logged as ignored" \
+	grep -q '"event":"signal_ignored","signal":"SIGUSR[12]"' "$dir/hup.log"
+kill -HUP "$pid"
+wait "$pid"
+expect_eq "SIGHUP: exit 0 (drain and exit)" "$?" 0
+check "SIGHUP: the drain names the signal" \
+	grep -q '"event":"draining","signal":"SIGHUP"' "$dir/hup.log"
+expect_eq "SIGHUP: no order billed twice" \
+	"$(q "SELECT COUNT(*) - COUNT(DISTINCT order_id) FROM invoices")" "0"
 
 if [ -n "${INBOX_TEST_PG_URL:-}" ]; then
 	tag="drain$$_"
