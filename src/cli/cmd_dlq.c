@@ -139,10 +139,97 @@ static int find(dlq *q, int64_t id, int *ci, inbox_admin_dead_letter **dl)
 /* ---- list -----------------------------------------------------------------
  */
 
+/* The text table of `dlq list`: rows are kept until the end, so every
+ * column is as wide as its widest cell (display width: UTF-8 characters,
+ * the cells being printable text already). */
+#define LIST_COLS 8
+
 typedef struct list_out {
 	int json;
 	long count;
+	char **cells; /* LIST_COLS per row, the header first */
+	size_t ncells, cap;
+	int nomem;
 } list_out;
+
+static size_t display_width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		w += ((unsigned char)*s & 0xC0) != 0x80;
+	return w;
+}
+
+static void add_cell(list_out *x, char *text)
+{
+	if (!text || x->nomem) {
+		free(text);
+		x->nomem = 1;
+		return;
+	}
+	if (x->ncells == x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 16 * LIST_COLS;
+		char **c = realloc(x->cells, cap * sizeof(*c));
+		if (!c) {
+			free(text);
+			x->nomem = 1;
+			return;
+		}
+		x->cells = c;
+		x->cap = cap;
+	}
+	x->cells[x->ncells++] = text;
+}
+
+/* A cell of message-borne text, made printable and cut at max. */
+static char *safe_cell(const char *s, size_t len, size_t max)
+{
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&out, &n);
+	if (!f)
+		return NULL;
+	cli_print_safe(f, s, len, max);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static char *fmt_cell(const char *fmt, long long v)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), fmt, v);
+	return strdup(buf);
+}
+
+static void print_table(list_out *x)
+{
+	size_t w[LIST_COLS] = {0};
+	for (size_t i = 0; i < x->ncells; i++) {
+		size_t dw = display_width(x->cells[i]);
+		if (dw > w[i % LIST_COLS])
+			w[i % LIST_COLS] = dw;
+	}
+	for (size_t i = 0; i < x->ncells; i++) {
+		size_t col = i % LIST_COLS;
+		fputs(x->cells[i], stdout);
+		if (col == LIST_COLS - 1) {
+			fputc('\n', stdout);
+			continue;
+		}
+		for (size_t k = display_width(x->cells[i]); k < w[col] + 2; k++)
+			fputc(' ', stdout);
+	}
+}
+
+static void free_table(list_out *x)
+{
+	for (size_t i = 0; i < x->ncells; i++)
+		free(x->cells[i]);
+	free(x->cells);
+}
 
 static int list_row(const inbox_admin_dead_letter *dl, void *payload)
 {
@@ -167,32 +254,34 @@ static int list_row(const inbox_admin_dead_letter *dl, void *payload)
 		printf("}\n");
 		return 0;
 	}
-	printf("%-6lld %s  %-10lld %-8d %-8s ", (long long)dl->id,
-	       cli_time_text(dl->created_at_ms, t, sizeof(t)),
-	       (long long)dl->deliveries, dl->attempts,
-	       dl->replayed_at_ms ? "yes" : "no");
-	cli_print_safe(stdout, dl->consumer, strlen(dl->consumer), 30);
-	fputs("  ", stdout);
-	cli_print_safe(stdout, dl->key, dl->key ? strlen(dl->key) : 0, 48);
-	fputs("  ", stdout);
-	cli_print_safe(stdout, dl->reason, strlen(dl->reason), 160);
-	fputc('\n', stdout);
-	return 0;
+	add_cell(x, fmt_cell("%lld", (long long)dl->id));
+	add_cell(x, strdup(cli_time_text(dl->created_at_ms, t, sizeof(t))));
+	add_cell(x, fmt_cell("%lld", (long long)dl->deliveries));
+	add_cell(x, fmt_cell("%lld", (long long)dl->attempts));
+	add_cell(x, strdup(dl->replayed_at_ms ? "yes" : "no"));
+	add_cell(x, safe_cell(dl->consumer, strlen(dl->consumer), 30));
+	add_cell(x, dl->key ? safe_cell(dl->key, strlen(dl->key), 48)
+	                    : strdup("-")); /* no key: the message had none */
+	add_cell(x, safe_cell(dl->reason, strlen(dl->reason), 160));
+	return x->nomem ? -1 : 0;
 }
 
 static int cmd_list(dlq *q)
 {
-	list_out x = {q->json, 0};
+	list_out x = {.json = q->json};
+	static const char *const head[LIST_COLS] = {
+	    "ID",       "FIRST SEEN", "DELIVERIES", "ATTEMPTS",
+	    "REPLAYED", "CONSUMER",   "KEY",        "REASON"};
 	if (!q->json)
-		printf("%-6s %-24s  %-10s %-8s %-8s %s  %s  %s\n", "ID",
-		       "FIRST SEEN", "DELIVERIES", "ATTEMPTS", "REPLAYED",
-		       "CONSUMER", "KEY", "REASON");
-	for (int i = 0; i < q->cfg.nconsumers; i++) {
+		for (int i = 0; i < LIST_COLS; i++)
+			add_cell(&x, strdup(head[i]));
+	int rc = 0;
+	for (int i = 0; i < q->cfg.nconsumers && !rc; i++) {
 		if (!selected(q, i))
 			continue;
-		int rc = open_store(q, i);
+		rc = open_store(q, i);
 		if (rc)
-			return rc;
+			break;
 		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
 		f.consumer = q->cfg.consumers[i].name;
 		f.pending_only = q->pending;
@@ -201,13 +290,20 @@ static int cmd_list(dlq *q)
 		if (f.limit <= 0)
 			break;
 		int err = inbox_admin_dlq_list(q->o[i].st, &f, list_row, &x);
-		if (err < 0)
-			return store_error(q, i, "listing dead letters", err);
+		if (x.nomem) {
+			cli_error("out of memory listing dead letters");
+			rc = CLI_EXIT_RUNTIME;
+		} else if (err < 0) {
+			rc = store_error(q, i, "listing dead letters", err);
+		}
 	}
-	if (!q->json)
+	if (!q->json && !rc) {
+		print_table(&x);
 		printf("(%ld dead letter%s)\n", x.count,
 		       x.count == 1 ? "" : "s");
-	return 0;
+	}
+	free_table(&x);
+	return rc;
 }
 
 /* ---- show -----------------------------------------------------------------

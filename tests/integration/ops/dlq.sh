@@ -45,6 +45,16 @@ check "list shows the foreign-key dead letter with its reason" \
 	grep -Eq "^$dl4 .*create-invoice:ord-4 .*(FOREIGN KEY|foreign key)" "$dir/list.out"
 check "list shows the conflict" grep -Eq "^$dlc .*create-invoice:ord-2 .*fingerprint" "$dir/list.out"
 check "list counts 6" grep -q "(6 dead letters)" "$dir/list.out"
+# The columns line up under the header: in every row each column starts
+# where its header word does, after the padding of the cell before it
+# (before, CONSUMER, KEY and REASON moved with the widths of the cells).
+check "list: every column starts under its header" awk '
+	NR == 1 { n = split("FIRST SEEN|DELIVERIES|ATTEMPTS|REPLAYED|CONSUMER|KEY|REASON", h, "|")
+		for (c = 1; c <= n; c++) at[c] = index($0, h[c]); next }
+	/^\(/ { next }
+	{ for (c = 1; c <= n; c++)
+		if (substr($0, at[c] - 1, 1) != " " || substr($0, at[c], 1) == " ") bad = 1 }
+	END { exit bad }' "$dir/list.out"
 "$BIN" dlq list "$dir/inbox.yaml" --json >"$dir/list.json"
 expect_eq "list --json: 6 objects" "$(jq -s length "$dir/list.json")" 6
 
