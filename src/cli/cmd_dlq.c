@@ -432,7 +432,8 @@ static int cmd_drop(dlq *q)
 
 typedef struct tally {
 	long n[INBOX_ACQUIRED + 1];
-	long failed;
+	long failed;  /* not found */
+	long refused; /* not replayable (an outbox effect's, another's) */
 } tally;
 
 static int collect_row(const inbox_admin_dead_letter *dl, void *payload)
@@ -446,8 +447,17 @@ static int collect_row(const inbox_admin_dead_letter *dl, void *payload)
 	return 0;
 }
 
-/* --all: every pending dead letter of the selected consumers. */
-static int collect_all(dlq *q)
+static int count_outbox_row(const inbox_admin_dead_letter *dl, void *payload)
+{
+	long *n = payload;
+	*n += dl->position && strncmp(dl->position, "outbox:", 7) == 0;
+	return 0;
+}
+
+/* --all: every pending dead letter of the selected consumers that holds
+ * a message; *outbox counts the pending ones of failed outbox effects
+ * (not replayable through the consumer). */
+static int collect_all(dlq *q, long *outbox)
 {
 	for (int i = 0; i < q->cfg.nconsumers; i++) {
 		if (!selected(q, i))
@@ -460,6 +470,11 @@ static int collect_all(dlq *q)
 		f.pending_only = 1;
 		f.messages_only = 1;
 		int err = inbox_admin_dlq_list(q->o[i].st, &f, collect_row, q);
+		if (err < 0)
+			return store_error(q, i, "listing dead letters", err);
+		f.messages_only = 0;
+		err = inbox_admin_dlq_list(q->o[i].st, &f, count_outbox_row,
+		                           outbox);
 		if (err < 0)
 			return store_error(q, i, "listing dead letters", err);
 	}
@@ -503,6 +518,22 @@ static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
 		return rc;
 	inbox_result res;
 	int err = inbox_admin_dlq_replay(q->o[ci].st, q->o[ci].c, id, &res);
+	if (err == INBOX_ERR_INVALID) {
+		/* refused (an outbox effect's dead letter): said, counted, and
+		 * the others still replayed */
+		if (prog->open) {
+			fputs("\r\033[K", stderr);
+			prog->open = 0;
+		}
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s",
+		         inbox_store_errmsg(q->o[ci].st));
+		cli_scrub(msg, sizeof(msg),
+		          cli_consumer_store(&q->cfg, &q->cfg.consumers[ci]));
+		cli_error("%s", msg);
+		t->refused++;
+		return 0;
+	}
 	if (err < 0) {
 		t->failed++;
 		return store_error(q, ci, "replaying a dead letter", err);
@@ -533,10 +564,19 @@ static int cmd_replay(dlq *q)
 		cli_error("dlq replay: give dead letter ids or --all");
 		return CLI_EXIT_USAGE;
 	}
-	if (q->all && (rc = collect_all(q)))
+	long outbox = 0;
+	if (q->all && (rc = collect_all(q, &outbox)))
 		return rc;
 	if (!q->nids) {
-		printf("no pending dead letters\n");
+		if (outbox)
+			printf(
+			    "no pending dead letters of messages; %ld pending "
+			    "dead letter%s of failed outbox effects (not "
+			    "replayable through the consumer: `inbox dlq "
+			    "show ID`)\n",
+			    outbox, outbox == 1 ? "" : "s");
+		else
+			printf("no pending dead letters\n");
 		return 0;
 	}
 	tally t;
@@ -554,15 +594,16 @@ static int cmd_replay(dlq *q)
 	cli_progress_end(&prog);
 	printf("replayed %d dead letter%s: %ld applied, %ld duplicate, %ld "
 	       "conflict, %ld stale, %ld dead_lettered, %ld retry, %ld "
-	       "in_progress, %ld not found\n",
+	       "in_progress, %ld not found, %ld refused\n",
 	       q->nids, q->nids == 1 ? "" : "s", t.n[INBOX_APPLIED],
 	       t.n[INBOX_DUPLICATE], t.n[INBOX_CONFLICT], t.n[INBOX_STALE],
 	       t.n[INBOX_DEAD_LETTERED], t.n[INBOX_RETRY],
-	       t.n[INBOX_IN_PROGRESS], t.failed);
+	       t.n[INBOX_IN_PROGRESS], t.failed, t.refused);
 	if (rc)
 		return rc;
-	long bad = t.failed + t.n[INBOX_CONFLICT] + t.n[INBOX_DEAD_LETTERED] +
-	           t.n[INBOX_RETRY] + t.n[INBOX_IN_PROGRESS];
+	long bad = t.failed + t.refused + t.n[INBOX_CONFLICT] +
+	           t.n[INBOX_DEAD_LETTERED] + t.n[INBOX_RETRY] +
+	           t.n[INBOX_IN_PROGRESS];
 	return bad ? CLI_EXIT_RUNTIME : 0;
 }
 
