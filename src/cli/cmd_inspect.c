@@ -20,8 +20,11 @@ const char cli_inspect_usage[] =
     "processing,\nfailed, dead), attempts, fingerprint, fencing token, "
     "lease (and whether it\nexpired), message id, created/processed/updated "
     "times, and the dead letters\nwritten for that key. --json prints one "
-    "JSON object.\n"
-    "Exit codes: 0 found, 1 no such record, 2 usage, 3 config error, 4 "
+    "JSON object. A key with dead letters but no record (dead-lettered "
+    "before one\nwas written: a schema violation...) shows its dead "
+    "letters.\n"
+    "Exit codes: 0 found, 1 no record nor dead letter, 2 usage, 3 config "
+    "error, 4 "
     "cannot\nopen the store.\n";
 
 typedef struct dl_ids {
@@ -44,6 +47,13 @@ static int print_dl(const inbox_admin_dead_letter *dl, void *payload)
 		fputc('}', stdout);
 	}
 	x->n++;
+	return 0;
+}
+
+static int count_dl(const inbox_admin_dead_letter *dl, void *payload)
+{
+	(void)dl;
+	++*(int *)payload;
 	return 0;
 }
 
@@ -108,23 +118,49 @@ static int inspect(const cli_config *cfg, const cli_consumer *c,
 		return rc;
 	inbox_admin_record *r = NULL;
 	int err = inbox_admin_inspect(st, c->name, key, &r);
-	if (err == INBOX_ERR_NOTFOUND) {
-		fprintf(stderr, "inbox: no inbox record for key \"");
-		cli_print_safe(stderr, key, strlen(key), 0);
-		fprintf(stderr, "\" of consumer \"%s\"\n", c->name);
-		inbox_store_close(st);
-		return CLI_EXIT_RUNTIME;
-	}
+	int norecord = err == INBOX_ERR_NOTFOUND;
 	dl_ids x = {json, 0};
+	inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
+	f.consumer = c->name;
+	f.key = key;
+	f.limit = 20;
+	if (norecord) {
+		/* A message dead-lettered before any record was written (a
+		 * schema violation, a bad key field...) has dead letters but
+		 * no record: show them. Nothing at all is "not found". */
+		int found = 0;
+		err = inbox_admin_dlq_list(st, &f, count_dl, &found);
+		if (err == INBOX_OK && !found) {
+			fprintf(stderr, "inbox: no inbox record and no dead "
+			                "letter for key \"");
+			cli_print_safe(stderr, key, strlen(key), 0);
+			fprintf(stderr, "\" of consumer \"%s\"\n", c->name);
+			inbox_store_close(st);
+			return CLI_EXIT_RUNTIME;
+		}
+	}
 	if (err == INBOX_OK) {
-		if (json)
+		if (norecord && json) {
+			printf("{\"consumer\":");
+			cli_json_string(stdout, c->name, strlen(c->name));
+			printf(",\"key\":");
+			cli_json_string(stdout, key, strlen(key));
+			printf(",\"status\":null,\"dead_letters\":[");
+		} else if (norecord) {
+			fputs("consumer ........ ", stdout);
+			cli_print_safe(stdout, c->name, strlen(c->name), 0);
+			fputs("\nkey ............. ", stdout);
+			cli_print_safe(stdout, key, strlen(key), 0);
+			fputc('\n', stdout);
+			printf(
+			    "status .......... no inbox record (dead-lettered "
+			    "before one was written)\n");
+			printf("dead letters .... ");
+		} else if (json) {
 			print_json(r);
-		else
+		} else {
 			print_text(r);
-		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
-		f.consumer = c->name;
-		f.key = key;
-		f.limit = 20;
+		}
 		err = inbox_admin_dlq_list(st, &f, print_dl, &x);
 		if (json)
 			printf("]}\n");

@@ -36,7 +36,9 @@ check() {
 
 # jqok FILTER FILE: jq -e FILTER FILE is true.
 jqok() {
-	jq -e "$1" "$2" >/dev/null 2>&1
+	# jq 1.6 -e exits 0 on an empty input (no result at all): a check
+	# of a missing or empty output must fail, so a result is required.
+	_jq=$(jq -e "$1" "$2" 2>/dev/null) && [ -n "$_jq" ]
 }
 
 # expect_eq NAME GOT WANT

@@ -11,7 +11,7 @@ BIN=$1
 
 # jqs FILTER FILE: jq -e FILTER over the lines of FILE as one array.
 jqs() {
-	jq -e -s "$1" "$2" >/dev/null 2>&1
+	[ -s "$2" ] && jq -e -s "$1" "$2" >/dev/null 2>&1 # [] | all is true
 }
 
 dir=$(mktmp)

@@ -76,6 +76,16 @@ expect_eq "dead letter keeps the key" \
 expect_eq "dead letter keeps the payload" \
 	"$(q "SELECT payload FROM dead_letters WHERE message_id = 'bad-2'")" \
 	"$(sed -n 22p "$dir/orders.jsonl")"
+# A schema violation writes no inbox record: inspect shows the key's dead
+# letter all the same (before: "no inbox record", exit 1).
+"$BIN" inspect "$dir/good.yaml" billing.test create-invoice:ord-000101 >"$dir/inspect.out" 2>&1
+expect_eq "inspect of a dead-lettered key without record: exit 0" "$?" 0
+dlid=$(q "SELECT id FROM dead_letters WHERE message_id = 'bad-1'")
+check "inspect: says there is no record" grep -q "^status \.* no inbox record" "$dir/inspect.out"
+check "inspect: lists its dead letter" grep -q "^dead letters \.* $dlid\$" "$dir/inspect.out"
+"$BIN" inspect "$dir/good.yaml" billing.test create-invoice:ord-000101 --json >"$dir/inspect.json"
+check "inspect --json: status null, one dead letter" \
+	jqok '.status == null and (.dead_letters | length) == 1' "$dir/inspect.json"
 check "checkpoint written" [ -s "$cp_file" ]
 
 # expect NAME RC PATTERN: run NAME.yaml; exit code, message, nothing read.
