@@ -24,7 +24,13 @@ void cli_progress_show(cli_progress *p, const char *label, int64_t done,
 	double now = inbox__mono_seconds();
 	if (!force && p->shown > 0 && now - p->shown < 0.1)
 		return;
+	/* A store may report its last figures more than once (PostgreSQL's
+	 * purge, once per pass over the generations): one line for them. */
+	if (p->open && done == p->done && total == p->total)
+		return;
 	p->shown = now;
+	p->done = done;
+	p->total = total;
 	if (total > 0)
 		fprintf(stderr, "\r%s %lld/%lld (%d%%)\033[K", label,
 		        (long long)done, (long long)total,

@@ -13,13 +13,15 @@
 #include <stdio.h>
 
 typedef struct cli_progress {
-	int tty;      /* stderr is a terminal */
-	double shown; /* cli_now() of the last line, 0 = none */
-	int open;     /* a line is on screen without its newline */
+	int tty;             /* stderr is a terminal */
+	double shown;        /* cli_now() of the last line, 0 = none */
+	int open;            /* a line is on screen without its newline */
+	int64_t done, total; /* what the last line showed */
 } cli_progress;
 
 void cli_progress_init(cli_progress *p);
-/* "LABEL done/total (P%)"; `force` ignores the rate limit. */
+/* "LABEL done/total (P%)"; `force` ignores the rate limit, but the same
+ * figures are never shown twice in a row. */
 void cli_progress_show(cli_progress *p, const char *label, int64_t done,
                        int64_t total, int force);
 void cli_progress_end(cli_progress *p);
