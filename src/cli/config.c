@@ -15,12 +15,11 @@
 #include <yaml.h>
 
 #include "cli/cli.h"
-#include "cli/effect.h"
 #include "cli/http.h"
-#include "cli/outbox_effect.h"
 #include "core/buf.h"
 #include "core/json.h"
 #include "core/outbox.h"
+#include "effect/decl.h"
 
 typedef struct ctx {
 	yaml_document_t doc;
@@ -55,6 +54,23 @@ static cli_pos pos_of(const yaml_node_t *n)
 	cli_pos p = {(int)n->start_mark.line + 1,
 	             (int)n->start_mark.column + 1};
 	return p;
+}
+
+/* fail() at a position kept from the reading. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int
+fail_at(ctx *x, cli_pos pos, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(x->err, x->errlen, "%s:%d:%d: %s", x->path, pos.line, pos.col,
+	         msg);
+	return -1;
 }
 
 static yaml_node_t *node(ctx *x, int i)
@@ -477,8 +493,9 @@ static int sql_step(ctx *x, yaml_node_t *m, cli_step *s, const char *what)
 		}
 	}
 	char why[512];
-	if (cli_sql_check(s->sql, s->nparams, (const char *const *)s->params,
-	                  why, sizeof(why)) < 0)
+	if (inbox__decl_sql_check(s->sql, s->nparams,
+	                          (const char *const *)s->params, why,
+	                          sizeof(why)) < 0)
 		return fail(x, sql, "%s: %s", what, why);
 	return 0;
 }
@@ -618,7 +635,7 @@ static int body_leaf(ctx *x, yaml_node_t *n)
 #define BODY_MAX_VALUES 10000
 
 /* The body template as JSON: objects and arrays as written, leaves as
- * their text (resolved per message by src/cli/outbox_effect.c). */
+ * their text (resolved per message by src/effect/decl_outbox.c). */
 static json_t *body_tmpl(ctx *x, yaml_node_t *n, int depth)
 {
 	if (depth > 16) {
@@ -691,6 +708,20 @@ static char *headers_json(ctx *x, yaml_node_t *n)
 	return text;
 }
 
+/* The step's fixed fields (everything but the body and max_attempts) into
+ * *e, which borrows s's strings. */
+static void outbox_effect_of(inbox_outbox_effect *e, const cli_outbox_step *s)
+{
+	*e = (inbox_outbox_effect)INBOX_OUTBOX_EFFECT_INIT;
+	e->step = s->step;
+	e->method = s->method;
+	e->url = s->url;
+	e->headers = s->headers;
+	e->key_header = s->key_header;
+	e->idempotent = s->idempotent;
+	e->reconcile_url = s->reconcile_url;
+}
+
 static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
 {
 	static const char *const keys[] = {
@@ -753,7 +784,7 @@ static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
 			return -1;
 	}
 	inbox_outbox_effect e;
-	cli_outbox_effect_of(&e, s);
+	outbox_effect_of(&e, s);
 	char why[300];
 	if (inbox__outbox_effect_check(&e, why, sizeof(why)) < 0)
 		return fail(x, m, "outbox: %s", why);
@@ -1110,6 +1141,62 @@ static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 	return 0;
 }
 
+/* The consumer's effects, read above, handed to the library as a
+ * declaration (include/inbox/decl.h): what inbox_decl_handler runs. The
+ * steps were checked where they were read, so a refusal here is one the
+ * reader does not know of: it points at the step. */
+static int declare(ctx *x, yaml_node_t *m, cli_consumer *c)
+{
+	inbox_decl_options o = INBOX_DECL_OPTIONS_INIT;
+	o.consumer = c->name;
+	o.setup_sql = c->setup;
+	o.outbox_max_attempts = c->dispatch.max_attempts;
+	char why[512] = "";
+	if (inbox_decl_new(&c->decl, &o, why, sizeof(why)) < 0)
+		return fail(x, m, "consumer \"%s\": %s", c->name, why);
+	for (int i = 0; i < c->nsteps; i++) {
+		const cli_step *s = &c->steps[i];
+		int rc;
+		if (s->kind == CLI_STEP_SQL) {
+			rc = inbox_decl_add_sql(c->decl, s->sql, s->nparams,
+			                        (const char *const *)s->params,
+			                        why, sizeof(why));
+		} else {
+			inbox_decl_upsert u = INBOX_DECL_UPSERT_INIT;
+			u.table = s->table;
+			u.key_column = s->key_column;
+			u.key_pointer = s->key_value;
+			u.version_column = s->version_column;
+			u.version_pointer = s->version_value;
+			u.nset = s->nset;
+			u.set_columns = (const char *const *)s->set_columns;
+			u.set_pointers = (const char *const *)s->set_values;
+			rc = inbox_decl_add_upsert(c->decl, &u, why,
+			                           sizeof(why));
+		}
+		if (rc < 0)
+			return fail_at(x, s->pos, "effect step %d: %s", i + 1,
+			               why);
+	}
+	for (int i = 0; i < c->noutbox; i++) {
+		const cli_outbox_step *s = &c->outbox[i];
+		inbox_outbox_effect e;
+		outbox_effect_of(&e, s);
+		e.max_attempts = s->max_attempts;
+		char *body = s->body ? json_dumps(s->body, JSON_COMPACT) : NULL;
+		int rc = s->body && !body
+		             ? INBOX_ERR_NOMEM
+		             : inbox_decl_add_outbox(c->decl, &e, body, why,
+		                                     sizeof(why));
+		free(body);
+		if (rc == INBOX_ERR_NOMEM)
+			snprintf(why, sizeof(why), "out of memory");
+		if (rc < 0)
+			return fail_at(x, s->pos, "outbox: %s", why);
+	}
+	return 0;
+}
+
 static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
 	if (want(x, m, YAML_MAPPING_NODE, "a consumer") ||
@@ -1149,14 +1236,14 @@ static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 	    outbox_config(x, m, c))
 		return -1;
 	/* Only external effects (outbox:) is fine too. */
-	if (!(v = get(x, m, "effect")) && c->noutbox)
-		return 0;
-	if (!v)
+	if (!(v = get(x, m, "effect")) && !c->noutbox)
 		return fail(x, m,
 		            "consumer \"%s\": effect is required (one or more "
 		            "\"- sql:\" or \"- upsert:\" steps)",
 		            c->name);
-	return effect(x, v, c);
+	if (v && effect(x, v, c))
+		return -1;
+	return declare(x, m, c);
 }
 
 /* metrics: {listen: 127.0.0.1:9464} -- the /metrics and /healthz
@@ -1518,6 +1605,7 @@ void cli_config_free(cli_config *cfg)
 			free_step(&c->steps[j]);
 		free(c->steps);
 		free_outbox(c);
+		inbox_decl_free(c->decl);
 	}
 	free(cfg->consumers);
 	free(cfg->path);

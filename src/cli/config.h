@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <inbox/decl.h>
 #include <inbox/inbox.h>
 
 /* Where a value came from, for messages ("inbox.yaml:12:7"). */
@@ -18,7 +19,7 @@ typedef struct cli_pos {
 	int col;  /* 1-based */
 } cli_pos;
 
-#define CLI_MAX_PARAMS 64
+#define CLI_MAX_PARAMS INBOX_DECL_MAX_PARAMS
 
 typedef enum cli_step_kind {
 	CLI_STEP_SQL = 1,
@@ -44,7 +45,7 @@ typedef struct cli_step {
 } cli_step;
 
 /* One external effect of a consumer (outbox:), declared for every
- * applied message in the inbox's transaction (src/cli/outbox_effect.c). */
+ * applied message in the inbox's transaction (src/effect/decl_outbox.c). */
 typedef struct cli_outbox_step {
 	cli_pos pos;
 	char *step;
@@ -107,6 +108,9 @@ typedef struct cli_consumer {
 	cli_outbox_step *outbox; /* external effects, or NULL */
 	int noutbox;
 	cli_dispatch dispatch;
+	/* steps, outbox and setup as the library runs them (inbox_decl_handler,
+	 * inbox_decl_prepare): built from the above by the reader, owned. */
+	inbox_decl *decl;
 } cli_consumer;
 
 /* providers: settings of one provider (scheme://host:port), for every

@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "cli/effect.h"
 #include "cli/http.h"
 #include "core/internal.h"
 #include "core/log.h"
@@ -115,24 +114,26 @@ int cli_try_prepare_effects(const cli_config *cfg, const cli_consumer *c,
                             inbox_store *st, cli_open_fail *f)
 {
 	char err[1024];
-	int rc;
-	if (c->setup && (rc = cli_setup_run(st, c->setup, err, sizeof(err)))) {
-		cli_scrub(err, sizeof(err), cli_consumer_store(cfg, c));
-		/* The database going away is no config error: retry. */
-		return failed(f, rc,
-		              rc == INBOX_ERR_TRANSIENT ? CLI_EXIT_CONNECT
-		                                        : CLI_EXIT_CONFIG,
+	int step = 0;
+	int rc = inbox_decl_prepare(c->decl, st, &step, err, sizeof(err));
+	if (rc == 0)
+		return 0;
+	cli_scrub(err, sizeof(err), cli_consumer_store(cfg, c));
+	/* The database going away is no config error: retry. */
+	int code =
+	    rc == INBOX_ERR_TRANSIENT ? CLI_EXIT_CONNECT : CLI_EXIT_CONFIG;
+	if (step == 0)
+		return failed(f, rc, code,
 		              "%s:%d: consumer \"%s\": setup SQL failed: %s",
 		              cfg->path, c->setup_pos.line, c->name, err);
-	}
-	if ((rc = cli_effect_validate(st, cfg->path, c, err, sizeof(err)))) {
-		cli_scrub(err, sizeof(err), cli_consumer_store(cfg, c));
-		return failed(f, rc,
-		              rc == INBOX_ERR_TRANSIENT ? CLI_EXIT_CONNECT
-		                                        : CLI_EXIT_CONFIG,
-		              "%s", err);
-	}
-	return 0;
+	const cli_step *s = &c->steps[step - 1];
+	if (s->kind == CLI_STEP_SQL)
+		return failed(f, rc, code,
+		              "%s:%d:%d: consumer \"%s\", effect step %d: %s",
+		              cfg->path, s->sql_pos.line, s->sql_pos.col,
+		              c->name, step, err);
+	return failed(f, rc, code, "%s:%d: consumer \"%s\", effect step %d: %s",
+	              cfg->path, s->pos.line, c->name, step, err);
 }
 
 int cli_prepare_effects(const cli_config *cfg, const cli_consumer *c,
@@ -160,8 +161,8 @@ int cli_try_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	o.lease_ms = c->lease_ms;
 	o.max_payload = c->max_payload;
 	o.replay_policy = c->replay;
-	o.handler = cli_effect_handler;
-	o.handler_payload = (void *)c;
+	o.handler = inbox_decl_handler;
+	o.handler_payload = c->decl;
 	o.json_schema = c->schema_json;
 	o.batch_timeout_ms = c->batch_timeout_ms;
 	char err[512] = "";

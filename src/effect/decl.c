@@ -1,10 +1,10 @@
 /*
- * Declarative effects: checked without a database at load time
- * (cli_sql_check), against the database at start-up (cli_effect_validate),
- * and run per message in the inbox's transaction (cli_effect_handler).
+ * Declared effects (include/inbox/decl.h): checked without a database when
+ * added (inbox__decl_sql_check), against the database before the consumer
+ * runs (inbox_decl_prepare), and run per message in the inbox's
+ * transaction (inbox_decl_handler).
  */
-#include "cli/effect.h"
-#include "cli/outbox_effect.h"
+#include "effect/decl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -116,10 +116,10 @@ static int is_txn_control(const char *p)
 	return 0;
 }
 
-int cli_sql_check(const char *sql, int nparams, const char *const *params,
-                  char *why, size_t len)
+int inbox__decl_sql_check(const char *sql, int nparams,
+                          const char *const *params, char *why, size_t len)
 {
-	unsigned char used[CLI_MAX_PARAMS + 1] = {0};
+	unsigned char used[INBOX_DECL_MAX_PARAMS + 1] = {0};
 	int maxn = 0;
 	if (!*skip_space(sql)) {
 		snprintf(why, len, "the SQL is empty");
@@ -156,11 +156,11 @@ int cli_sql_check(const char *sql, int nparams, const char *const *params,
 			char *end;
 			errno = 0;
 			long n = strtol(p + 1, &end, 10);
-			if (n < 1 || n > CLI_MAX_PARAMS || errno) {
+			if (n < 1 || n > INBOX_DECL_MAX_PARAMS || errno) {
 				snprintf(why, len,
 				         "placeholder $%.10s is out of range "
 				         "($1..$%d)",
-				         p + 1, CLI_MAX_PARAMS);
+				         p + 1, INBOX_DECL_MAX_PARAMS);
 				return -1;
 			}
 			used[n] = 1;
@@ -298,7 +298,7 @@ static int prepare(inbox_store *st, const char *sql, char *err, size_t len)
 }
 
 /* The upsert's table and columns must exist. */
-static char *upsert_probe(const cli_step *s)
+static char *upsert_probe(const inbox__decl_step *s)
 {
 	inbox__buf b = INBOX__BUF_INIT;
 	int bad = inbox__buf_puts(&b, "SELECT ");
@@ -319,42 +319,57 @@ static char *upsert_probe(const cli_step *s)
 	return b.data;
 }
 
-int cli_effect_validate(inbox_store *st, const char *path,
-                        const cli_consumer *c, char *err, size_t len)
+int inbox_decl_prepare(const inbox_decl *d, inbox_store *st, int *step,
+                       char *err, size_t len)
 {
 	char why[600];
-	for (int i = 0; i < c->nsteps; i++) {
-		const cli_step *s = &c->steps[i];
-		int rc;
-		if (s->kind == CLI_STEP_SQL) {
+	int rc;
+	if (step)
+		*step = 0;
+	if (err && len)
+		err[0] = '\0';
+	if (!d || !st) {
+		if (err && len)
+			snprintf(err, len, "no declaration or no store");
+		return INBOX_ERR_INVALID;
+	}
+	if (d->setup && (rc = cli_setup_run(st, d->setup, why, sizeof(why)))) {
+		if (err && len)
+			snprintf(err, len, "%s", why);
+		return rc;
+	}
+	for (int i = 0; i < d->nsteps; i++) {
+		const inbox__decl_step *s = &d->steps[i];
+		if (step)
+			*step = i + 1;
+		if (s->kind == INBOX__DECL_SQL) {
 			if ((rc = prepare(st, s->sql, why, sizeof(why))) == 0)
 				continue;
-			snprintf(
-			    err, len,
-			    "%s:%d:%d: consumer \"%s\", effect step %d: the "
-			    "database rejects the SQL: %s",
-			    path, s->sql_pos.line, s->sql_pos.col, c->name,
-			    i + 1, why);
+			if (err && len)
+				snprintf(err, len,
+				         "the database rejects the SQL: %s",
+				         why);
 			return rc;
 		}
 		char *probe = upsert_probe(s);
 		if (!probe) {
-			snprintf(err, len,
-			         "%s:%d: consumer \"%s\", effect step %d: bad "
-			         "upsert table name \"%s\"",
-			         path, s->pos.line, c->name, i + 1, s->table);
+			if (err && len)
+				snprintf(err, len,
+				         "bad upsert table name \"%s\"",
+				         s->table);
 			return INBOX_ERR_INVALID;
 		}
 		rc = prepare(st, probe, why, sizeof(why));
 		free(probe);
 		if (rc == 0)
 			continue;
-		snprintf(err, len,
-		         "%s:%d: consumer \"%s\", effect step %d: upsert into "
-		         "\"%s\": %s",
-		         path, s->pos.line, c->name, i + 1, s->table, why);
+		if (err && len)
+			snprintf(err, len, "upsert into \"%s\": %s", s->table,
+			         why);
 		return rc;
 	}
+	if (step)
+		*step = 0;
 	return 0;
 }
 
@@ -413,10 +428,10 @@ static int param(inbox_txn *t, const inbox_msg *m, const char *ptr,
 	return -1;
 }
 
-static int run_sql(inbox_txn *t, const inbox_msg *m, const cli_step *s,
+static int run_sql(inbox_txn *t, const inbox_msg *m, const inbox__decl_step *s,
                    int step)
 {
-	const char *vals[CLI_MAX_PARAMS];
+	const char *vals[INBOX_DECL_MAX_PARAMS];
 	for (int i = 0; i < s->nparams; i++)
 		if (param(t, m, s->params[i], "effect parameter", i + 1,
 		          &vals[i]) < 0)
@@ -425,10 +440,10 @@ static int run_sql(inbox_txn *t, const inbox_msg *m, const cli_step *s,
 	return rc < 0 ? db_failed(t, rc, step) : INBOX_HANDLER_OK;
 }
 
-static int run_upsert(inbox_txn *t, const inbox_msg *m, const cli_step *s,
-                      int step)
+static int run_upsert(inbox_txn *t, const inbox_msg *m,
+                      const inbox__decl_step *s, int step)
 {
-	const char *key, *ver, *vals[CLI_MAX_PARAMS];
+	const char *key, *ver, *vals[INBOX_DECL_MAX_PARAMS];
 	char reason[400];
 	if (param(t, m, s->key_value, "upsert key", 0, &key) < 0 ||
 	    param(t, m, s->version_value, "upsert version", 0, &ver) < 0)
@@ -460,16 +475,16 @@ static int run_upsert(inbox_txn *t, const inbox_msg *m, const cli_step *s,
 	return rc < 0 ? db_failed(t, rc, step) : INBOX_HANDLER_OK;
 }
 
-int cli_effect_handler(inbox_txn *t, const inbox_msg *m, void *payload)
+int inbox_decl_handler(inbox_txn *t, const inbox_msg *m, void *payload)
 {
-	const cli_consumer *c = payload;
-	for (int i = 0; i < c->nsteps; i++) {
-		const cli_step *s = &c->steps[i];
-		int v = s->kind == CLI_STEP_SQL ? run_sql(t, m, s, i + 1)
-		                                : run_upsert(t, m, s, i + 1);
+	const inbox_decl *d = payload;
+	for (int i = 0; i < d->nsteps; i++) {
+		const inbox__decl_step *s = &d->steps[i];
+		int v = s->kind == INBOX__DECL_SQL ? run_sql(t, m, s, i + 1)
+		                                   : run_upsert(t, m, s, i + 1);
 		if (v != INBOX_HANDLER_OK)
 			return v;
 	}
 	/* External effects: outbox rows in the same transaction. */
-	return c->noutbox ? cli_outbox_declare(t, m, c) : INBOX_HANDLER_OK;
+	return d->noutbox ? inbox__decl_outbox_run(t, m, d) : INBOX_HANDLER_OK;
 }

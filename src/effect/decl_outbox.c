@@ -1,5 +1,5 @@
-/* Outbox rows of a configured consumer: bodies rendered from templates. */
-#include "cli/outbox_effect.h"
+/* Outbox steps of a declaration: bodies rendered from templates. */
+#include "effect/decl.h"
 
 #include <inbox/outbox.h>
 #include <stdio.h>
@@ -8,10 +8,12 @@
 #include "core/consumer.h"
 #include "core/json.h"
 
-void cli_outbox_effect_of(inbox_outbox_effect *e, const cli_outbox_step *s)
+void inbox__decl_outbox_effect(inbox_outbox_effect *e,
+                               const inbox__decl_outbox *s)
 {
 	*e = (inbox_outbox_effect)INBOX_OUTBOX_EFFECT_INIT;
 	e->step = s->step;
+	e->kind = s->kind;
 	e->method = s->method;
 	e->url = s->url;
 	e->headers = s->headers;
@@ -22,7 +24,7 @@ void cli_outbox_effect_of(inbox_outbox_effect *e, const cli_outbox_step *s)
 
 /* The value of one template leaf (a new reference), or NULL with the
  * reason in why. */
-static json_t *leaf(const char *spec, const inbox_msg *m, const cli_consumer *c,
+static json_t *leaf(const char *spec, const inbox_msg *m, const inbox_decl *d,
                     const char *step, char *why, size_t len)
 {
 	if (spec[0] == '=')
@@ -31,7 +33,8 @@ static json_t *leaf(const char *spec, const inbox_msg *m, const cli_consumer *c,
 		return json_string(inbox_msg_key(m));
 	if (strcmp(spec, "{idempotency_key}") == 0) {
 		char k[INBOX_OUTBOX_KEY_LEN + 1];
-		if (inbox_outbox_key(c->name, inbox_msg_key(m), step, k) < 0)
+		if (inbox_outbox_key(d->consumer, inbox_msg_key(m), step, k) <
+		    0)
 			return NULL;
 		return json_string(k);
 	}
@@ -47,18 +50,18 @@ static json_t *leaf(const char *spec, const inbox_msg *m, const cli_consumer *c,
 }
 
 static json_t *render(const json_t *tmpl, const inbox_msg *m,
-                      const cli_consumer *c, const char *step, char *why,
+                      const inbox_decl *d, const char *step, char *why,
                       size_t len)
 {
 	if (json_is_string(tmpl))
-		return leaf(json_string_value(tmpl), m, c, step, why, len);
+		return leaf(json_string_value(tmpl), m, d, step, why, len);
 	if (json_is_array(tmpl)) {
 		json_t *a = json_array();
 		size_t i;
 		json_t *v;
 		json_array_foreach(tmpl, i, v)
 		{
-			json_t *r = render(v, m, c, step, why, len);
+			json_t *r = render(v, m, d, step, why, len);
 			if (!r || json_array_append_new(a, r)) {
 				json_decref(a);
 				return NULL;
@@ -71,7 +74,7 @@ static json_t *render(const json_t *tmpl, const inbox_msg *m,
 	json_t *v;
 	json_object_foreach((json_t *)tmpl, k, v)
 	{
-		json_t *r = render(v, m, c, step, why, len);
+		json_t *r = render(v, m, d, step, why, len);
 		if (!r || json_object_set_new(o, k, r)) {
 			json_decref(o);
 			return NULL;
@@ -80,13 +83,13 @@ static json_t *render(const json_t *tmpl, const inbox_msg *m,
 	return o;
 }
 
-static int declare(inbox_txn *t, const inbox_msg *m, const cli_consumer *c,
-                   const cli_outbox_step *s)
+static int declare(inbox_txn *t, const inbox_msg *m, const inbox_decl *d,
+                   const inbox__decl_outbox *s)
 {
 	char why[400] = "";
 	inbox__buf body = INBOX__BUF_INIT;
 	if (s->body) {
-		json_t *v = render(s->body, m, c, s->step, why, sizeof(why));
+		json_t *v = render(s->body, m, d, s->step, why, sizeof(why));
 		/* Canonical (RFC 8785): the same message always gives the
 		 * same bytes, which is what an idempotent provider compares. */
 		int bad = !v || inbox__canon_append(&body, v) < 0;
@@ -106,11 +109,11 @@ static int declare(inbox_txn *t, const inbox_msg *m, const cli_consumer *c,
 		}
 	}
 	inbox_outbox_effect e;
-	cli_outbox_effect_of(&e, s);
+	inbox__decl_outbox_effect(&e, s);
 	e.body = body.data;
 	e.body_len = body.len;
 	e.max_attempts =
-	    s->max_attempts ? s->max_attempts : c->dispatch.max_attempts;
+	    s->max_attempts ? s->max_attempts : d->outbox_max_attempts;
 	int rc = inbox_txn_outbox_add(t, &e, NULL, NULL);
 	inbox__buf_free(&body);
 	if (rc == INBOX_OK)
@@ -123,10 +126,11 @@ static int declare(inbox_txn *t, const inbox_msg *m, const cli_consumer *c,
 	                               : INBOX_HANDLER_RETRY;
 }
 
-int cli_outbox_declare(inbox_txn *t, const inbox_msg *m, const cli_consumer *c)
+int inbox__decl_outbox_run(inbox_txn *t, const inbox_msg *m,
+                           const inbox_decl *d)
 {
-	for (int i = 0; i < c->noutbox; i++) {
-		int v = declare(t, m, c, &c->outbox[i]);
+	for (int i = 0; i < d->noutbox; i++) {
+		int v = declare(t, m, d, &d->outbox[i]);
 		if (v != INBOX_HANDLER_OK)
 			return v;
 	}

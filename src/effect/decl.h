@@ -1,0 +1,82 @@
+/*
+ * Declared effects (include/inbox/decl.h), inside the library: the
+ * declaration as built (decl_build.c), its checks and SQL steps
+ * (decl.c), its outbox steps (decl_outbox.c).
+ */
+#ifndef INBOX_EFFECT_DECL_H
+#define INBOX_EFFECT_DECL_H
+
+#include <stddef.h>
+
+#include <inbox/decl.h>
+
+typedef enum inbox__decl_kind {
+	INBOX__DECL_SQL = 1,
+	INBOX__DECL_UPSERT = 2
+} inbox__decl_kind;
+
+/* One effect statement: plain SQL with pointer-bound $N parameters, or a
+ * versioned upsert (inbox_txn_upsert_versioned). Every string is owned. */
+typedef struct inbox__decl_step {
+	inbox__decl_kind kind;
+	/* INBOX__DECL_SQL */
+	char *sql;
+	char **params; /* JSON pointers, $1..$n */
+	int nparams;
+	/* INBOX__DECL_UPSERT */
+	char *table;
+	char *key_column, *key_value;         /* key_value: a pointer */
+	char *version_column, *version_value; /* version_value: a pointer */
+	char **set_columns, **set_values;     /* set_values: pointers */
+	int nset;
+} inbox__decl_step;
+
+/* One external effect, declared for every applied message. */
+typedef struct inbox__decl_outbox {
+	char *step;
+	char *kind; /* NULL = http */
+	char *method;
+	char *url;
+	char *headers;
+	char *key_header;
+	char *reconcile_url;
+	struct json_t *body; /* template, or NULL */
+	int idempotent;
+	int max_attempts; /* 0 = the declaration's outbox_max_attempts */
+} inbox__decl_outbox;
+
+struct inbox_decl {
+	char *consumer; /* NULL: no outbox steps allowed */
+	char *setup;    /* NULL: none */
+	int outbox_max_attempts;
+	inbox__decl_step *steps;
+	int nsteps, capsteps;
+	inbox__decl_outbox *outbox;
+	int noutbox, capoutbox;
+};
+
+/* Static checks of one effect statement, without a database: exactly one
+ * statement, no transaction control (the effect runs inside the inbox's
+ * transaction), and the $N placeholders are exactly $1..$nparams.
+ * 0, or -1 with the reason in why. (The config reader calls it too, to
+ * point at the line of the statement.) */
+int inbox__decl_sql_check(const char *sql, int nparams,
+                          const char *const *params, char *why, size_t len);
+
+/* Run setup SQL (several statements allowed) outside any transaction. 0,
+ * or with the database's message in err INBOX_ERR_STORE (the SQL was
+ * refused) or INBOX_ERR_TRANSIENT (the database went away meanwhile). */
+int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len);
+
+/* The fixed fields of an outbox step (everything but the body) into *e,
+ * which borrows s's strings. */
+void inbox__decl_outbox_effect(inbox_outbox_effect *e,
+                               const inbox__decl_outbox *s);
+
+/* Declare every outbox step of `d` for message m (called by the handler
+ * after the SQL steps). A body pointer missing from the message is
+ * permanent: REJECT with the reason; a store failure: RETRY. */
+int inbox__decl_outbox_run(inbox_txn *t, const inbox_msg *m,
+                           const inbox_decl *d);
+
+#endif
