@@ -151,7 +151,8 @@ INBOX_API int inbox_decl_add_upsert(inbox_decl *d, const inbox_decl_upsert *u,
 /* Add an outbox step: for every applied message, an outbox row for effect
  * `e` (inbox_txn_outbox_add(); e->body must be NULL) whose body is
  * `body_template` rendered from the message, as canonical JSON (RFC
- * 8785), or empty when the template is NULL. The template is JSON text:
+ * 8785), or empty when the template is NULL. The template is JSON text
+ * (any value: "\"/data\"" is a body that is the message's /data):
  * objects and arrays are kept as written, every string is a leaf:
  *   "/json/pointer"     the value there, with its JSON type;
  *   "{idempotency_key}" the row's idempotency key;

@@ -338,7 +338,9 @@ int inbox_decl_add_outbox(inbox_decl *d, const inbox_outbox_effect *e,
 	json_t *body = NULL;
 	if (body_template) {
 		json_error_t jerr;
-		body = json_loads(body_template, JSON_REJECT_DUPLICATES, &jerr);
+		body =
+		    json_loads(body_template,
+		               JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 		if (!body)
 			return say(why, len, INBOX_ERR_INVALID,
 			           "step %s: body template: %s (line %d)",
