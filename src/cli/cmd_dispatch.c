@@ -293,7 +293,7 @@ static int open_providers(const cli_config *cfg, inbox_providers **out)
 
 int cli_dispatch_wanted(const cli_consumer *cc, const cli_consumer *only)
 {
-	return (!only || cc == only) && cc->noutbox > 0;
+	return (!only || cc == only) && inbox_decl_outbox_steps(cc->decl) > 0;
 }
 
 int cli_dispatch_start(const cli_config *cfg, const cli_consumer *only,
@@ -403,7 +403,8 @@ static int print_pending(const cli_config *cfg, const cli_consumer *only)
 	int status = 0;
 	for (int i = 0; i < cfg->nconsumers; i++) {
 		const cli_consumer *cc = &cfg->consumers[i];
-		if ((only && cc != only) || (!only && cc->noutbox == 0))
+		if ((only && cc != only) ||
+		    (!only && inbox_decl_outbox_steps(cc->decl) == 0))
 			continue;
 		inbox_store *st = NULL;
 		int rc = cli_open_store(cfg, cc, -1, &st);

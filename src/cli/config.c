@@ -18,8 +18,6 @@
 #include "cli/http.h"
 #include "core/buf.h"
 #include "core/json.h"
-#include "core/outbox.h"
-#include "effect/decl.h"
 
 typedef struct ctx {
 	yaml_document_t doc;
@@ -54,23 +52,6 @@ static cli_pos pos_of(const yaml_node_t *n)
 	cli_pos p = {(int)n->start_mark.line + 1,
 	             (int)n->start_mark.column + 1};
 	return p;
-}
-
-/* fail() at a position kept from the reading. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int
-fail_at(ctx *x, cli_pos pos, const char *fmt, ...)
-{
-	char msg[768];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(x->err, x->errlen, "%s:%d:%d: %s", x->path, pos.line, pos.col,
-	         msg);
-	return -1;
 }
 
 static yaml_node_t *node(ctx *x, int i)
@@ -207,14 +188,24 @@ static int want(ctx *x, yaml_node_t *n, yaml_node_type_t type, const char *what)
 
 /* ---- typed values -------------------------------------------------- */
 
-static int str_value(ctx *x, yaml_node_t *n, const char *what, char **out)
+/* A text value, borrowed from the document. */
+static int str_ref(ctx *x, yaml_node_t *n, const char *what, const char **out)
 {
 	if (want(x, n, YAML_SCALAR_NODE, what))
 		return -1;
 	if (is_null(n))
 		return fail(x, n, "%s needs a value", what);
+	*out = sv(n);
+	return 0;
+}
+
+static int str_value(ctx *x, yaml_node_t *n, const char *what, char **out)
+{
+	const char *v;
+	if (str_ref(x, n, what, &v))
+		return -1;
 	free(*out);
-	*out = strdup(sv(n));
+	*out = strdup(v);
 	return *out ? 0 : fail(x, n, "out of memory");
 }
 
@@ -323,7 +314,9 @@ static int duration_value(ctx *x, yaml_node_t *n, const char *what,
 	return 0;
 }
 
-static int pointer_value(ctx *x, yaml_node_t *n, const char *what, char **out)
+/* A JSON pointer, borrowed from the document. */
+static int pointer_ref(ctx *x, yaml_node_t *n, const char *what,
+                       const char **out)
 {
 	if (want(x, n, YAML_SCALAR_NODE, what))
 		return -1;
@@ -333,8 +326,17 @@ static int pointer_value(ctx *x, yaml_node_t *n, const char *what, char **out)
 		            "for the whole message, or /name/name..., with ~0 "
 		            "for ~ and ~1 for /)",
 		            what, sv(n));
+	*out = sv(n);
+	return 0;
+}
+
+static int pointer_value(ctx *x, yaml_node_t *n, const char *what, char **out)
+{
+	const char *v;
+	if (pointer_ref(x, n, what, &v))
+		return -1;
 	free(*out);
-	*out = strdup(sv(n));
+	*out = strdup(v);
 	return *out ? 0 : fail(x, n, "out of memory");
 }
 
@@ -461,47 +463,57 @@ static int source_url(ctx *x, yaml_node_t *n, char **out, cli_pos *pos)
 
 /* ---- effects ------------------------------------------------------- */
 
-static int sql_step(ctx *x, yaml_node_t *m, cli_step *s, const char *what)
+/* Read straight into the consumer's declaration (include/inbox/decl.h),
+ * which copies what it is given: the values are the YAML document's. The
+ * reader keeps only where each step is, for the messages of start-up. */
+
+/* A refusal of the declaration: the reason at node n. */
+static int refused(ctx *x, yaml_node_t *n, int rc, const char *prefix,
+                   const char *why)
+{
+	if (rc == INBOX_ERR_NOMEM)
+		return fail(x, n, "out of memory");
+	return fail(x, n, "%s%s", prefix, why);
+}
+
+static int sql_step(ctx *x, yaml_node_t *m, cli_consumer *c, cli_step *s,
+                    const char *what)
 {
 	static const char *const keys[] = {"sql", "params", NULL};
 	if (check_keys(x, m, what, keys))
 		return -1;
 	yaml_node_t *sql = get(x, m, "sql"), *params = get(x, m, "params");
+	const char *text, *ptrs[CLI_MAX_PARAMS];
+	int n = 0;
 	s->kind = CLI_STEP_SQL;
-	if (str_value(x, sql, "sql", &s->sql))
+	if (str_ref(x, sql, "sql", &text))
 		return -1;
 	s->sql_pos = pos_of(sql);
 	if (params && !is_null(params)) {
 		if (want(x, params, YAML_SEQUENCE_NODE, "params"))
 			return -1;
-		int n = (int)(params->data.sequence.items.top -
-		              params->data.sequence.items.start);
+		n = (int)(params->data.sequence.items.top -
+		          params->data.sequence.items.start);
 		if (n > CLI_MAX_PARAMS)
 			return fail(x, params, "params: at most %d parameters",
 			            CLI_MAX_PARAMS);
-		s->params = calloc((size_t)n + 1, sizeof(*s->params));
-		if (!s->params)
-			return fail(x, params, "out of memory");
 		for (int i = 0; i < n; i++) {
 			char w[48];
 			snprintf(w, sizeof(w), "params: $%d", i + 1);
 			yaml_node_t *it =
 			    node(x, params->data.sequence.items.start[i]);
-			if (pointer_value(x, it, w, &s->params[i]))
+			if (pointer_ref(x, it, w, &ptrs[i]))
 				return -1;
-			s->nparams = i + 1;
 		}
 	}
-	char why[512];
-	if (inbox__decl_sql_check(s->sql, s->nparams,
-	                          (const char *const *)s->params, why,
-	                          sizeof(why)) < 0)
-		return fail(x, sql, "%s: %s", what, why);
-	return 0;
+	char why[512], prefix[64];
+	int rc = inbox_decl_add_sql(c->decl, text, n, ptrs, why, sizeof(why));
+	snprintf(prefix, sizeof(prefix), "%s: ", what);
+	return rc < 0 ? refused(x, sql, rc, prefix, why) : 0;
 }
 
 static int column_pointer(ctx *x, yaml_node_t *n, const char *what,
-                          char **column, char **value)
+                          const char **column, const char **value)
 {
 	static const char *const keys[] = {"column", "value", NULL};
 	if (!n)
@@ -511,13 +523,13 @@ static int column_pointer(ctx *x, yaml_node_t *n, const char *what,
 	yaml_node_t *c = get(x, n, "column"), *v = get(x, n, "value");
 	if (!c || !v)
 		return fail(x, n, "%s needs both column: and value:", what);
-	if (str_value(x, c, "column", column) ||
-	    pointer_value(x, v, "value", value))
+	if (str_ref(x, c, "column", column) ||
+	    pointer_ref(x, v, "value", value))
 		return -1;
 	return 0;
 }
 
-static int upsert_step(ctx *x, yaml_node_t *m, cli_step *s)
+static int upsert_step(ctx *x, yaml_node_t *m, cli_consumer *c, cli_step *s)
 {
 	static const char *const keys[] = {"table", "key", "version", "set",
 	                                   NULL};
@@ -525,45 +537,46 @@ static int upsert_step(ctx *x, yaml_node_t *m, cli_step *s)
 	    check_keys(x, m, "upsert", keys))
 		return -1;
 	s->kind = CLI_STEP_UPSERT;
+	inbox_decl_upsert u = INBOX_DECL_UPSERT_INIT;
+	const char *cols[CLI_MAX_PARAMS], *vals[CLI_MAX_PARAMS];
 	yaml_node_t *t = get(x, m, "table");
 	if (!t)
 		return fail(x, m, "upsert: table is required");
-	if (str_value(x, t, "upsert table", &s->table))
+	if (str_ref(x, t, "upsert table", &u.table))
 		return -1;
 	yaml_node_t *k = get(x, m, "key"), *v = get(x, m, "version");
 	if (!k || !v)
 		return fail(x, m,
 		            "upsert needs key: {column, value} and version: "
 		            "{column, value}");
-	if (column_pointer(x, k, "upsert key", &s->key_column, &s->key_value) ||
-	    column_pointer(x, v, "upsert version", &s->version_column,
-	                   &s->version_value))
+	if (column_pointer(x, k, "upsert key", &u.key_column, &u.key_pointer) ||
+	    column_pointer(x, v, "upsert version", &u.version_column,
+	                   &u.version_pointer))
 		return -1;
 	yaml_node_t *set = get(x, m, "set");
-	if (!set || is_null(set))
-		return 0;
-	if (want(x, set, YAML_MAPPING_NODE, "upsert set"))
-		return -1;
-	int n =
-	    (int)(set->data.mapping.pairs.top - set->data.mapping.pairs.start);
-	if (n > CLI_MAX_PARAMS - 2)
-		return fail(x, set, "upsert set: at most %d columns",
-		            CLI_MAX_PARAMS - 2);
-	s->set_columns = calloc((size_t)n + 1, sizeof(char *));
-	s->set_values = calloc((size_t)n + 1, sizeof(char *));
-	if (!s->set_columns || !s->set_values)
-		return fail(x, set, "out of memory");
-	for (int i = 0; i < n; i++) {
-		yaml_node_pair_t *p = &set->data.mapping.pairs.start[i];
-		yaml_node_t *col = node(x, p->key), *val = node(x, p->value);
-		if (str_value(x, col, "upsert set column", &s->set_columns[i]))
+	if (set && !is_null(set)) {
+		if (want(x, set, YAML_MAPPING_NODE, "upsert set"))
 			return -1;
-		s->nset = i + 1;
-		if (pointer_value(x, val, "upsert set value",
-		                  &s->set_values[i]))
-			return -1;
+		int n = (int)(set->data.mapping.pairs.top -
+		              set->data.mapping.pairs.start);
+		if (n > CLI_MAX_PARAMS - 2)
+			return fail(x, set, "upsert set: at most %d columns",
+			            CLI_MAX_PARAMS - 2);
+		for (int i = 0; i < n; i++) {
+			yaml_node_pair_t *p = &set->data.mapping.pairs.start[i];
+			yaml_node_t *col = node(x, p->key),
+			            *val = node(x, p->value);
+			if (str_ref(x, col, "upsert set column", &cols[i]) ||
+			    pointer_ref(x, val, "upsert set value", &vals[i]))
+				return -1;
+		}
+		u.nset = n;
+		u.set_columns = cols;
+		u.set_pointers = vals;
 	}
-	return 0;
+	char why[512];
+	int rc = inbox_decl_add_upsert(c->decl, &u, why, sizeof(why));
+	return rc < 0 ? refused(x, m, rc, "", why) : 0;
 }
 
 static int effect(ctx *x, yaml_node_t *n, cli_consumer *c)
@@ -594,10 +607,10 @@ static int effect(ctx *x, yaml_node_t *n, cli_consumer *c)
 		if (up) {
 			static const char *const keys[] = {"upsert", NULL};
 			if (check_keys(x, one, what, keys) ||
-			    upsert_step(x, up, s))
+			    upsert_step(x, up, c, s))
 				return -1;
 		} else if (get(x, one, "sql")) {
-			if (sql_step(x, one, s, what))
+			if (sql_step(x, one, c, s, what))
 				return -1;
 		} else {
 			return fail(
@@ -708,21 +721,9 @@ static char *headers_json(ctx *x, yaml_node_t *n)
 	return text;
 }
 
-/* The step's fixed fields (everything but the body and max_attempts) into
- * *e, which borrows s's strings. */
-static void outbox_effect_of(inbox_outbox_effect *e, const cli_outbox_step *s)
-{
-	*e = (inbox_outbox_effect)INBOX_OUTBOX_EFFECT_INIT;
-	e->step = s->step;
-	e->method = s->method;
-	e->url = s->url;
-	e->headers = s->headers;
-	e->key_header = s->key_header;
-	e->idempotent = s->idempotent;
-	e->reconcile_url = s->reconcile_url;
-}
-
-static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
+/* One outbox step, into the declaration: it checks the effect (URL,
+ * headers, reconcile URL...) and that the step's name is unique. */
+static int outbox_step(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
 	static const char *const keys[] = {
 	    "step",       "method",    "url",        "headers",      "body",
@@ -730,65 +731,81 @@ static int outbox_step(ctx *x, yaml_node_t *m, cli_outbox_step *s)
 	if (want(x, m, YAML_MAPPING_NODE, "an outbox step") ||
 	    check_keys(x, m, "outbox step", keys))
 		return -1;
-	s->pos = pos_of(m);
+	inbox_outbox_effect e = INBOX_OUTBOX_EFFECT_INIT;
 	yaml_node_t *v = get(x, m, "step");
 	if (!v)
 		return fail(x, m, "outbox: step: is required (a name: charge)");
-	if (str_value(x, v, "outbox step", &s->step))
+	if (str_ref(x, v, "outbox step", &e.step))
 		return -1;
 	if (!(v = get(x, m, "url")))
-		return fail(x, m, "outbox step %s: url is required", s->step);
-	if (str_value(x, v, "outbox url", &s->url))
+		return fail(x, m, "outbox step %s: url is required", e.step);
+	if (str_ref(x, v, "outbox url", &e.url))
 		return -1;
 	if (!(v = get(x, m, "idempotent")))
 		return fail(x, m,
 		            "outbox step %s: idempotent: is required — true "
 		            "if the provider honours Idempotency-Key, false to "
 		            "record the intent and reconcile",
-		            s->step);
-	if (bool_value(x, v, "idempotent", &s->idempotent))
+		            e.step);
+	if (bool_value(x, v, "idempotent", &e.idempotent))
 		return -1;
 	if ((v = get(x, m, "method")) &&
-	    str_value(x, v, "outbox method", &s->method))
+	    str_ref(x, v, "outbox method", &e.method))
 		return -1;
 	if ((v = get(x, m, "key_header")) &&
-	    str_value(x, v, "key_header", &s->key_header))
+	    str_ref(x, v, "key_header", &e.key_header))
 		return -1;
+	/* The two values built here, freed below. */
+	char *headers = NULL, *body = NULL;
+	json_t *tmpl = NULL;
+	int rc = -1;
 	if ((v = get(x, m, "headers")) && !is_null(v) &&
-	    !(s->headers = headers_json(x, v)))
-		return -1;
+	    !(headers = headers_json(x, v)))
+		goto out;
+	e.headers = headers;
 	x->body_values = 0;
-	if ((v = get(x, m, "body")) && !(s->body = body_tmpl(x, v, 0)))
-		return -1;
+	if ((v = get(x, m, "body")) && !(tmpl = body_tmpl(x, v, 0)))
+		goto out;
 	long long i;
 	if ((v = get(x, m, "max_attempts"))) {
 		if (int_value(x, v, "max_attempts", 1, 1000000, &i))
-			return -1;
-		s->max_attempts = (int)i;
+			goto out;
+		e.max_attempts = (int)i;
 	}
 	if ((v = get(x, m, "reconcile"))) {
 		static const char *const rkeys[] = {"url", NULL};
 		yaml_node_t *u;
-		if (s->idempotent)
-			return fail(
-			    x, v,
-			    "outbox step %s: reconcile is for providers "
-			    "without idempotency (idempotent: false)",
-			    s->step);
+		if (e.idempotent) {
+			fail(x, v,
+			     "outbox step %s: reconcile is for providers "
+			     "without idempotency (idempotent: false)",
+			     e.step);
+			goto out;
+		}
 		if (want(x, v, YAML_MAPPING_NODE, "reconcile") ||
 		    check_keys(x, v, "reconcile", rkeys))
-			return -1;
-		if (!(u = get(x, v, "url")))
-			return fail(x, v, "reconcile: url is required");
-		if (str_value(x, u, "reconcile url", &s->reconcile_url))
-			return -1;
+			goto out;
+		if (!(u = get(x, v, "url"))) {
+			fail(x, v, "reconcile: url is required");
+			goto out;
+		}
+		if (str_ref(x, u, "reconcile url", &e.reconcile_url))
+			goto out;
 	}
-	inbox_outbox_effect e;
-	outbox_effect_of(&e, s);
-	char why[300];
-	if (inbox__outbox_effect_check(&e, why, sizeof(why)) < 0)
-		return fail(x, m, "outbox: %s", why);
-	return 0;
+	/* The template travels as JSON text (any value: a bare leaf too). */
+	if (tmpl &&
+	    !(body = json_dumps(tmpl, JSON_COMPACT | JSON_ENCODE_ANY))) {
+		fail(x, m, "out of memory");
+		goto out;
+	}
+	char why[512];
+	int drc = inbox_decl_add_outbox(c->decl, &e, body, why, sizeof(why));
+	rc = drc < 0 ? refused(x, m, drc, "outbox: ", why) : 0;
+out:
+	free(headers);
+	free(body);
+	json_decref(tmpl);
+	return rc;
 }
 
 /* dispatch: {max_attempts, timeout, connect_timeout, backoff,
@@ -844,7 +861,9 @@ static int dispatch_section(ctx *x, yaml_node_t *m, cli_dispatch *d)
 	return 0;
 }
 
-static int outbox_config(ctx *x, yaml_node_t *m, cli_consumer *c)
+/* dispatch: and its defaults, read before the outbox steps: the steps'
+ * max_attempts default to dispatch.max_attempts. */
+static int dispatch_config(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
 	inbox_dispatcher_options def = INBOX_DISPATCHER_OPTIONS_INIT;
 	c->dispatch.max_attempts = def.max_attempts;
@@ -856,50 +875,37 @@ static int outbox_config(ctx *x, yaml_node_t *m, cli_consumer *c)
 	c->dispatch.batch = def.batch;
 	c->dispatch.poll_ms = def.poll_ms;
 	c->dispatch.concurrency = def.concurrency;
-	yaml_node_t *n = get(x, m, "outbox");
-	if (n && !is_null(n)) {
-		if (want(x, n, YAML_SEQUENCE_NODE, "outbox"))
-			return -1;
-		int count = (int)(n->data.sequence.items.top -
-		                  n->data.sequence.items.start);
-		c->outbox = calloc((size_t)count + 1, sizeof(*c->outbox));
-		if (!c->outbox)
-			return fail(x, n, "out of memory");
-		for (int i = 0; i < count; i++) {
-			cli_outbox_step *s = &c->outbox[i];
-			c->noutbox = i + 1;
-			if (outbox_step(
-			        x, node(x, n->data.sequence.items.start[i]), s))
-				return -1;
-			for (int j = 0; j < i; j++)
-				if (!strcmp(c->outbox[j].step, s->step))
-					return fail(x, n,
-					            "outbox: step \"%s\" is "
-					            "declared twice",
-					            s->step);
-		}
-	}
-	if ((n = get(x, m, "dispatch")) && !is_null(n) &&
-	    dispatch_section(x, n, &c->dispatch))
+	yaml_node_t *n = get(x, m, "dispatch");
+	if (n && !is_null(n) && dispatch_section(x, n, &c->dispatch))
 		return -1;
 	return 0;
 }
 
-static void free_outbox(cli_consumer *c)
+static int outbox_config(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
-	for (int i = 0; i < c->noutbox; i++) {
-		cli_outbox_step *s = &c->outbox[i];
-		free(s->step);
-		free(s->method);
-		free(s->url);
-		free(s->headers);
-		free(s->key_header);
-		free(s->reconcile_url);
-		json_decref(s->body);
-	}
-	free(c->outbox);
-	c->outbox = NULL;
-	c->noutbox = 0;
+	yaml_node_t *n = get(x, m, "outbox");
+	if (!n || is_null(n))
+		return 0;
+	if (want(x, n, YAML_SEQUENCE_NODE, "outbox"))
+		return -1;
+	for (yaml_node_item_t *i = n->data.sequence.items.start;
+	     i < n->data.sequence.items.top; i++)
+		if (outbox_step(x, node(x, *i), c))
+			return -1;
+	return 0;
+}
+
+/* The consumer's declaration (include/inbox/decl.h), which the effect
+ * and outbox steps are read into: what inbox_decl_handler runs. */
+static int new_decl(ctx *x, yaml_node_t *m, cli_consumer *c)
+{
+	inbox_decl_options o = INBOX_DECL_OPTIONS_INIT;
+	o.consumer = c->name;
+	o.setup_sql = c->setup;
+	o.outbox_max_attempts = c->dispatch.max_attempts;
+	char why[512] = "";
+	int rc = inbox_decl_new(&c->decl, &o, why, sizeof(why));
+	return rc < 0 ? refused(x, m, rc, "", why) : 0;
 }
 
 /* ---- consumers ----------------------------------------------------- */
@@ -1141,62 +1147,6 @@ static int consumer_opts(ctx *x, yaml_node_t *m, cli_consumer *c)
 	return 0;
 }
 
-/* The consumer's effects, read above, handed to the library as a
- * declaration (include/inbox/decl.h): what inbox_decl_handler runs. The
- * steps were checked where they were read, so a refusal here is one the
- * reader does not know of: it points at the step. */
-static int declare(ctx *x, yaml_node_t *m, cli_consumer *c)
-{
-	inbox_decl_options o = INBOX_DECL_OPTIONS_INIT;
-	o.consumer = c->name;
-	o.setup_sql = c->setup;
-	o.outbox_max_attempts = c->dispatch.max_attempts;
-	char why[512] = "";
-	if (inbox_decl_new(&c->decl, &o, why, sizeof(why)) < 0)
-		return fail(x, m, "consumer \"%s\": %s", c->name, why);
-	for (int i = 0; i < c->nsteps; i++) {
-		const cli_step *s = &c->steps[i];
-		int rc;
-		if (s->kind == CLI_STEP_SQL) {
-			rc = inbox_decl_add_sql(c->decl, s->sql, s->nparams,
-			                        (const char *const *)s->params,
-			                        why, sizeof(why));
-		} else {
-			inbox_decl_upsert u = INBOX_DECL_UPSERT_INIT;
-			u.table = s->table;
-			u.key_column = s->key_column;
-			u.key_pointer = s->key_value;
-			u.version_column = s->version_column;
-			u.version_pointer = s->version_value;
-			u.nset = s->nset;
-			u.set_columns = (const char *const *)s->set_columns;
-			u.set_pointers = (const char *const *)s->set_values;
-			rc = inbox_decl_add_upsert(c->decl, &u, why,
-			                           sizeof(why));
-		}
-		if (rc < 0)
-			return fail_at(x, s->pos, "effect step %d: %s", i + 1,
-			               why);
-	}
-	for (int i = 0; i < c->noutbox; i++) {
-		const cli_outbox_step *s = &c->outbox[i];
-		inbox_outbox_effect e;
-		outbox_effect_of(&e, s);
-		e.max_attempts = s->max_attempts;
-		char *body = s->body ? json_dumps(s->body, JSON_COMPACT) : NULL;
-		int rc = s->body && !body
-		             ? INBOX_ERR_NOMEM
-		             : inbox_decl_add_outbox(c->decl, &e, body, why,
-		                                     sizeof(why));
-		free(body);
-		if (rc == INBOX_ERR_NOMEM)
-			snprintf(why, sizeof(why), "out of memory");
-		if (rc < 0)
-			return fail_at(x, s->pos, "outbox: %s", why);
-	}
-	return 0;
-}
-
 static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 {
 	if (want(x, m, YAML_MAPPING_NODE, "a consumer") ||
@@ -1233,17 +1183,18 @@ static int consumer(ctx *x, yaml_node_t *m, cli_consumer *c)
 	if (source_url(x, v, &c->source, &c->source_pos))
 		return -1;
 	if (consumer_opts(x, m, c) || timeout_opts(x, m, c) ||
+	    dispatch_config(x, m, c) || new_decl(x, m, c) ||
 	    outbox_config(x, m, c))
 		return -1;
 	/* Only external effects (outbox:) is fine too. */
-	if (!(v = get(x, m, "effect")) && !c->noutbox)
+	if (!(v = get(x, m, "effect")) && inbox_decl_outbox_steps(c->decl))
+		return 0;
+	if (!v)
 		return fail(x, m,
 		            "consumer \"%s\": effect is required (one or more "
 		            "\"- sql:\" or \"- upsert:\" steps)",
 		            c->name);
-	if (v && effect(x, v, c))
-		return -1;
-	return declare(x, m, c);
+	return effect(x, v, c);
 }
 
 /* metrics: {listen: 127.0.0.1:9464} -- the /metrics and /healthz
@@ -1567,25 +1518,6 @@ int cli_config_parse(cli_config *cfg, const char *path, const char *text,
 	return rc;
 }
 
-static void free_step(cli_step *s)
-{
-	free(s->sql);
-	for (int i = 0; i < s->nparams; i++)
-		free(s->params[i]);
-	free(s->params);
-	free(s->table);
-	free(s->key_column);
-	free(s->key_value);
-	free(s->version_column);
-	free(s->version_value);
-	for (int i = 0; i < s->nset; i++) {
-		free(s->set_columns[i]);
-		free(s->set_values[i]);
-	}
-	free(s->set_columns);
-	free(s->set_values);
-}
-
 void cli_config_free(cli_config *cfg)
 {
 	if (!cfg)
@@ -1601,10 +1533,7 @@ void cli_config_free(cli_config *cfg)
 		free(c->setup);
 		free(c->schema_path);
 		free(c->schema_json);
-		for (int j = 0; j < c->nsteps; j++)
-			free_step(&c->steps[j]);
 		free(c->steps);
-		free_outbox(c);
 		inbox_decl_free(c->decl);
 	}
 	free(cfg->consumers);

@@ -26,39 +26,14 @@ typedef enum cli_step_kind {
 	CLI_STEP_UPSERT = 2
 } cli_step_kind;
 
-/* One effect statement: plain SQL with pointer-bound $N parameters, or a
- * versioned upsert (inbox_txn_upsert_versioned). */
+/* Where one effect step (SQL or a versioned upsert) was written: the steps
+ * themselves are read into the consumer's declaration (decl below), in the
+ * same order, so inbox_decl_prepare's "step N" is steps[N - 1]. */
 typedef struct cli_step {
 	cli_step_kind kind;
 	cli_pos pos;
-	/* CLI_STEP_SQL */
-	char *sql;
-	cli_pos sql_pos;
-	char **params; /* JSON pointers, $1..$n */
-	int nparams;
-	/* CLI_STEP_UPSERT */
-	char *table;
-	char *key_column, *key_value;         /* key_value: a pointer */
-	char *version_column, *version_value; /* version_value: a pointer */
-	char **set_columns, **set_values;     /* set_values: pointers */
-	int nset;
+	cli_pos sql_pos; /* CLI_STEP_SQL: the sql: value */
 } cli_step;
-
-/* One external effect of a consumer (outbox:), declared for every
- * applied message in the inbox's transaction (src/effect/decl_outbox.c). */
-typedef struct cli_outbox_step {
-	cli_pos pos;
-	char *step;
-	char *method; /* NULL = POST */
-	char *url;
-	char *headers;       /* JSON object text, or NULL */
-	char *key_header;    /* NULL = Idempotency-Key */
-	char *reconcile_url; /* with {key}, or NULL */
-	struct json_t *body; /* template; leaves are "/pointer",
-	                        "{idempotency_key}", "{key}", "=text" */
-	int idempotent;
-	int max_attempts; /* 0 = dispatch.max_attempts */
-} cli_outbox_step;
 
 /* dispatch: the consumer's dispatcher settings. */
 typedef struct cli_dispatch {
@@ -103,13 +78,12 @@ typedef struct cli_consumer {
 	char *schema_path;
 	char *schema_json;
 	cli_pos schema_pos;
-	cli_step *steps;
+	cli_step *steps; /* where the effect steps are */
 	int nsteps;
-	cli_outbox_step *outbox; /* external effects, or NULL */
-	int noutbox;
 	cli_dispatch dispatch;
-	/* steps, outbox and setup as the library runs them (inbox_decl_handler,
-	 * inbox_decl_prepare): built from the above by the reader, owned. */
+	/* The effect and outbox steps and the setup SQL, as the library runs
+	 * them (inbox_decl_prepare, inbox_decl_handler): read into it from the
+	 * file, owned. inbox_decl_outbox_steps() counts the outbox steps. */
 	inbox_decl *decl;
 } cli_consumer;
 
