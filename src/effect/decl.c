@@ -478,6 +478,12 @@ static int run_upsert(inbox_txn *t, const inbox_msg *m,
 int inbox_decl_handler(inbox_txn *t, const inbox_msg *m, void *payload)
 {
 	const inbox_decl *d = payload;
+	if (!d) {
+		/* A consumer opened without its declaration: no message's
+		 * fault, none is lost. */
+		inbox_txn_set_reason(t, "no declaration (handler_payload)");
+		return INBOX_HANDLER_RETRY;
+	}
 	for (int i = 0; i < d->nsteps; i++) {
 		const inbox__decl_step *s = &d->steps[i];
 		int v = s->kind == INBOX__DECL_SQL ? run_sql(t, m, s, i + 1)

@@ -406,6 +406,10 @@ TEST(missing_body_field_rolls_back_the_sql_steps)
 	ASSERT_EQ(inbox_decl_add_outbox(d, &e, "{\"to\": \"/email\"}", why,
 	                                sizeof(why)),
 	          INBOX_OK);
+	/* A bare leaf: the body is the value itself. */
+	e.step = "notify";
+	ASSERT_EQ(inbox_decl_add_outbox(d, &e, "\"/email\"", why, sizeof(why)),
+	          INBOX_OK);
 	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
 	co.name = o.consumer;
 	co.handler = inbox_decl_handler;
@@ -424,14 +428,37 @@ TEST(missing_body_field_rolls_back_the_sql_steps)
 	                  why, sizeof(why)),
 	          INBOX_APPLIED);
 	ASSERT_STREQ(query(st, sql, NULL).v[0], "1");
+	snprintf(sql, sizeof(sql),
+	         "SELECT %s FROM %soutbox WHERE key = 'b2' AND step = $1",
+	         is_pg ? "convert_from(body, 'UTF8')" : "CAST(body AS TEXT)",
+	         prefix);
+	ASSERT_STREQ(query(st, sql, "mail").v[0], "{\"to\":\"a@b.c\"}");
+	ASSERT_STREQ(query(st, sql, "notify").v[0], "\"a@b.c\"");
 	inbox_consumer_close(c);
 	drop_tables(st);
 	inbox_store_close(st);
 	inbox_decl_free(d);
 }
 
+TEST(consumer_without_its_declaration_retries)
+{
+	char why[512] = "";
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "billing.decl.none.v1";
+	co.handler = inbox_decl_handler; /* handler_payload forgotten */
+	inbox_consumer *c = NULL;
+	ASSERT_EQ(inbox_consumer_open(&c, st, &co, why, sizeof(why)), INBOX_OK);
+	ASSERT_EQ(deliver(c, "n1", "{}", why, sizeof(why)), INBOX_RETRY);
+	ASSERT_TRUE(strstr(why, "no declaration") != NULL);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
 static void run_all(void)
 {
+	RUN(consumer_without_its_declaration_retries);
 	RUN(prepare_runs_setup_and_finds_a_missing_table);
 	RUN(messages_run_the_declared_effects);
 	RUN(missing_body_field_rolls_back_the_sql_steps);
