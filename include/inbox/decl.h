@@ -49,8 +49,8 @@
  *
  * Errors: functions returning int return 0 (INBOX_OK) or a negative
  * INBOX_ERR_* code, with a reason in `why`/`err` when it is non-NULL (up
- * to `len` bytes, always NUL-terminated). The reason never holds a store
- * URL or password.
+ * to `len` bytes, always NUL-terminated). A reason quotes the database's
+ * message about the SQL, never the store's URL.
  *
  * Thread safety: building (inbox_decl_new, inbox_decl_add_*) and
  * inbox_decl_prepare() are for one thread at a time. Once built, a
