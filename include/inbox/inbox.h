@@ -610,6 +610,16 @@ INBOX_API int inbox_txn_exec(inbox_txn *t, const char *sql, int nparams,
 typedef int (*inbox_row_fn)(int ncols, const char *const *values,
                             void *payload);
 
+/* Inside an inbox_row_fn called by inbox_txn_query() or
+ * inbox_store_query(): the name of result column `col` (0-based) of the
+ * query whose row is being delivered on this thread (as the server names
+ * it: "count", an alias given with AS, ...), or NULL when col is out of
+ * range, when called outside a row callback, or for a backend that does
+ * not give names. The text is valid until the callback returns. A query
+ * run from inside the callback has its own names while it runs. Reads a
+ * thread-local: safe on any thread, about that thread's callback only. */
+INBOX_API const char *inbox_row_column_name(int col);
+
 /* Execute a query and call fn for each row. */
 INBOX_API int inbox_txn_query(inbox_txn *t, const char *sql, int nparams,
                               const char *const *params, inbox_row_fn fn,

@@ -22,6 +22,19 @@ extern const inbox_store_vtable inbox__sqlite_vtable;
 struct inbox_source_vtable;
 extern const struct inbox_source_vtable *const inbox__builtin_sources[];
 
+/* The column names inbox_row_column_name() gives while a backend runs
+ * the row callbacks of one query (src/core/rows.c): push before the
+ * first row, pop after the last (even when stopped early); nested
+ * queries nest. name(ctx, col) returns NULL out of range. */
+typedef struct inbox__row_names {
+	const char *(*name)(void *ctx, int col);
+	void *ctx;
+	int ncols;
+	struct inbox__row_names *prev;
+} inbox__row_names;
+void inbox__row_names_push(inbox__row_names *n);
+void inbox__row_names_pop(inbox__row_names *n);
+
 /* Quote an SQL identifier ("a""b") into out; 0 or -1. */
 struct inbox__buf;
 int inbox__quote_ident(struct inbox__buf *out, const char *ident);

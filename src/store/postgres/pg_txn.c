@@ -235,6 +235,11 @@ static void call_rows(const PGresult *r, inbox_row_fn fn, void *payload,
 	}
 }
 
+static const char *pg_colname(void *ctx, int col)
+{
+	return PQfname((const PGresult *)ctx, col);
+}
+
 int inbox__pg_query(inbox_store *st, const char *sql, int nparams,
                     const char *const *params, inbox_row_fn fn, void *payload)
 {
@@ -255,7 +260,10 @@ int inbox__pg_query(inbox_store *st, const char *sql, int nparams,
 		inbox__store_seterr(st, "", "query: out of memory");
 		return INBOX_ERR_NOMEM;
 	}
+	inbox__row_names names = {pg_colname, r, ncols, NULL};
+	inbox__row_names_push(&names);
 	call_rows(r, fn, payload, vals);
+	inbox__row_names_pop(&names);
 	if (vals != small)
 		free(vals);
 	PQclear(r);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "store/sqlite/sqlite_store.h"
 
 /* A statement lent to one exec/query call. */
@@ -195,6 +196,11 @@ int inbox__sq_exec(inbox_store *st, const char *sql, int nparams,
 
 #define ROW_STACK 16
 
+static const char *sq_colname(void *ctx, int col)
+{
+	return sqlite3_column_name((sqlite3_stmt *)ctx, col);
+}
+
 int inbox__sq_query(inbox_store *st, const char *sql, int nparams,
                     const char *const *params, inbox_row_fn fn, void *payload)
 {
@@ -215,6 +221,8 @@ int inbox__sq_query(inbox_store *st, const char *sql, int nparams,
 		return INBOX_ERR_NOMEM;
 	}
 	int rc, armed = inbox__sq_arm(s);
+	inbox__row_names names = {sq_colname, l.stmt, ncols, NULL};
+	inbox__row_names_push(&names);
 	while ((rc = sqlite3_step(l.stmt)) == SQLITE_ROW) {
 		for (int i = 0; i < ncols; i++)
 			row[i] = (const char *)sqlite3_column_text(l.stmt, i);
@@ -223,6 +231,7 @@ int inbox__sq_query(inbox_store *st, const char *sql, int nparams,
 			break;
 		}
 	}
+	inbox__row_names_pop(&names);
 	inbox__sq_disarm(s, armed);
 	if (rc != SQLITE_DONE)
 		err = inbox__sq_fail(s, rc, "query");
