@@ -74,7 +74,7 @@ async function main() {
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const rssEnd = rssKb();
   const distinct = total === null ? ids.size : total - Math.floor(total / 10);
-  const invoices = Number((await inbox.query('SELECT count(*) FROM bench_invoices')).rows[0][0]);
+  const invoices = Number((await inbox.query('SELECT count(*) AS n FROM bench_invoices')).rows[0].n);
   const ok = invoices === distinct && outcomesBad === 0;
   console.log(`RESULT store=node-libinbox batch=${batch} defer=${opts.defer ? 1 : 0} messages=${n} distinct=${distinct} ` +
     `invoices=${invoices} counts=${ok ? 'ok' : 'WRONG'} seconds=${seconds.toFixed(3)} ` +

@@ -80,11 +80,19 @@ export interface Message<E = any> {
   readonly event: E;
 }
 
-export interface QueryResult {
-  /** Rows as arrays of column texts (null for SQL NULL). */
-  rows: (string | null)[][];
+/** A row: column name -> text (null for SQL NULL), as the server names the columns. */
+export type Row = Record<string, string | null>;
+
+export interface QueryResult<R = Row> {
+  /** Rows as objects keyed by column name (a repeated name: the last column
+   * wins), or with { rowMode: 'array' } as arrays of the column texts. */
+  rows: R[];
   rowCount: number;
+  /** The result's columns, in order (empty when no row came back). */
+  fields: { name: string }[];
 }
+
+export interface QueryOptions { rowMode?: 'object' | 'array' }
 
 export type Param = string | number | bigint | boolean | Date | Buffer | object | null | undefined;
 
@@ -104,7 +112,8 @@ export interface OutboxRequest {
 /** The transaction a handler runs in; over once the handler settles. */
 export interface Transaction<E = any> {
   readonly message: Message<E>;
-  query(sql: string, values?: Param[]): Promise<QueryResult>;
+  query(sql: string, values: Param[] | null | undefined, opts: { rowMode: 'array' }): Promise<QueryResult<(string | null)[]>>;
+  query<R = Row>(sql: string, values?: Param[], opts?: { rowMode?: 'object' }): Promise<QueryResult<R>>;
   /** { defer: true }: sent with the batch's COMMIT (PostgreSQL, processBatch); rowCount null. */
   exec(sql: string, values?: Param[], opts?: { defer?: boolean }): Promise<{ rowCount: number | null }>;
   /** Insert or update only when `version` is newer; false (outcome 'stale') otherwise. */
@@ -180,7 +189,8 @@ export class Inbox {
   static open(url: string, opts?: StoreOptions): Promise<Inbox>;
   consumer(opts: ConsumerOptions): Consumer;
   exec(sql: string, values?: Param[]): Promise<{ rowCount: number }>;
-  query(sql: string, values?: Param[]): Promise<QueryResult>;
+  query(sql: string, values: Param[] | null | undefined, opts: { rowMode: 'array' }): Promise<QueryResult<(string | null)[]>>;
+  query<R = Row>(sql: string, values?: Param[], opts?: { rowMode?: 'object' }): Promise<QueryResult<R>>;
   schemaVersion(): Promise<number>;
   stats(consumer: string): Promise<Record<string, number>>;
   inspect(consumer: string, key: string): Promise<Record<string, unknown> | null>;

@@ -83,6 +83,16 @@ function params(list) {
   return list.map(param);
 }
 
+// query options: rows as objects (column name -> text), or with
+// { rowMode: 'array' } as arrays of the column texts (as in pg)
+function rowMode(opts) {
+  const m = opts && opts.rowMode;
+  if (m != null && m !== 'array' && m !== 'object') {
+    throw inboxError('INBOX_ERR_INVALID', `rowMode: ${m}? ('object' or 'array')`);
+  }
+  return [m === 'array' ? 1 : 0];
+}
+
 // The native handle calls this on the main thread.
 function dispatch(obj, kind, id, err, value) {
   obj._event(kind, id, err, value);
@@ -195,8 +205,15 @@ class Transaction {
     return this._h._call(op, s, p, i);
   }
 
-  /** Run a query on the transaction's connection: { rows: string[][], rowCount }. */
-  query(sql, values) { return this._req(OP.T_QUERY, [sql], params(values)); }
+  /** Run a query on the transaction's connection: { rows, rowCount, fields }
+   * (rows as objects keyed by column name; { rowMode: 'array' }: arrays). */
+  query(sql, values, opts) {
+    try {
+      return this._req(OP.T_QUERY, [sql], params(values), rowMode(opts));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
 
   /** Run a statement; { rowCount } (rows changed). With { defer: true }
    * (rowCount null) it resolves at once, without waiting for the worker;
@@ -349,7 +366,14 @@ class Inbox extends Handle {
   }
 
   exec(sql, values) { return this._call(OP.EXEC, [sql], params(values)); }
-  query(sql, values) { return this._call(OP.QUERY, [sql], params(values)); }
+  /** A query outside any inbox transaction: { rows, rowCount, fields } (see Transaction.query). */
+  query(sql, values, opts) {
+    try {
+      return this._call(OP.QUERY, [sql], params(values), rowMode(opts));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
   schemaVersion() { return this._call(OP.SCHEMA_VERSION); }
   /** Per-consumer numbers (records by status, dead letters, outbox). */
   stats(consumer) { return this._call(OP.ADMIN_STATS, [consumer]); }

@@ -118,8 +118,8 @@ enum op {
 typedef struct rowset {
 	int ncols;
 	size_t nvals, cap;
-	char **vals; /* nrows * ncols, NULL = SQL NULL */
-	int nullmask_unused;
+	char **vals;  /* nrows * ncols, NULL = SQL NULL */
+	char **names; /* ncols column names (inbox_row_column_name) */
 } rowset;
 
 typedef struct res_copy {
@@ -220,6 +220,9 @@ static void rowset_free(rowset *r)
 	for (size_t k = 0; k < r->nvals; k++)
 		free(r->vals[k]);
 	free(r->vals);
+	for (int k = 0; r->names && k < r->ncols; k++)
+		free(r->names[k]);
+	free(r->names);
 	memset(r, 0, sizeof *r);
 }
 
@@ -366,8 +369,17 @@ static void copy_result(res_copy *dst, const inbox_result *r)
 static int row_cb(int ncols, const char *const *values, void *payload)
 {
 	rowset *r = payload;
-	if (r->nvals == 0 && r->cap == 0)
+	if (r->nvals == 0 && r->cap == 0) {
 		r->ncols = ncols;
+		r->names =
+		    calloc(ncols > 0 ? (size_t)ncols : 1, sizeof *r->names);
+		if (!r->names)
+			return 1;
+		for (int k = 0; k < ncols; k++) {
+			const char *n = inbox_row_column_name(k);
+			r->names[k] = xstrdup(n ? n : "?column?");
+		}
+	}
 	if (ncols != r->ncols)
 		return 1;
 	if (r->nvals + (size_t)ncols > r->cap) {
@@ -931,25 +943,52 @@ static napi_value result_obj(napi_env env, const res_copy *r)
 	return o;
 }
 
-static napi_value rows_obj(napi_env env, const rowset *r)
+/* { rows, rowCount, fields: [{ name }] }: each row an object keyed by
+ * column name (a repeated name: the last column wins, as in pg), or with
+ * as_arrays an array of the column texts in order. */
+static napi_value rows_obj(napi_env env, const rowset *r, int as_arrays)
 {
-	napi_value o, arr;
+	napi_value o, arr, fields, names[64];
 	size_t nrows = r->ncols ? r->nvals / (size_t)r->ncols : 0;
+	napi_value *nv = names;
+	if (!as_arrays && r->ncols > 64 &&
+	    !(nv = malloc((size_t)r->ncols * sizeof *nv)))
+		as_arrays = 1;
 	napi_create_object(env, &o);
+	napi_create_array_with_length(env, (size_t)r->ncols, &fields);
+	for (int c = 0; c < r->ncols && r->names; c++) {
+		napi_value f, n;
+		napi_create_object(env, &f);
+		napi_create_string_utf8(env, r->names[c], NAPI_AUTO_LENGTH, &n);
+		set(env, f, "name", n);
+		napi_set_element(env, fields, (uint32_t)c, f);
+		if (!as_arrays)
+			nv[c] = n;
+	}
 	napi_create_array_with_length(env, nrows, &arr);
 	for (size_t i = 0; i < nrows; i++) {
 		napi_value row;
-		napi_create_array_with_length(env, (size_t)r->ncols, &row);
-		for (int c = 0; c < r->ncols; c++)
-			napi_set_element(
-			    env, row, (uint32_t)c,
-			    str_or_null(
-			        env,
-			        r->vals[i * (size_t)r->ncols + (size_t)c]));
+		const size_t base = i * (size_t)r->ncols;
+		if (as_arrays)
+			napi_create_array_with_length(env, (size_t)r->ncols,
+			                              &row);
+		else
+			napi_create_object(env, &row);
+		for (int c = 0; c < r->ncols; c++) {
+			napi_value v =
+			    str_or_null(env, r->vals[base + (size_t)c]);
+			if (as_arrays)
+				napi_set_element(env, row, (uint32_t)c, v);
+			else
+				napi_set_property(env, row, nv[c], v);
+		}
 		napi_set_element(env, arr, (uint32_t)i, row);
 	}
+	if (nv != names)
+		free(nv);
 	set(env, o, "rows", arr);
 	set_num(env, o, "rowCount", (double)nrows);
+	set(env, o, "fields", fields);
 	return o;
 }
 
@@ -995,7 +1034,7 @@ static napi_value job_value(napi_env env, job *j)
 		return o;
 	case OP_QUERY:
 	case T_QUERY:
-		return rows_obj(env, &j->rows);
+		return rows_obj(env, &j->rows, j->i[0] != 0);
 	case T_UPSERT:
 		napi_get_boolean(env, j->out_i[0] != 0, &o);
 		return o;

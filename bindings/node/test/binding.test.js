@@ -203,3 +203,31 @@ for (const store of stores()) {
     await s.inbox.close();
   });
 }
+
+for (const store of stores()) {
+  test(`${store.kind}: query rows are objects keyed by column name (rowMode 'array': arrays)`, async () => {
+    const s = await openStore(store);
+    await s.inbox.exec(`INSERT INTO ${s.invoices} (order_id, total_cents) VALUES ('o-1', 4200), ('o-2', 100)`);
+    const q = await s.inbox.query(`SELECT order_id, total_cents AS cents, NULL AS missing FROM ${s.invoices} ORDER BY order_id`);
+    assert.deepEqual(q.rows, [{ order_id: 'o-1', cents: '4200', missing: null }, { order_id: 'o-2', cents: '100', missing: null }]);
+    assert.equal(q.rowCount, 2);
+    assert.deepEqual(q.fields.map((f) => f.name), ['order_id', 'cents', 'missing']);
+    const a = await s.inbox.query(`SELECT order_id, total_cents FROM ${s.invoices} ORDER BY order_id`, [], { rowMode: 'array' });
+    assert.deepEqual(a.rows, [['o-1', '4200'], ['o-2', '100']]);
+    const none = await s.inbox.query(`SELECT order_id FROM ${s.invoices} WHERE order_id = $1`, ['x']);
+    assert.deepEqual(none.rows, []);
+    assert.equal(none.rowCount, 0);
+    await assert.rejects(s.inbox.query('SELECT 1', [], { rowMode: 'rows' }), { code: 'INBOX_ERR_INVALID' });
+    // inside a handler, on the transaction's connection (its own insert seen)
+    const c = s.inbox.consumer({ name: 'rows' });
+    let seen;
+    const r = await c.process({ id: 'm-1' }, async (trx) => {
+      await trx.exec(`INSERT INTO ${s.invoices} (order_id, total_cents) VALUES ($1, $2)`, ['o-3', 7]);
+      seen = await trx.query(`SELECT total_cents AS total, order_id FROM ${s.invoices} WHERE order_id = $1`, ['o-3']);
+    });
+    assert.equal(r.outcome, 'applied');
+    assert.deepEqual(seen.rows, [{ total: '7', order_id: 'o-3' }]);
+    assert.deepEqual(Object.keys(seen.rows[0]), ['total', 'order_id'], 'in column order');
+    await s.inbox.close();
+  });
+}

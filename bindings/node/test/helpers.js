@@ -42,8 +42,8 @@ async function openStore(store, opts = {}) {
 }
 
 async function count(inbox, table) {
-  const r = await inbox.query(`SELECT count(*) FROM ${table}`);
-  return Number(r.rows[0][0]);
+  const r = await inbox.query(`SELECT count(*) AS n FROM ${table}`);
+  return Number(r.rows[0].n);
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

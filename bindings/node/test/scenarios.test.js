@@ -139,7 +139,7 @@ for (const store of stores()) {
       assert.equal(r.outcome, 'conflict');
       assert.ok(r.deadLetterId > 0);
       const q = await s.inbox.query(`SELECT total_cents FROM ${s.invoices}`);
-      assert.deepEqual(q.rows, [['4200']]);
+      assert.deepEqual(q.rows, [{ total_cents: '4200' }]);
       const dl = await s.inbox.deadLetter(r.deadLetterId);
       assert.equal(dl.key, 'create-invoice:o-1');
       assert.equal(dl.fingerprint, lib.fingerprint({ orderId: 'o-1', totalCents: 9900 }));
@@ -167,11 +167,11 @@ for (const store of stores()) {
       assert.equal(r.outcome, 'stale');
       assert.equal(r.ackable, true);
       const q = await s.inbox.query(`SELECT status, version FROM ${proj}`);
-      assert.deepEqual(q.rows, [['confirmed', '2']]);
+      assert.deepEqual(q.rows, [{ status: 'confirmed', version: '2' }]);
       // and a newer one still applies
       const v3 = { id: 'ev-3', orderId: 'o-1', version: 3, status: 'shipped' };
       assert.equal((await c.process(v3, h)).outcome, 'applied');
-      assert.deepEqual((await s.inbox.query(`SELECT status, version FROM ${proj}`)).rows, [['shipped', '3']]);
+      assert.deepEqual((await s.inbox.query(`SELECT status, version FROM ${proj}`)).rows, [{ status: 'shipped', version: '3' }]);
       await s.inbox.close();
     });
 

@@ -48,7 +48,7 @@ test('amqplib: ack after commit, a crash before the ack is a duplicate', async (
   assert.equal(crashed.signal, 'SIGKILL', crashed.out);
 
   const inbox = await lib.Inbox.open(PG, { tablePrefix: prefix });
-  const committed = Number((await inbox.query(`SELECT count(*) FROM ${prefix}invoices`)).rows[0][0]);
+  const committed = Number((await inbox.query(`SELECT count(*) AS n FROM ${prefix}invoices`)).rows[0].n);
   assert.ok(committed > 0, 'the first batch committed before the crash');
 
   const second = await run([AMQP, PG, queue, '--idle-exit', '1500'], env);
@@ -56,7 +56,7 @@ test('amqplib: ack after commit, a crash before the ack is a duplicate', async (
   const line = /RESULT .*/.exec(second.out);
   assert.ok(line, second.out);
   const f = Object.fromEntries(line[0].split(' ').slice(1).map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
-  const invoices = Number((await inbox.query(`SELECT count(*) FROM ${prefix}invoices`)).rows[0][0]);
+  const invoices = Number((await inbox.query(`SELECT count(*) AS n FROM ${prefix}invoices`)).rows[0].n);
   assert.equal(invoices, ids.size, 'each order invoiced exactly once');
   assert.equal(f.applied, ids.size - committed, 'the second consumer applied the rest');
   assert.ok(f.duplicate >= committed, `the unacked batch came back as duplicates (${f.duplicate} >= ${committed})`);

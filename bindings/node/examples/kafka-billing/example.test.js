@@ -67,7 +67,7 @@ test('kafkajs eachBatch: offsets committed after the transaction, a crash before
   const crashed = await run(args, { ...env, EXAMPLE_CRASH_AFTER_BATCH: '1' });
   assert.equal(crashed.signal, 'SIGKILL', crashed.out);
   const inbox = await lib.Inbox.open(PG, { tablePrefix: prefix });
-  const committed = Number((await inbox.query(`SELECT count(*) FROM ${prefix}invoices`)).rows[0][0]);
+  const committed = Number((await inbox.query(`SELECT count(*) AS n FROM ${prefix}invoices`)).rows[0].n);
   assert.ok(committed > 0, 'the first batch committed before the crash');
 
   const second = await run([...args, '--idle-exit', '2000'], env);
@@ -75,7 +75,7 @@ test('kafkajs eachBatch: offsets committed after the transaction, a crash before
   const line = /RESULT .*/.exec(second.out);
   assert.ok(line, second.out);
   const f = Object.fromEntries(line[0].split(' ').slice(1).map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
-  const invoices = Number((await inbox.query(`SELECT count(*) FROM ${prefix}invoices`)).rows[0][0]);
+  const invoices = Number((await inbox.query(`SELECT count(*) AS n FROM ${prefix}invoices`)).rows[0].n);
   assert.equal(invoices, ids.size, 'each order invoiced exactly once');
   assert.ok(f.duplicate >= committed, `the uncommitted batch came back as duplicates (${f.duplicate} >= ${committed})`);
   assert.equal(f.conflict + f.retry + f.dead_lettered + f.other, 0);
