@@ -61,6 +61,11 @@ export interface ConsumerOptions {
   /** What to do with a message older than the window whose key is gone. */
   replay?: 'dead-letter' | 'drop' | 'apply';
   batchTimeoutMs?: number;
+  /** ms a handler may take (default 30000; Infinity: no limit). A handler
+   * that has not settled by then is abandoned: its transaction is rolled
+   * back and the outcome is 'retry' (the attempt counts toward maxAttempts;
+   * reason: HandlerTimeoutError's message). */
+  handlerTimeout?: number;
   /** Aborting it closes the consumer. */
   signal?: AbortSignal;
 }
@@ -177,6 +182,8 @@ export class Consumer {
   readonly name: string;
   /** Resolves when the consumer is open (rejects with its error). */
   readonly ready: Promise<Consumer>;
+  /** The handlerTimeout in force (ms). */
+  readonly handlerTimeout: number;
   process<E = any>(event: E | Event, handler?: Handler<E>): Promise<Result>;
   processBatch<E = any>(events: (E | Event)[], handler?: Handler<E>): Promise<Result[]>;
   acquire(event: Event): Promise<{ outcome: Outcome; lease: Lease | null }>;
@@ -208,6 +215,11 @@ export class Inbox {
 
 export class RetryableError extends Error {}
 export class PermanentError extends Error {}
+/** The reason given for a handler abandoned after handlerTimeout (outcome 'retry'). */
+export class HandlerTimeoutError extends RetryableError {
+  constructor(ms: number);
+  readonly code: 'INBOX_HANDLER_TIMEOUT';
+}
 export function delivery(payload: string | Buffer | object, meta?: DeliveryMeta): Delivery;
 export function outboxKey(consumer: string, key: string, step: string): string;
 export function fingerprint(json: string | Buffer | object, pointer?: string): string;

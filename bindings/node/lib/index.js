@@ -36,6 +36,20 @@ class PermanentError extends Error {
   constructor(message) { super(message); this.name = 'PermanentError'; }
 }
 
+/** The verdict given for a handler that did not settle within the
+ * consumer's handlerTimeout: its transaction was rolled back (RETRY). */
+class HandlerTimeoutError extends RetryableError {
+  constructor(ms) {
+    super(`the handler did not settle within ${ms} ms (handlerTimeout): its transaction was rolled back`);
+    this.name = 'HandlerTimeoutError';
+    this.code = 'INBOX_HANDLER_TIMEOUT';
+  }
+}
+
+// setTimeout's limit; a larger handlerTimeout (Infinity) sets no timer
+const MAX_TIMER_MS = 2147483647;
+const DEFAULT_HANDLER_TIMEOUT_MS = 30000;
+
 /** A message as it came from a broker, with what the dead letters keep. */
 class Delivery {
   constructor(payload, meta = {}) {
@@ -106,6 +120,7 @@ class Handle extends native.Handle {
     this._jobs = new Map(); // job id -> { handler, events }
     this._inHandler = 0;
     this._closed = false;
+    this._handlerTimeout = DEFAULT_HANDLER_TIMEOUT_MS;
   }
 
   _next() {
@@ -153,14 +168,27 @@ class Handle extends native.Handle {
     const trx = new Transaction(this, m, job && job.events);
     let verdict = VERDICT.OK;
     let reason = null;
+    let timer = null;
     this._inHandler++;
     try {
       if (!job) throw new RetryableError('no handler');
-      await job.handler(trx, trx.message);
+      const run = (async () => job.handler(trx, trx.message))();
+      const ms = this._handlerTimeout;
+      if (ms > MAX_TIMER_MS) {
+        await run;
+      } else {
+        // a handler that never settles must not hold the transaction (and
+        // its locks): after handlerTimeout it is rolled back as a RETRY
+        run.catch(() => {}); // settling late is not an unhandled rejection
+        await Promise.race([run, new Promise((resolve, reject) => {
+          timer = setTimeout(() => reject(new HandlerTimeoutError(ms)), ms);
+        })]);
+      }
     } catch (e) {
       verdict = e instanceof PermanentError || (e && e.permanent === true) ? VERDICT.REJECT : VERDICT.RETRY;
       reason = e && e.message ? String(e.message) : String(e);
     } finally {
+      if (timer) clearTimeout(timer);
       this._inHandler--;
       trx._done = true;
     }
@@ -271,6 +299,11 @@ class Consumer extends Handle {
     super();
     if (!opts || !opts.name) throw inboxError('INBOX_ERR_INVALID', 'a consumer needs a name');
     this.name = opts.name;
+    if (opts.handlerTimeout != null) {
+      const ms = Number(opts.handlerTimeout);
+      if (!(ms > 0)) throw inboxError('INBOX_ERR_INVALID', `handlerTimeout: ${opts.handlerTimeout}? (ms > 0)`);
+      this._handlerTimeout = ms;
+    }
     const so = inbox._storeOpts;
     const replay = opts.replay == null ? 0 : REPLAY[opts.replay];
     if (replay === undefined) throw inboxError('INBOX_ERR_INVALID', `replay: ${opts.replay}?`);
@@ -316,6 +349,9 @@ class Consumer extends Handle {
   replay(id, handler) {
     return this._after(() => this._call(OP.DLQ_REPLAY, null, null, [id], null, null, handler, undefined));
   }
+
+  /** ms a handler may take before its transaction is rolled back (RETRY). */
+  get handlerTimeout() { return this._handlerTimeout; }
 
   /** Counters since the consumer was opened. */
   stats() { return this._after(() => this._call(OP.STATS)); }
@@ -422,6 +458,7 @@ class Inbox extends Handle {
 
 module.exports = {
   Inbox, Consumer, Lease, Transaction, Delivery, RetryableError, PermanentError,
+  HandlerTimeoutError,
   delivery: (payload, meta) => new Delivery(payload, meta),
   outboxKey: native.outboxKey,
   fingerprint: (json, pointer) => native.fingerprint(typeof json === 'string' || Buffer.isBuffer(json) ? json : JSON.stringify(json), pointer || ''),

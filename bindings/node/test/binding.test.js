@@ -205,6 +205,54 @@ for (const store of stores()) {
 }
 
 for (const store of stores()) {
+  test(`${store.kind}: a handler that never settles is rolled back after handlerTimeout`, { timeout: 30000 }, async () => {
+    const s = await openStore(store);
+    assert.throws(() => s.inbox.consumer({ name: 'x', handlerTimeout: 0 }), { code: 'INBOX_ERR_INVALID' });
+    assert.equal(s.inbox.consumer({ name: 'dflt' }).handlerTimeout, 30000, 'the default');
+    const c = s.inbox.consumer({ name: 'billing', key: '{/data/orderId}', handlerTimeout: 300 });
+    assert.equal(c.handlerTimeout, 300);
+    const ev = { id: 'e-1', data: { orderId: 'o-1', totalCents: 4200 } };
+    let stuck = null;
+    const t0 = Date.now();
+    const r1 = await c.process(ev, async (trx, msg) => {
+      stuck = trx;
+      await trx.exec(`INSERT INTO ${s.invoices} (order_id, total_cents) VALUES ($1, $2)`,
+        [msg.event.data.orderId, msg.event.data.totalCents]);
+      await new Promise(() => {}); // never settles
+    });
+    const took = Date.now() - t0;
+    assert.equal(r1.outcome, 'retry');
+    assert.equal(r1.ackable, false);
+    assert.equal(r1.attempts, 1, 'the attempt is counted');
+    assert.match(r1.reason, /handlerTimeout/);
+    assert.ok(took >= 300, `rolled back after the timeout, not before (${took} ms)`);
+    // its transaction is over: the insert was rolled back, its trx refuses
+    assert.equal(await count(s.inbox, s.invoices), 0);
+    await assert.rejects(stuck.query('SELECT 1'), { code: 'INBOX_ERR_STATE' });
+    // its locks are gone: another connection takes the same key at once
+    const other = s.inbox.consumer({ name: 'billing', key: '{/data/orderId}', handlerTimeout: 5000 });
+    const r2 = await other.process(ev, async (trx, msg) => {
+      await trx.exec(`INSERT INTO ${s.invoices} (order_id, total_cents) VALUES ($1, $2)`,
+        [msg.event.data.orderId, msg.event.data.totalCents]);
+    });
+    assert.equal(r2.outcome, 'applied');
+    assert.equal(r2.attempts, 2);
+    assert.equal(await count(s.inbox, s.invoices), 1);
+    // in a batch: the stuck message retries, the others commit
+    const evs = ['o-2', 'o-3', 'o-4'].map((o, i) => ({ id: `b-${i}`, data: { orderId: o, totalCents: 1 } }));
+    const rs = await c.processBatch(evs, async (trx, msg) => {
+      await trx.exec(`INSERT INTO ${s.invoices} (order_id, total_cents) VALUES ($1, $2)`,
+        [msg.event.data.orderId, msg.event.data.totalCents]);
+      if (msg.event.data.orderId === 'o-3') await new Promise(() => {});
+    });
+    assert.deepEqual(rs.map((r) => r.outcome), ['applied', 'retry', 'applied']);
+    assert.match(rs[1].reason, /handlerTimeout/);
+    assert.equal(await count(s.inbox, s.invoices), 3);
+    await s.inbox.close();
+  });
+}
+
+for (const store of stores()) {
   test(`${store.kind}: query rows are objects keyed by column name (rowMode 'array': arrays)`, async () => {
     const s = await openStore(store);
     await s.inbox.exec(`INSERT INTO ${s.invoices} (order_id, total_cents) VALUES ('o-1', 4200), ('o-2', 100)`);
