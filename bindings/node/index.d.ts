@@ -192,6 +192,41 @@ export class Consumer {
   close(): Promise<void>;
 }
 
+export interface DispatcherOptions {
+  /** Only this consumer's rows (default: every consumer's). */
+  consumer?: string;
+  timeoutMs?: number; connectTimeoutMs?: number; backoffMs?: number;
+  maxAttempts?: number; batch?: number;
+  /** Pause when nothing is due (default 200). */
+  pollMs?: number;
+  /** Calls in flight at once per provider (default 32). */
+  concurrency?: number;
+  /** Aborting it stops and closes the dispatcher. */
+  signal?: AbortSignal;
+}
+
+/** The dispatcher's counters (since its start()). */
+export interface DispatcherStats {
+  claimed: number; attempts: number; done: number; retries: number;
+  unknownOutcomes: number; leaseExpired: number; reconciliations: number;
+  deadLetters: number; fenced: number; released: number;
+}
+
+/** A running outbox dispatcher (its own connection and thread). */
+export class Dispatcher {
+  /** Resolves when its connection is open. */
+  readonly ready: Promise<Dispatcher>;
+  /** From start() until its run has ended. */
+  readonly running: boolean;
+  /** Settles when it stops (stop(), close(), the signal): the final counters. */
+  start(): Promise<DispatcherStats>;
+  /** Stop claiming; the calls in flight finish. Resolves as start()'s promise. */
+  stop(): Promise<DispatcherStats>;
+  /** The counters so far, without waiting. */
+  stats(): DispatcherStats & { running: boolean };
+  close(): Promise<void>;
+}
+
 export class Inbox {
   static open(url: string, opts?: StoreOptions): Promise<Inbox>;
   consumer(opts: ConsumerOptions): Consumer;
@@ -209,6 +244,8 @@ export class Inbox {
   dispatchOnce(o?: { consumer?: string; timeoutMs?: number; connectTimeoutMs?: number;
     backoffMs?: number; maxAttempts?: number; batch?: number }): Promise<Record<string, number>>;
   outboxCounts(consumer?: string): Promise<Record<string, number>>;
+  /** A running dispatcher on its own connection: start() / stop(). */
+  dispatcher(opts?: DispatcherOptions): Dispatcher;
   /** Closes the store and every consumer opened from it. */
   close(): Promise<void>;
 }

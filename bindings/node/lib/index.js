@@ -15,7 +15,7 @@ const OP = {
   ADMIN_STATS: 8, DLQ_LIST: 9, DLQ_GET: 10, DLQ_REPLAY: 11, DLQ_DROP: 12,
   INSPECT: 13, PURGE: 14, SCHEMA_VERSION: 15, LEASE_ACQUIRE: 16,
   LEASE_EXTEND: 17, LEASE_COMPLETE: 18, LEASE_FAIL: 19, LEASE_FREE: 20,
-  DISPATCH_ONCE: 21, OUTBOX_COUNTS: 22,
+  DISPATCH_ONCE: 21, OUTBOX_COUNTS: 22, DISPATCH_RUN: 23,
   T_EXEC: 100, T_QUERY: 101, T_UPSERT: 102, T_OUTBOX: 103, T_DONE: 104,
 };
 const VERDICT = { OK: 0, RETRY: 1, REJECT: 2 };
@@ -371,6 +371,72 @@ class Lease {
   release() { return this._c._call(OP.LEASE_FREE, null, null, [this._id]); }
 }
 
+function dispatcherInts(o) {
+  return [o.timeoutMs || 0, o.connectTimeoutMs || 0, o.backoffMs || 0, o.maxAttempts || 0,
+    o.batch || 0, o.pollMs || 0, o.concurrency || 0];
+}
+
+/** A running outbox dispatcher: inbox.dispatcher(opts), then start() /
+ * stop(). It has its own store connection and its own thread (a libuv
+ * pool thread would be taken for as long as it runs), and performs rows
+ * as they come due (the library's inbox_dispatcher_run: up to
+ * `concurrency` calls in flight per provider) until stop(), close() or
+ * its AbortSignal. While it runs it keeps the process alive. */
+class Dispatcher extends Handle {
+  constructor(inbox, opts = {}) {
+    super();
+    const so = inbox._storeOpts;
+    this._opts = opts;
+    this._run = null;
+    this.ready = this._call(OP.OPEN, [inbox._url, so.tablePrefix || null, so.schema || null], null,
+      storeInts(so)).then(() => this);
+    this.ready.catch(() => {});
+    if (opts.signal) onAbort(opts.signal, this);
+  }
+
+  /** True from start() until its run has ended. */
+  get running() { return this._run !== null; }
+
+  /** Start performing due rows; resolves with the final counters once it
+   * stops (stop(), close(), the signal) and rejects on an error it does
+   * not retry (a transient store error is retried after pollMs). */
+  start() {
+    if (this._run) return Promise.reject(inboxError('INBOX_ERR_STATE', 'the dispatcher is running already'));
+    if (this._closed) return Promise.reject(inboxError('INBOX_ERR_STATE', 'closed'));
+    const o = this._opts;
+    const run = this.ready
+      .then(() => this._call(OP.DISPATCH_RUN, [o.consumer || null], null, dispatcherInts(o)))
+      .finally(() => { if (this._run === run) this._run = null; });
+    run.catch(() => {}); // observed through start()/stop()'s promise
+    this._run = run;
+    return run;
+  }
+
+  /** Stop claiming rows; the calls in flight finish (bounded by timeoutMs)
+   * and their outcomes are committed. Resolves with the final counters. */
+  stop() {
+    const run = this._run;
+    if (!run) return Promise.resolve(this.stats());
+    // after start()'s own then (which queued the run): a stop() made
+    // before the store was open still counts
+    this.ready.then(() => native.Handle.prototype.stop.call(this), () => {});
+    return run;
+  }
+
+  /** The counters so far ({ claimed, attempts, done, retries, ...,
+   * running }), read without waiting for the dispatcher. */
+  stats() { return this.dispatcherStats(); }
+
+  /** Stops it (as stop()) and closes its connection. */
+  async close() {
+    if (this._run) {
+      this.stop();
+      await this._run.catch(() => {});
+    }
+    return super.close();
+  }
+}
+
 function onAbort(signal, h) {
   const close = () => { h.close().catch(() => {}); };
   if (signal.aborted) close(); else signal.addEventListener('abort', close, { once: true });
@@ -391,6 +457,15 @@ class Inbox extends Handle {
     this._url = url;
     this._storeOpts = opts;
     this._consumers = new Set();
+  }
+
+  /** A running outbox dispatcher on its own connection (see Dispatcher);
+   * options as dispatchOnce's plus pollMs, concurrency and signal. */
+  dispatcher(opts = {}) {
+    if (this._closed) throw inboxError('INBOX_ERR_STATE', 'closed');
+    const d = new Dispatcher(this, opts);
+    this._consumers.add(new WeakRef(d));
+    return d;
   }
 
   /** A consumer with its own connection (process calls wait until it is open: see .ready). */
@@ -443,7 +518,7 @@ class Inbox extends Handle {
   }
   outboxCounts(consumer) { return this._call(OP.OUTBOX_COUNTS, [consumer || null]); }
 
-  /** Close the store and every consumer opened from it. */
+  /** Close the store and every consumer and dispatcher opened from it. */
   async close() {
     const all = [];
     for (const w of this._consumers) {
@@ -457,7 +532,7 @@ class Inbox extends Handle {
 }
 
 module.exports = {
-  Inbox, Consumer, Lease, Transaction, Delivery, RetryableError, PermanentError,
+  Inbox, Consumer, Dispatcher, Lease, Transaction, Delivery, RetryableError, PermanentError,
   HandlerTimeoutError,
   delivery: (payload, meta) => new Delivery(payload, meta),
   outboxKey: native.outboxKey,

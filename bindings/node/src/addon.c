@@ -29,6 +29,7 @@
 #include <inbox/outbox.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,7 @@ enum op {
 	OP_LEASE_FREE,
 	OP_DISPATCH_ONCE,
 	OP_OUTBOX_COUNTS,
+	OP_DISPATCH_RUN,
 	/* transaction requests (only while a handler runs) */
 	T_EXEC = 100,
 	T_QUERY,
@@ -204,6 +206,11 @@ typedef struct handle {
 	pthread_cond_t cv;
 	queue jobs, txq;
 	int closing; /* a close was queued: the worker ends after it */
+	/* a running dispatcher (OP_DISPATCH_RUN): set by the main thread,
+	 * read by inbox_dispatcher_run() on the worker */
+	volatile sig_atomic_t stop;
+	inbox_outbox_stats dstats; /* under mu: its counters so far */
+	int running;               /* under mu */
 	/* main thread only */
 	napi_threadsafe_function tsfn;
 	napi_ref self; /* strong while jobs are pending, weak otherwise */
@@ -622,6 +629,74 @@ static void run_open(handle *h, job *j)
 	}
 }
 
+/* s0 consumer; i0 timeout, i1 connect timeout, i2 backoff, i3 max
+ * attempts, i4 batch, i5 poll ms, i6 concurrency (0: defaults) */
+static void dispatcher_options(inbox_dispatcher_options *o, const job *j)
+{
+	o->consumer = j->s[0];
+	if (j->i[0] > 0)
+		o->timeout_ms = j->i[0];
+	if (j->i[1] > 0)
+		o->connect_timeout_ms = j->i[1];
+	if (j->i[2] > 0)
+		o->backoff_ms = j->i[2];
+	if (j->i[3] > 0)
+		o->max_attempts = (int)j->i[3];
+	if (j->i[4] > 0)
+		o->batch = (int)j->i[4];
+	if (j->i[5] > 0)
+		o->poll_ms = j->i[5];
+	if (j->i[6] > 0)
+		o->concurrency = (int)j->i[6];
+}
+
+/* Publishes the counters (stats() reads them while it runs) and tells
+ * inbox_dispatcher_run() whether stop() was called. */
+static int dispatch_tick(inbox_dispatcher *d, inbox_dispatch_event ev,
+                         void *payload)
+{
+	handle *h = payload;
+	inbox_outbox_stats s;
+	inbox_dispatcher_stats(d, &s);
+	pthread_mutex_lock(&h->mu);
+	h->dstats = s;
+	pthread_mutex_unlock(&h->mu);
+	return h->stop != 0;
+}
+
+/* A running dispatcher on this handle's own store and thread (a libuv
+ * pool thread would be held for as long as it runs): until stop(). */
+static void run_dispatcher(handle *h, job *j)
+{
+	inbox_dispatcher_options o = INBOX_DISPATCHER_OPTIONS_INIT;
+	inbox_dispatcher *d = NULL;
+	char err[512] = "";
+	dispatcher_options(&o, j);
+	o.on_tick = dispatch_tick;
+	o.tick_payload = h;
+	int rc = inbox_dispatcher_open(&d, h->st, &o, err, sizeof err);
+	if (rc < 0) {
+		j->rc = rc;
+		j->err = xstrdup(*err ? err : inbox_strerror(rc));
+		return;
+	}
+	pthread_mutex_lock(&h->mu);
+	memset(&h->dstats, 0, sizeof h->dstats);
+	h->running = 1;
+	pthread_mutex_unlock(&h->mu);
+	rc = inbox_dispatcher_run(d, &h->stop);
+	inbox_dispatcher_stats(d, &j->ostats);
+	pthread_mutex_lock(&h->mu);
+	h->dstats = j->ostats;
+	h->running = 0;
+	pthread_mutex_unlock(&h->mu);
+	if (rc < 0) {
+		j->rc = rc;
+		j->err = xstrdup(inbox_dispatcher_errmsg(d));
+	}
+	inbox_dispatcher_close(d);
+}
+
 static void run_job(handle *h, job *j)
 {
 	int rc = 0;
@@ -805,21 +880,14 @@ static void run_job(handle *h, job *j)
 	case OP_LEASE_FREE:
 		lease_drop(h, j->i[0]);
 		return;
+	case OP_DISPATCH_RUN:
+		run_dispatcher(h, j);
+		return;
 	case OP_DISPATCH_ONCE: {
 		inbox_dispatcher_options o = INBOX_DISPATCHER_OPTIONS_INIT;
 		inbox_dispatcher *d = NULL;
 		char err[512] = "";
-		o.consumer = j->s[0];
-		if (j->i[0] > 0)
-			o.timeout_ms = j->i[0];
-		if (j->i[1] > 0)
-			o.connect_timeout_ms = j->i[1];
-		if (j->i[2] > 0)
-			o.backoff_ms = j->i[2];
-		if (j->i[3] > 0)
-			o.max_attempts = (int)j->i[3];
-		if (j->i[4] > 0)
-			o.batch = (int)j->i[4];
+		dispatcher_options(&o, j);
 		rc = inbox_dispatcher_open(&d, h->st, &o, err, sizeof err);
 		if (rc < 0) {
 			j->rc = rc;
@@ -1023,6 +1091,23 @@ static napi_value dl_obj(napi_env env, const inbox_admin_dead_letter *d)
 	return o;
 }
 
+static napi_value outbox_stats_obj(napi_env env, const inbox_outbox_stats *s)
+{
+	napi_value o;
+	napi_create_object(env, &o);
+	set_num(env, o, "claimed", (double)s->claimed);
+	set_num(env, o, "attempts", (double)s->attempts);
+	set_num(env, o, "done", (double)s->done);
+	set_num(env, o, "retries", (double)s->retries);
+	set_num(env, o, "unknownOutcomes", (double)s->unknown_outcomes);
+	set_num(env, o, "leaseExpired", (double)s->lease_expired);
+	set_num(env, o, "reconciliations", (double)s->reconciliations);
+	set_num(env, o, "deadLetters", (double)s->dead_letters);
+	set_num(env, o, "fenced", (double)s->fenced);
+	set_num(env, o, "released", (double)s->released);
+	return o;
+}
+
 static napi_value job_value(napi_env env, job *j)
 {
 	napi_value o = NULL;
@@ -1139,18 +1224,12 @@ static napi_value job_value(napi_env env, job *j)
 		    env, inbox_outcome_name((inbox_outcome)j->out_i[0]),
 		    NAPI_AUTO_LENGTH, &o);
 		return o;
-	case OP_DISPATCH_ONCE: {
-		const inbox_outbox_stats *s = &j->ostats;
-		napi_create_object(env, &o);
+	case OP_DISPATCH_ONCE:
+		o = outbox_stats_obj(env, &j->ostats);
 		set_num(env, o, "handled", (double)j->out_i[0]);
-		set_num(env, o, "claimed", (double)s->claimed);
-		set_num(env, o, "attempts", (double)s->attempts);
-		set_num(env, o, "done", (double)s->done);
-		set_num(env, o, "retries", (double)s->retries);
-		set_num(env, o, "unknownOutcomes", (double)s->unknown_outcomes);
-		set_num(env, o, "deadLetters", (double)s->dead_letters);
 		return o;
-	}
+	case OP_DISPATCH_RUN:
+		return outbox_stats_obj(env, &j->ostats);
 	case OP_OUTBOX_COUNTS: {
 		const inbox_outbox_counts *c = &j->counts;
 		napi_create_object(env, &o);
@@ -1569,11 +1648,45 @@ static napi_value js_call(napi_env env, napi_callback_info info)
 	j->has_handler = hh;
 	if (j->op == OP_CLOSE)
 		h->closed = 1;
+	if (j->op == OP_DISPATCH_RUN)
+		h->stop = 0; /* before it is queued: a stop() after counts */
 	enqueue(env, h, j);
 	return NULL;
 fail:
 	job_free(j);
 	return NULL;
+}
+
+/* handle.stop(): a running dispatcher stops claiming rows; its run ends
+ * once the calls in flight finish (the run's promise settles then). */
+static napi_value js_stop(napi_env env, napi_callback_info info)
+{
+	napi_value self;
+	NAPI_OK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
+	handle *h = unwrap(env, self);
+	if (h)
+		h->stop = 1;
+	return NULL;
+}
+
+/* handle.dispatcherStats(): the running (or last) dispatcher's counters,
+ * with running: true/false. */
+static napi_value js_dispatcher_stats(napi_env env, napi_callback_info info)
+{
+	napi_value self;
+	NAPI_OK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
+	handle *h = unwrap(env, self);
+	if (!h) {
+		napi_throw_error(env, "INBOX_ERR_STATE", "not a handle");
+		return NULL;
+	}
+	pthread_mutex_lock(&h->mu);
+	inbox_outbox_stats s = h->dstats;
+	int running = h->running;
+	pthread_mutex_unlock(&h->mu);
+	napi_value o = outbox_stats_obj(env, &s);
+	set_bool(env, o, "running", running);
+	return o;
 }
 
 static napi_value js_err_name(napi_env env, napi_callback_info info)
@@ -1657,10 +1770,13 @@ static napi_value init(napi_env env, napi_value exports)
 {
 	napi_property_descriptor methods[] = {
 	    {"call", NULL, js_call, NULL, NULL, NULL, napi_default, NULL},
+	    {"stop", NULL, js_stop, NULL, NULL, NULL, napi_default, NULL},
+	    {"dispatcherStats", NULL, js_dispatcher_stats, NULL, NULL, NULL,
+	     napi_default, NULL},
 	};
 	napi_value cls, v;
 	NAPI_OK(napi_define_class(env, "Handle", NAPI_AUTO_LENGTH,
-	                          js_handle_new, NULL, 1, methods, &cls));
+	                          js_handle_new, NULL, 3, methods, &cls));
 	napi_set_named_property(env, exports, "Handle", cls);
 	napi_property_descriptor fns[] = {
 	    {"errName", NULL, js_err_name, NULL, NULL, NULL, napi_default,

@@ -5,6 +5,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const http = require('node:http');
 const { lib, stores, openStore, count, sleep } = require('./helpers');
 const { Inbox, PermanentError } = lib;
 
@@ -277,5 +278,82 @@ for (const store of stores()) {
     assert.deepEqual(seen.rows, [{ total: '7', order_id: 'o-3' }]);
     assert.deepEqual(Object.keys(seen.rows[0]), ['total', 'order_id'], 'in column order');
     await s.inbox.close();
+  });
+}
+
+async function waitFor(what, cond, ms = 15000) {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+for (const store of stores()) {
+  test(`${store.kind}: a running dispatcher performs outbox rows until stop(), close() or its signal`, { timeout: 90000 }, async (t) => {
+    const s = await openStore(store);
+    const seen = [];
+    const server = http.createServer((req, res) => {
+      seen.push(req.headers['idempotency-key']);
+      req.resume();
+      res.setHeader('content-type', 'application/json');
+      res.end('{"charged":true}');
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    t.after(() => { server.closeAllConnections(); server.close(); });
+    const url = `http://127.0.0.1:${server.address().port}/charges`;
+    const c = s.inbox.consumer({ name: 'pay', key: '{/order}' });
+    const charge = async (trx, msg) => {
+      await trx.outbox('charge', { url, body: { order: msg.event.order }, idempotent: true });
+    };
+    for (const o of ['o-1', 'o-2', 'o-3']) {
+      assert.equal((await c.process({ id: o, order: o }, charge)).outcome, 'applied');
+    }
+    const d = s.inbox.dispatcher({ consumer: 'pay', pollMs: 50, backoffMs: 1 });
+    assert.equal(d.running, false);
+    assert.equal(d.stats().running, false);
+    const run = d.start();
+    assert.equal(d.running, true);
+    await assert.rejects(d.start(), { code: 'INBOX_ERR_STATE' });
+    await waitFor('the 3 rows', () => seen.length >= 3);
+    // a row committed while it runs is performed too, nobody calls again
+    assert.equal((await c.process({ id: 'o-4', order: 'o-4' }, charge)).outcome, 'applied');
+    await waitFor('the row added while running', () => seen.length >= 4);
+    await waitFor('4 rows done', () => d.stats().done >= 4);
+    assert.equal(d.stats().running, true);
+    const fin = await d.stop();
+    assert.equal(await run, fin, 'start() and stop() settle with the same counters');
+    assert.equal(fin.done, 4);
+    assert.equal(d.running, false);
+    assert.deepEqual([...seen].sort(), ['o-1', 'o-2', 'o-3', 'o-4'].map((o) => lib.outboxKey('pay', o, 'charge')).sort());
+    const counts = await s.inbox.outboxCounts('pay');
+    assert.equal(counts.pending + counts.failed + counts.unknown + counts.inFlight + counts.dead, 0);
+    // stopped: a new row waits ...
+    await c.process({ id: 'o-5', order: 'o-5' }, charge);
+    await sleep(500);
+    assert.equal(seen.length, 4, 'a stopped dispatcher performs nothing');
+    // ... until it is started again; close() stops it and ends the run
+    const run2 = d.start();
+    await waitFor('the row after the restart', () => seen.length >= 5);
+    await waitFor('it done', () => d.stats().done >= 1);
+    await d.close();
+    assert.equal((await run2).done, 1);
+    await assert.rejects(d.start(), { code: 'INBOX_ERR_STATE' });
+    // an AbortSignal stops and closes it; Inbox.close() closes a running one
+    const ac = new AbortController();
+    const d2 = s.inbox.dispatcher({ consumer: 'pay', pollMs: 50, signal: ac.signal });
+    const run3 = d2.start();
+    await sleep(200);
+    assert.equal(d2.running, true);
+    ac.abort();
+    await run3;
+    assert.equal(d2.running, false);
+    const d3 = s.inbox.dispatcher({ consumer: 'pay', pollMs: 50 });
+    const run4 = d3.start();
+    await sleep(200);
+    await s.inbox.close();
+    await run4;
+    assert.equal(d3.running, false);
+    assert.equal(seen.length, 5, 'nothing performed twice');
   });
 }

@@ -4,7 +4,7 @@
 // must NOT (tsc fails on an unused @ts-expect-error), so a type made too
 // loose fails this file as surely as one made wrong.
 import {
-  Inbox, Consumer, Transaction, Message, Result, Outcome, QueryResult, Row,
+  Inbox, Consumer, Dispatcher, DispatcherStats, Transaction, Message, Result, Outcome, QueryResult, Row,
   RetryableError, PermanentError, HandlerTimeoutError, InboxError, Stats, DeadLetter,
   delivery, outboxKey, fingerprint, redactUrl, version,
 } from 'libinbox';
@@ -59,7 +59,15 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
   const fp: string = fingerprint({ a: 1 }, '/a');
   const red: string = redactUrl('postgresql://a:b@h/d');
   const v: string = version;
-  void [timeout, o, rs, st, code, asRetryable, key, fp, red, v];
+  const ac2 = new AbortController();
+  const d: Dispatcher = inbox.dispatcher({ consumer: consumer.name, pollMs: 100, concurrency: 8, signal: ac2.signal });
+  const running: Promise<DispatcherStats> = d.start();
+  const live: boolean = d.stats().running;
+  const fin: DispatcherStats = await d.stop();
+  const done: number = fin.done;
+  await running;
+  await d.close();
+  void [timeout, o, rs, st, code, asRetryable, key, fp, red, v, live, done];
   await inbox.close();
 
   // What must not type-check:
@@ -78,7 +86,9 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
   const att: string = r.attempts;
   // @ts-expect-error the handler gets a Transaction, which has no commit()
   await consumer.process(event, async (trx) => { await trx.commit(); });
-  void [bad, k, att];
+  // @ts-expect-error the dispatcher's counters are numbers
+  const late: string = d.stats().done;
+  void [bad, k, att, late];
 }
 
 void billing;
