@@ -9,8 +9,9 @@
  *   amqp://[USER[:PASS]@]HOST[:PORT]/[VHOST/]QUEUE[?prefetch=&retry=ttl|requeue]
  *   redis://[[USER]:PASS@]HOST[:PORT][/DB]/STREAM?group=G[&claim_idle=]
  *   nats://[USER:PASS@]HOST:PORT/STREAM?durable=D[&ack_wait=]
- * Each backend's header in src/source/NAME/ documents all its parameters
- * and how it maps "ack", "retry later" and "dead letter" onto the broker.
+ * docs/config.md (sources) lists every backend's parameters, and
+ * docs/reliability.md how each maps "ack", "retry later" and "dead
+ * letter" onto its broker.
  *
  * The runner loops: poll a batch -> inbox_consumer_process_batch() (one
  * transaction) -> settle the batch with the source: ack what may be acked,

@@ -12,8 +12,8 @@
 
 /* Between a store and the consumer only, never returned by the public
  * API: the store lost the transaction's deferred statements; roll back
- * and run the batch again at once (src/store/postgres/pg_store.h). */
-#define INBOX__ERR_REDO (-1000)
+ * and run the batch again at once (<inbox/sys/store.h>). */
+#define INBOX__ERR_REDO INBOX_STORE_ERR_REDO
 
 extern const inbox_store_vtable inbox__pg_vtable;
 extern const inbox_store_vtable inbox__sqlite_vtable;

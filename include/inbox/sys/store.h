@@ -161,9 +161,15 @@ struct inbox_store_vtable {
 
 	/* Generic statements with $1..$n text parameters (handlers). exec's
 	 * rows may be NULL (count not wanted); in a transaction that claimed
-	 * keys a backend may then defer the statement, provided a failure
-	 * makes a later call of the transaction fail (see
-	 * src/store/postgres/pg_store.h for the contract with the core). */
+	 * keys a backend may then defer the statement (send it later, with
+	 * the next statement that needs an answer or with COMMIT) and
+	 * return INBOX_OK at once. A backend that defers must keep the
+	 * order of statements, and when a deferred statement fails on the
+	 * server it answers INBOX_STORE_ERR_REDO (below) to every call of
+	 * that transaction until rollback(), and runs the next transaction
+	 * without deferring: the core then rolls back and runs the batch
+	 * again at once, so each handler gets its statement's error where
+	 * it issued it. A backend that never defers never returns it. */
 	int (*exec)(inbox_store *st, const char *sql, int nparams,
 	            const char *const *params, int64_t *rows);
 	int (*query)(inbox_store *st, const char *sql, int nparams,
@@ -292,6 +298,12 @@ struct inbox_store_vtable {
 	 * reconnect. NULL: no limits (the core ignores it). */
 	int (*set_limits)(inbox_store *st, const inbox_store_limits *derived);
 };
+
+/* Returned by a store backend's calls only (never by the public API):
+ * the transaction lost statements the backend had deferred (see exec
+ * above); the core rolls back and runs the batch again at once, without
+ * counting an attempt. */
+#define INBOX_STORE_ERR_REDO (-1000)
 
 /* Register a backend (the built-in ones are registered automatically).
  * Returns INBOX_ERR_INVALID if a mandatory slot is missing or the scheme is

@@ -17,6 +17,19 @@ for f in include/inbox/inbox.h include/inbox/sys/store.h; do
 	check test -f "$tmp/prefix/$f"
 done
 check test -f "$(ls "$libdir"/libinbox.so* | head -1)"
+# The installed headers are self-contained: each compiles alone, outside
+# the tree, as C11 and as C++, and none refers the reader to a file of the
+# source tree (src/...) for its contract.
+for h in $(cd "$tmp/prefix/include" && find inbox -name '*.h' | sort); do
+	printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$tmp/h.c"
+	check cc -std=c11 -Wall -Wextra -Werror -pedantic -fsyntax-only \
+		-I"$tmp/prefix/include" "$tmp/h.c"
+	if command -v c++ >/dev/null 2>&1; then
+		check c++ -x c++ -Wall -Werror -fsyntax-only \
+			-I"$tmp/prefix/include" "$tmp/h.c"
+	fi
+done
+check sh -c "! grep -n 'src/[a-z]*/' -r '$tmp/prefix/include/inbox'"
 check test -f "$(ls "$libdir"/libinbox.a | head -1)"
 check test -f "$(ls "$libdir"/pkgconfig/inbox.pc)"
 
