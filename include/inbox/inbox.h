@@ -125,9 +125,7 @@ INBOX_API int inbox_outcome_ackable(inbox_outcome o);
  * Zero-initialize it ({0}) and set what you know. */
 typedef struct inbox_delivery {
 	/* Producer's message id (UTF-8, NUL-terminated). NULL: taken from the
-	 * payload at the consumer's id_pointer (default "/id"). A source that
-	 * cannot hand a delivery over whole sets it to INBOX_DELIVERY_REFUSED
-	 * followed by why (see below). */
+	 * payload at the consumer's id_pointer (default "/id"). */
 	const char *id;
 	/* Raw payload bytes; must be a UTF-8 JSON document. Not NUL-terminated
 	 * necessarily. */
@@ -158,17 +156,17 @@ typedef struct inbox_delivery {
 	int32_t delivery_count;
 	/* Reserved for sources (an ack token); the library ignores it. */
 	uint64_t source_token;
+	/* NULL, or why the source refused to pass the message on as it came
+	 * (UTF-8, NUL-terminated): a payload over its max_payload (handed
+	 * over cut to max_payload + 1 bytes), an id from the broker that
+	 * holds a NUL byte or is not UTF-8 ("payload of 10485760 bytes
+	 * exceeds max_payload 1048576"). The consumer dead-letters such a
+	 * delivery with this reason, without key or id (`id` is ignored),
+	 * instead of guessing, and the source settles it like any dead
+	 * letter. Set by sources; a program handing deliveries over itself
+	 * may use it the same way. */
+	const char *refused;
 } inbox_delivery;
-
-/* The mark of a refused delivery. A source that cannot pass a message on
- * as it came — a payload over its max_payload (handed over cut to
- * max_payload + 1 bytes), an id from the broker that holds a NUL byte or
- * is not UTF-8 — delivers it with `id` set to this byte followed by the
- * reason ("\xff" "payload of 10485760 bytes exceeds max_payload 1048576"):
- * the consumer dead-letters it with that reason, without key or id,
- * instead of guessing. The byte 0xFF never begins UTF-8 text, so no real
- * id is taken for the mark. */
-#define INBOX_DELIVERY_REFUSED '\xff'
 
 /* The result for one delivery. `reason` points into memory owned by the
  * consumer, valid until the next processing call on the same consumer. */

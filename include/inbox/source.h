@@ -40,7 +40,7 @@ typedef struct inbox_source_options {
 	/* Delay before a RETRY or IN_PROGRESS message is delivered again. */
 	int retry_delay_ms;
 	/* Messages larger than this are still delivered, truncated to it +
-	 * 1 byte and refused (INBOX_DELIVERY_REFUSED) with their real size,
+	 * 1 byte and refused (inbox_delivery.refused) with their real size,
 	 * so the consumer dead-letters them saying it. */
 	size_t max_payload;
 } inbox_source_options;

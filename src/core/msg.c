@@ -51,10 +51,9 @@ static int set_id(inbox_msg *m, json_t *v)
 	return INBOX_OK;
 }
 
-/* A delivery the source refused (INBOX_DELIVERY_REFUSED): its reason. */
-static void refused(const char *id, char *reason, size_t rlen)
+/* A delivery the source refused (inbox_delivery.refused): its reason. */
+static void refused(const char *why, char *reason, size_t rlen)
 {
-	const char *why = id + 1;
 	if (!*why || !inbox__utf8_valid(why, strlen(why)))
 		why = "the source could not pass it on whole";
 	snprintf(reason, rlen, "%s", why);
@@ -69,8 +68,8 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 	int rc;
 	inbox__msg_reset(m);
 	m->d = d;
-	if (d->id && d->id[0] == INBOX_DELIVERY_REFUSED) {
-		refused(d->id, reason, rlen);
+	if (d->refused) {
+		refused(d->refused, reason, rlen);
 		return 1;
 	}
 	if (d->id && d->id[0]) {

@@ -87,10 +87,20 @@ long inbox__src_refuse(inbox__buf *out, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (inbox__buf_putc(out, INBOX_DELIVERY_REFUSED) < 0 ||
+	if (inbox__buf_putc(out, INBOX__SRC_REFUSED) < 0 ||
 	    inbox__buf_append(out, why, strlen(why) + 1) < 0)
 		return -1;
 	return at;
+}
+
+void inbox__src_set_id(inbox_delivery *d, const char *id_or_refusal)
+{
+	if (id_or_refusal && id_or_refusal[0] == INBOX__SRC_REFUSED) {
+		d->id = NULL;
+		d->refused = id_or_refusal + 1;
+	} else {
+		d->id = id_or_refusal;
+	}
 }
 
 long inbox__src_refuse_oversize(inbox__buf *out, size_t len, size_t max_payload)

@@ -35,9 +35,18 @@ void inbox__src_backoff_ok(inbox__src_backoff *b);
  * sees it is over-size without the source copying anything. */
 size_t inbox__src_payload_len(size_t len, size_t max_payload);
 
-/* Refused deliveries (INBOX_DELIVERY_REFUSED in include/inbox/inbox.h).
- * Append the mark, the reason and a NUL to out: the delivery's id is
- * then out->data + the returned offset. -1 on NOMEM. */
+/* Refused deliveries (inbox_delivery.refused). A source keeps a refusal
+ * in its text buffer where it keeps a message id: the mark
+ * INBOX__SRC_REFUSED, the reason and a NUL. inbox__src_refuse appends
+ * one to out and returns its offset (-1 on NOMEM); inbox__src_set_id
+ * then hands the text over: as the delivery's `refused` reason (the mark
+ * left out, `id` NULL) when it holds a refusal, as its `id` otherwise.
+ * The byte 0xFF never begins UTF-8 text, so no real id is taken for the
+ * mark; the mark never leaves the sources. */
+#define INBOX__SRC_REFUSED '\xff'
+struct inbox_delivery;
+void inbox__src_set_id(struct inbox_delivery *d, const char *id_or_refusal);
+
 long inbox__src_refuse(inbox__buf *out, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

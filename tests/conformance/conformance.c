@@ -1115,8 +1115,8 @@ TEST(nul_in_a_value_is_never_cut)
 	env_teardown(&e);
 }
 
-/* A delivery its source refused (the mark 0xFF, INBOX_DELIVERY_REFUSED,
- * then the reason) is a dead letter with that reason, without key or id;
+/* A delivery its source refused (inbox_delivery.refused, the reason) is
+ * a dead letter with that reason, without key or id (the id is ignored);
  * a missing key field leaves no half-rendered key behind. */
 TEST(refused_and_keyless_deliveries)
 {
@@ -1130,8 +1130,8 @@ TEST(refused_and_keyless_deliveries)
 	const char js[] = "{\"id\":\"r-1\",\"data\":{\"orderId\":\"o-r\","
 	                  "\"totalCents\":1}}";
 	inbox_delivery d = delivery(js);
-	d.id = "\xff"
-	       "payload of 10485760 bytes exceeds max_payload 512";
+	d.id = "r-1";
+	d.refused = "payload of 10485760 bytes exceeds max_payload 512";
 	inbox_result r;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);

@@ -473,8 +473,8 @@ TEST(over_long_lines)
 	ASSERT_EQ(d[0].payload_len, 17);
 	ASSERT_TRUE(memcmp(d[0].payload, "{\"pad\":\"xxxxxxxxx", 17) == 0);
 	/* refused with the line's real length (the '\n' not counted) */
-	ASSERT_STREQ(d[0].id, "\xff"
-	                      "payload of 39 bytes exceeds max_payload 16");
+	ASSERT_STREQ(d[0].refused,
+	             "payload of 39 bytes exceeds max_payload 16");
 	ASSERT_TRUE(ds_eq(&d[1], "{\"ok\":1}"));
 	ASSERT_TRUE(d[1].id == NULL);
 	ASSERT_EQ(d[1].source_token, 40);
@@ -482,8 +482,8 @@ TEST(over_long_lines)
 	ASSERT_TRUE(d[2].id == NULL);
 	ASSERT_EQ(d[3].payload_len, 17);
 	/* nor the '\r' of a CRLF, as for the lines kept whole */
-	ASSERT_STREQ(d[3].id, "\xff"
-	                      "payload of 17 bytes exceeds max_payload 16");
+	ASSERT_STREQ(d[3].refused,
+	             "payload of 17 bytes exceeds max_payload 16");
 	ASSERT_TRUE(ds_eq(&d[4], "{\"last\":1}"));
 	ASSERT_TRUE(d[4].id == NULL);
 	inbox_result res[10];
@@ -518,9 +518,9 @@ TEST(huge_line_not_held)
 	ASSERT_EQ(n, 2);
 	ASSERT_EQ(d[0].payload_len, 1025);
 	/* its real length, counted as it was skipped */
-	ASSERT_STREQ(d[0].id, "\xff"
-	                      "payload of 20971530 bytes exceeds max_payload "
-	                      "1024");
+	ASSERT_STREQ(d[0].refused,
+	             "payload of 20971530 bytes exceeds max_payload "
+	             "1024");
 	ASSERT_TRUE(ds_eq(&d[1], "{\"after\":1}"));
 	ASSERT_CONTAINS(d[1].position, "h.jsonl:2");
 	jl_source *s = (jl_source *)src;

@@ -397,22 +397,22 @@ TEST(delivery_fields)
 	/* over max_payload: truncated to max_payload + 1, refused with its
 	 * real size, no headers */
 	ASSERT_EQ(d[1].payload_len, 101);
-	ASSERT_STREQ(d[1].id, "\xff"
-	                      "payload of 2000 bytes exceeds max_payload 100");
+	ASSERT_STREQ(d[1].refused,
+	             "payload of 2000 bytes exceeds max_payload 100");
 	ASSERT_TRUE(d[1].headers == NULL);
 	ASSERT_STREQ(d[1].position, "t-fields/0/1");
 	/* never cut at the NUL, nor replaced by the payload's id */
-	ASSERT_STREQ(d[2].id, "\xff"
-	                      "message id in Kafka header \"message-id\" "
-	                      "holds a NUL byte at byte 7 "
-	                      "(hex:6f726465722d310078): cannot be stored as "
-	                      "text");
+	ASSERT_STREQ(d[2].refused,
+	             "message id in Kafka header \"message-id\" "
+	             "holds a NUL byte at byte 7 "
+	             "(hex:6f726465722d310078): cannot be stored as "
+	             "text");
 	ASSERT_STREQ(d[2].headers,
 	             "{\"message-id\":\"hex:6f726465722d310078\"}");
-	ASSERT_STREQ(d[3].id, "\xff"
-	                      "message id in Kafka header \"message-id\" is "
-	                      "not valid UTF-8 (hex:c328): cannot be stored as "
-	                      "text");
+	ASSERT_STREQ(d[3].refused,
+	             "message id in Kafka header \"message-id\" is "
+	             "not valid UTF-8 (hex:c328): cannot be stored as "
+	             "text");
 	ASSERT_TRUE(d[4].id == NULL); /* empty: no id, the payload's */
 	/* a second poll before settle is refused */
 	inbox_delivery d2[2];

@@ -129,18 +129,33 @@ TEST(ids_and_refusals)
 	ASSERT_STREQ(
 	    r.reason,
 	    "U+0000 in /id (the message id): cannot be stored as text");
-	/* refused by the source: its reason, nothing parsed or run */
+	/* refused by the source (inbox_delivery.refused): its reason,
+	 * nothing parsed or run, the id ignored */
 	int calls = s.calls;
-	char refused[64];
-	snprintf(refused, sizeof(refused), "%cwhy not", INBOX_DELIVERY_REFUSED);
-	ASSERT_OK(process(c, "{\"id\":\"ok\"}", refused, &r));
+	inbox_delivery d = {0};
+	d.payload = "{\"id\":\"ok\"}";
+	d.payload_len = strlen(d.payload);
+	d.id = "refused-id";
+	d.refused = "why not";
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
 	ASSERT_STREQ(r.reason, "why not");
 	ASSERT_TRUE(r.key == NULL);
-	/* a mark without a (UTF-8) reason still says something */
-	ASSERT_OK(process(c, "{\"id\":\"ok\"}", "\xff\xc3", &r));
+	/* a refusal without a (UTF-8) reason still says something */
+	d.refused = "\xc3";
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
 	ASSERT_STREQ(r.reason, "the source could not pass it on whole");
+	d.refused = "";
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_STREQ(r.reason, "the source could not pass it on whole");
+	ASSERT_EQ(s.calls, calls);
+	/* the old in-band mark (an id beginning with 0xFF) is no refusal any
+	 * more: an id that is not UTF-8 */
+	ASSERT_OK(process(c, "{\"id\":\"ok\"}", "\xffwhy not", &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_STREQ(r.reason, "message id is not valid UTF-8");
 	ASSERT_EQ(s.calls, calls);
 	inbox_consumer_close(c);
 	inbox_store_close(st);

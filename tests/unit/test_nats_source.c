@@ -457,14 +457,12 @@ TEST(payload_truncated_and_no_id)
 		for (size_t i = 0; i < n; i++) {
 			if (d[i].payload_len > 2) {
 				ASSERT_EQ(d[i].payload_len, 17);
-				ASSERT_STREQ(d[i].id,
-				             "\xff"
+				ASSERT_STREQ(d[i].refused,
 				             "payload of 199 bytes exceeds "
 				             "max_payload 16");
 			} else if (d[i].payload[0] == '[') {
 				ASSERT_STREQ(
-				    d[i].id,
-				    "\xff"
+				    d[i].refused,
 				    "message id in NATS header "
 				    "\"Nats-Msg-Id\" is not valid UTF-8 "
 				    "(hex:c328): cannot be stored as text");

@@ -285,15 +285,15 @@ TEST(payload_id_headers_rules)
 	             "{\"orderId\":\"42\",\"note\":\"a\\\"b\",\"n\":\"2\"}");
 	ASSERT_EQ(d[2].payload_len, strlen(d[2].payload));
 	ASSERT_STREQ(d[3].headers, "{\"bin\":\"hex:ff01\"}");
-	ASSERT_STREQ(d[4].id, "\xff"
-	                      "message id in Redis field \"id\" holds a NUL "
-	                      "byte at byte 3 (hex:6f2d310078): cannot be "
-	                      "stored as text");
+	ASSERT_STREQ(d[4].refused,
+	             "message id in Redis field \"id\" holds a NUL "
+	             "byte at byte 3 (hex:6f2d310078): cannot be "
+	             "stored as text");
 	ASSERT_STREQ(d[4].headers, "{\"id\":\"o-1\\u0000x\"}");
-	ASSERT_STREQ(d[5].id, "\xff"
-	                      "message id in Redis field \"message-id\" is "
-	                      "not valid UTF-8 (hex:c328): cannot be stored as "
-	                      "text");
+	ASSERT_STREQ(d[5].refused,
+	             "message id in Redis field \"message-id\" is "
+	             "not valid UTF-8 (hex:c328): cannot be stored as "
+	             "text");
 	set_all(res, n, INBOX_APPLIED);
 	ASSERT_OK(inbox_source_settle(s, d, res, n));
 	inbox_source_close(s);
@@ -313,8 +313,8 @@ TEST(payload_truncated)
 	size_t n = poll_some(s, d, 2, 2000);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(d[0].payload_len, 51);
-	ASSERT_STREQ(d[0].id, "\xff"
-	                      "payload of 199 bytes exceeds max_payload 50");
+	ASSERT_STREQ(d[0].refused,
+	             "payload of 199 bytes exceeds max_payload 50");
 	set_all(res, n, INBOX_DEAD_LETTERED);
 	ASSERT_OK(inbox_source_settle(s, d, res, n));
 	ASSERT_EQ(pending(st, "g"), 0);
@@ -493,8 +493,8 @@ TEST(deleted_while_pending_own)
 	ASSERT_STREQ(d[1].position, want);
 	ASSERT_EQ(d[1].payload_len, 0);
 	ASSERT_CONTAINS(d[1].headers, "deleted from the stream while pending");
-	ASSERT_TRUE(d[1].id && d[1].id[0] == INBOX_DELIVERY_REFUSED);
-	ASSERT_CONTAINS(d[1].id, want);
+	ASSERT_TRUE(d[1].id == NULL && d[1].refused);
+	ASSERT_CONTAINS(d[1].refused, want);
 	ASSERT_EQ(d[0].delivery_count, 2);
 	set_all(res, n, INBOX_APPLIED);
 	res[1].outcome = INBOX_DEAD_LETTERED;

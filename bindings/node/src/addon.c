@@ -1502,8 +1502,8 @@ static int get_delivery(napi_env env, napi_value v, inbox_delivery *d)
 	if (id && strlen(id) != idlen) {
 		/* an id holding U+0000: refused, dead-lettered with why */
 		free(id);
-		id = xstrdup("\xff"
-		             "message id holds U+0000");
+		id = NULL;
+		d->refused = "message id holds U+0000";
 	}
 	d->id = id;
 	d->payload = payload ? payload : xstrdup("");

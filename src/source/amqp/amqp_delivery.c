@@ -281,7 +281,7 @@ void inbox__amqp_describe(const amqp_source *s, const amqp_slot *sl,
 	*d = (inbox_delivery){0};
 	d->payload = len ? (const char *)e->message.body.bytes : "";
 	d->payload_len = inbox__src_payload_len(len, s->base.opts.max_payload);
-	d->id = sl->id_at >= 0 ? sl->text.data + sl->id_at : NULL;
+	inbox__src_set_id(d, sl->id_at >= 0 ? sl->text.data + sl->id_at : NULL);
 	d->headers =
 	    sl->headers_at >= 0 ? sl->text.data + sl->headers_at : NULL;
 	d->position = sl->text.data + sl->pos_at;

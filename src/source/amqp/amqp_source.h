@@ -68,7 +68,7 @@
  *
  * Deliveries
  *   payload = the body (truncated to max_payload + 1 bytes when larger,
- *   and refused, INBOX_DELIVERY_REFUSED, with its real size, so the
+ *   and refused (inbox_delivery.refused) with its real size, so the
  *   consumer dead-letters it as over-size; max_payload 0 = no limit;
  *   retry and dead-letter copies always carry the whole body),
  *   id = the message-id property (NULL when absent or empty: the consumer

@@ -22,7 +22,7 @@
  *   Nothing is parsed or validated here: invalid JSON or UTF-8 is delivered
  *   as it is and the consumer dead-letters it. A line longer than
  *   max_payload is delivered as its first max_payload + 1 bytes and
- *   refused (INBOX_DELIVERY_REFUSED) with its real length ("payload of
+ *   refused (inbox_delivery.refused) with its real length ("payload of
  *   10485760 bytes exceeds max_payload 1048576"), so the consumer
  *   dead-letters it as over-size; the rest of it is counted and skipped
  *   without being held in memory. A last line without '\n' is delivered at

@@ -178,7 +178,7 @@ static int deliver(jl_source *s, inbox_delivery *out, size_t k)
 		out[i].source_token = l->off;
 		pp += w + 1;
 		if (l->over) { /* the refusals, in the lines' order */
-			out[i].id = why;
+			inbox__src_set_id(&out[i], why);
 			why += strlen(why) + 1;
 		}
 	}

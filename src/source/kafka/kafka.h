@@ -13,7 +13,7 @@
  *                       the payload. A value holding a NUL byte or not
  *                       valid UTF-8 is never cut nor replaced by the
  *                       payload's id: the delivery is refused
- *                       (INBOX_DELIVERY_REFUSED), the consumer
+ *                       (inbox_delivery.refused), the consumer
  *                       dead-letters it with the reason. "id_header="
  *                       (empty) never reads a header.
  *   offset_reset=earliest|latest

@@ -242,7 +242,7 @@ static void to_delivery(kafka_source *ks, size_t i, inbox_delivery *d)
 	memset(d, 0, sizeof(*d));
 	d->payload = m->payload ? (const char *)m->payload : "";
 	d->payload_len = inbox__src_payload_len(m->len, ks->max_payload);
-	d->id = s->id_at >= 0 ? s->text.data + s->id_at : NULL;
+	inbox__src_set_id(d, s->id_at >= 0 ? s->text.data + s->id_at : NULL);
 	d->headers = s->headers_at >= 0 ? s->text.data + s->headers_at : NULL;
 	d->position = s->text.data + s->position_at;
 	int64_t ts = rd_kafka_message_timestamp(m, &tstype);

@@ -404,7 +404,8 @@ static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	for (size_t i = 0; i < k; i++) {
 		nats_slot *sl = &ns->slots[i];
 		if (sl->refused_at >= 0)
-			out[i].id = sl->text.data + sl->refused_at;
+			inbox__src_set_id(&out[i],
+			                  sl->text.data + sl->refused_at);
 		if (sl->headers_at >= 0)
 			out[i].headers = sl->text.data + sl->headers_at;
 		if (sl->position_at >= 0)

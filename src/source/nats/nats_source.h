@@ -48,7 +48,7 @@
  *
  * Deliveries
  *   payload = the message data (truncated to max_payload + 1 bytes and
- *   refused, INBOX_DELIVERY_REFUSED, with its real size, so the consumer
+ *   refused (inbox_delivery.refused) with its real size, so the consumer
  *   dead-letters it as over-size; max_payload 0 = no limit),
  *   id = the Nats-Msg-Id header if present and non-empty, else NULL (the
  *   consumer takes the id from the payload); a value that is not valid

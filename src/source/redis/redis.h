@@ -65,7 +65,7 @@
  *             valid UTF-8 (or names holding NUL) are written as "hex:" +
  *             lower-case hex; a repeated field name keeps its last value.
  *             A payload longer than max_payload is cut to max_payload + 1
- *             bytes and refused (INBOX_DELIVERY_REFUSED) with its real
+ *             bytes and refused (inbox_delivery.refused) with its real
  *             size: the consumer dead-letters it as over-size.
  *   id        the value of the field "id", else "message-id"; NULL when
  *             there is none or it is empty (the consumer takes it from

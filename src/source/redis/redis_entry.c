@@ -249,14 +249,14 @@ void inbox__redis_slot_deliver(const rs_slot *slot, inbox_delivery *d,
 	d->delivery_count = slot->count;
 	d->source_token = token;
 	if (slot->deleted) {
-		d->id = t + slot->id_at;
+		inbox__src_set_id(d, t + slot->id_at);
 		d->payload = "";
 		d->payload_len = 0;
 		d->headers = RS_TOMBSTONE_HEADERS;
 		return;
 	}
 	d->timestamp_ms = inbox__redis_id_ms(slot->entry_id);
-	d->id = slot->id_at >= 0 ? t + slot->id_at : NULL;
+	inbox__src_set_id(d, slot->id_at >= 0 ? t + slot->id_at : NULL);
 	d->headers = slot->headers_at >= 0 ? t + slot->headers_at : NULL;
 	d->payload =
 	    slot->payload_at >= 0 ? t + slot->payload_at : slot->payload;
