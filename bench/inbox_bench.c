@@ -281,6 +281,7 @@ static int run(const run_opts *o)
 	inbox_result *r = calloc(o->batch, sizeof(*r));
 	if (!m || !d || !r)
 		return 1;
+	r[0].version = INBOX_RESULT_VERSION;
 	purge_job job = {.url = o->url};
 	pthread_t th;
 	/* Only the processing calls are timed: making up the messages is the
@@ -336,7 +337,7 @@ static int run(const run_opts *o)
 		}
 		pthread_join(th, NULL);
 	}
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	long invoices = count(st, "SELECT count(*) FROM " PREFIX "invoices");
 	long records = count(st, "SELECT count(*) FROM " PREFIX "inbox");

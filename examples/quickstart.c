@@ -98,7 +98,9 @@ int main(int argc, char **argv)
 	};
 	size_t n = sizeof(events) / sizeof(*events);
 	inbox_delivery d[4];
-	inbox_result r[4];
+	/* results are versioned (docs/abi.md): the first element says the
+	 * array's layout, the library fills in the rest */
+	inbox_result r[4] = {INBOX_RESULT_INIT};
 	for (size_t i = 0; i < n; i++) {
 		memset(&d[i], 0, sizeof(d[i]));
 		d[i].payload = events[i];

@@ -18,6 +18,15 @@ static const char *test__cur;
 
 #define TEST(name) static void test_##name(void)
 
+/* Results whose every element carries its version (docs/abi.md: an
+ * array's layout is its first element's, so each element that starts a
+ * call's array, or is passed alone, needs it). */
+#define TEST_RESULTS_INIT(a, n)                                                \
+	do {                                                                   \
+		for (size_t test__i = 0; test__i < (size_t)(n); test__i++)     \
+			(a)[test__i] = (inbox_result)INBOX_RESULT_INIT;        \
+	} while (0)
+
 #define RUN(name)                                                              \
 	do {                                                                   \
 		test__cur = #name;                                             \

@@ -33,7 +33,10 @@ extern "C" {
 /* Per-consumer numbers                                                 */
 /* ------------------------------------------------------------------ */
 
+/* Versioned (<inbox/inbox.h>, "Versioned structs"): set `version`
+ * (INBOX_ADMIN_STATS_INIT) before the call. */
 typedef struct inbox_admin_stats {
+	unsigned version; /* INBOX_ADMIN_STATS_VERSION */
 	/* Inbox records of the consumer, in total and by status. */
 	int64_t records;
 	int64_t completed;
@@ -63,7 +66,14 @@ typedef struct inbox_admin_stats {
 	int64_t outbox_oldest_age_ms;
 } inbox_admin_stats;
 
-/* Read the numbers of `consumer` (required). Errors: INVALID, STORE,
+#define INBOX_ADMIN_STATS_VERSION 1
+#define INBOX_ADMIN_STATS_INIT                                                 \
+	{                                                                      \
+		.version = INBOX_ADMIN_STATS_VERSION                           \
+	}
+
+/* Read the numbers of `consumer` (required) into the fields of
+ * out->version. Errors: INVALID (also an unknown version), STORE,
  * TRANSIENT, STATE (a transaction is open on the store), NOMEM. */
 INBOX_API int inbox_admin_stats_read(inbox_store *st, const char *consumer,
                                      inbox_admin_stats *out);
@@ -71,6 +81,7 @@ INBOX_API int inbox_admin_stats_read(inbox_store *st, const char *consumer,
 /* The inbox's generations (PostgreSQL: see inbox_store_seal()); they are
  * the store's, shared by its consumers. */
 typedef struct inbox_admin_generations {
+	unsigned version; /* INBOX_ADMIN_GENERATIONS_VERSION */
 	/* Generations, the newest included; 0: the store keeps one table
 	 * and no generations (SQLite); -1: not readable (not migrated). */
 	int64_t count;
@@ -84,15 +95,23 @@ typedef struct inbox_admin_generations {
 	int64_t newest_age_ms;  /* since it was opened */
 } inbox_admin_generations;
 
-/* Read the generations of the store. INBOX_OK (count -1 when they
- * cannot be read), or STATE (a transaction is open), INVALID. */
+#define INBOX_ADMIN_GENERATIONS_VERSION 1
+#define INBOX_ADMIN_GENERATIONS_INIT                                           \
+	{                                                                      \
+		.version = INBOX_ADMIN_GENERATIONS_VERSION                     \
+	}
+
+/* Read the generations of the store (out->version set, as above).
+ * INBOX_OK (count -1 when they cannot be read), or STATE (a transaction
+ * is open), INVALID (also an unknown version). */
 INBOX_API int inbox_admin_generations_read(inbox_store *st,
                                            inbox_admin_generations *out);
 
 /* Retention headroom in milliseconds: the window minus the age of the
  * oldest processed record. Negative when records older than the window
  * are still kept (a purge is due); INT64_MAX when there is nothing to
- * compare (no record, or no registered window). */
+ * compare (no record, or no registered window, or s NULL or of a version
+ * this library does not know). */
 INBOX_API int64_t inbox_admin_headroom_ms(const inbox_admin_stats *s);
 
 /* ------------------------------------------------------------------ */
@@ -177,7 +196,8 @@ typedef struct inbox_admin_dlq_filter {
 typedef int (*inbox_admin_dlq_fn)(const inbox_admin_dead_letter *dl,
                                   void *payload);
 
-/* List dead letters matching `f` (NULL = all). */
+/* List dead letters matching `f` (NULL = all; f->version 1 to
+ * INBOX_ADMIN_DLQ_FILTER_VERSION, else INVALID). */
 INBOX_API int inbox_admin_dlq_list(inbox_store *st,
                                    const inbox_admin_dlq_filter *f,
                                    inbox_admin_dlq_fn fn, void *payload);

@@ -30,6 +30,25 @@
  *     opens its first store before starting them.
  *   - The library never writes to stdout or stderr: diagnostics go to the
  *     callback installed with inbox_log_set() (<inbox/log.h>), or nowhere.
+ *
+ * Versioned structs (docs/abi.md)
+ *   Every struct a caller allocates and hands to the library — options
+ *   it fills, results and counters the library fills, arrays of either —
+ *   starts with `unsigned version`, set by the caller to the version of
+ *   its headers: initialize it with the struct's *_INIT macro (or set
+ *   the *_VERSION macro). The library refuses 0 and any version newer
+ *   than it knows with INBOX_ERR_INVALID (the reason on the handle, or
+ *   as the log event "bad_version" when there is none), reads only the
+ *   fields that version has, and writes only those; new fields are only
+ *   ever added at the end under a new version. An array's layout is the
+ *   version of its first element: the library steps through it by that
+ *   version's size, so a program built against older headers keeps
+ *   working with a newer library. Structs the library allocates or lends
+ *   (inbox_admin_record, inbox_admin_dead_letter, inbox_outbox_item,
+ *   inbox_effect_result) are read in place, never copied into an array
+ *   of the caller's, and carry no version. inbox_delivery is the
+ *   exception for now: it is zero-initialized ({0}) and carries no
+ *   version yet (see docs/abi.md).
  */
 #ifndef INBOX_INBOX_H
 #define INBOX_INBOX_H
@@ -169,14 +188,23 @@ typedef struct inbox_delivery {
 } inbox_delivery;
 
 /* The result for one delivery. `reason` points into memory owned by the
- * consumer, valid until the next processing call on the same consumer. */
+ * consumer, valid until the next processing call on the same consumer.
+ * Versioned (see "Versioned structs" above): set `version` before the
+ * call (INBOX_RESULT_INIT); for an array, the first element's. */
 typedef struct inbox_result {
+	unsigned version; /* INBOX_RESULT_VERSION */
 	inbox_outcome outcome;
 	int32_t attempts;   /* attempts counted for this key so far */
 	const char *key;    /* the resolved inbox key, NULL if none */
 	const char *reason; /* why: dead letter / retry / conflict; or NULL */
 	int64_t dead_letter_id; /* id of the dead letter written, or 0 */
 } inbox_result;
+
+#define INBOX_RESULT_VERSION 1
+#define INBOX_RESULT_INIT                                                      \
+	{                                                                      \
+		INBOX_RESULT_VERSION, INBOX_OUTCOME_NONE, 0, NULL, NULL, 0     \
+	}
 
 /* ------------------------------------------------------------------ */
 /* Store: the database holding inbox, dead letters and outbox          */
@@ -241,7 +269,10 @@ typedef struct inbox_store_options {
  * keepalives_count=3 and tcp_user_timeout=30000 unless the URL sets them
  * (each on its own; PGCONNECT_TIMEOUT too; with a service, none): a host
  * gone without a word is noticed in about 30 s, as a transient error.
- * `opts` may be NULL for defaults. On failure *out is NULL unless the
+ * `opts` may be NULL for defaults; opts->version 0 or newer than
+ * INBOX_STORE_OPTIONS_VERSION is INBOX_ERR_INVALID (the reason is the
+ * log event "bad_version": there is no handle yet). On failure *out is
+ * NULL unless the
  * handle could be allocated, in which case *out holds it so the caller can
  * read inbox_store_errmsg() and must close it.
  * A PostgreSQL URL whose user info libpq would split otherwise than other
@@ -462,6 +493,7 @@ typedef struct inbox_consumer_options {
  * not support — checked before anything is written), STORE, NOMEM.
  * On INVALID, *out is NULL and the reason is written to `err` if non-NULL
  * (up to errlen bytes). */
+/* opts->version: 1 to INBOX_CONSUMER_OPTIONS_VERSION, else INVALID. */
 INBOX_API int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
                                   const inbox_consumer_options *opts, char *err,
                                   size_t errlen);
@@ -471,11 +503,15 @@ INBOX_API void inbox_consumer_close(inbox_consumer *c);
 /* Process one delivery in its own transaction. On INBOX_OK, *res holds the
  * outcome and the transaction has committed: ack if
  * inbox_outcome_ackable(res->outcome). On error nothing committed; do not
- * ack. */
+ * ack. res->version must be set (INBOX_RESULT_INIT): INBOX_ERR_INVALID,
+ * nothing processed, for a version this library does not know. */
 INBOX_API int inbox_consumer_process(inbox_consumer *c, const inbox_delivery *d,
                                      inbox_result *res);
 
-/* Process n deliveries in one transaction: all keys are claimed in one
+/* Process n deliveries in one transaction (res[0].version gives the
+ * layout of the res array, whose every element then gets that version;
+ * an unknown one is INBOX_ERR_INVALID, nothing processed): all keys are
+ * claimed in one
  * statement (in sorted order, so overlapping batches of two workers cannot
  * deadlock), the handler runs for new keys only, each under a savepoint so
  * one failure rolls back only itself, and the batch commits once.
@@ -655,7 +691,10 @@ INBOX_API void inbox_txn_set_reason(inbox_txn *t, const char *reason);
  * the last bucket is +Inf. */
 INBOX_API extern const double inbox_latency_bounds[INBOX_LATENCY_BUCKETS];
 
+/* Versioned (see "Versioned structs" above): set `version` before the
+ * call (INBOX_STATS_INIT). */
 typedef struct inbox_stats {
+	unsigned version; /* INBOX_STATS_VERSION */
 	uint64_t applied;
 	uint64_t duplicates;
 	uint64_t conflicts;
@@ -676,8 +715,16 @@ typedef struct inbox_stats {
 	uint64_t processing_buckets[INBOX_LATENCY_BUCKETS]; /* cumulative */
 } inbox_stats;
 
-/* Snapshot of the consumer's counters since it was opened. */
-INBOX_API void inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out);
+#define INBOX_STATS_VERSION 1
+#define INBOX_STATS_INIT                                                       \
+	{                                                                      \
+		.version = INBOX_STATS_VERSION                                 \
+	}
+
+/* Snapshot of the consumer's counters since it was opened, into *out
+ * (the fields of out->version). INBOX_ERR_INVALID for NULL or a version
+ * this library does not know (the reason in inbox_consumer_errmsg()). */
+INBOX_API int inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out);
 
 /* ------------------------------------------------------------------ */
 /* JSON Schema (draft 7)                                                 */

@@ -46,9 +46,12 @@ extern "C" {
 /* HTTP Content-Type of the exposition. */
 #define INBOX_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* Fields are only ever appended: fill it with designated initializers
- * (or zero it first) so that new ones start as NULL. */
+/* Versioned (<inbox/inbox.h>, "Versioned structs"): start every element
+ * from INBOX_METRICS_CONSUMER_INIT; the array is read by its first
+ * element's version, and every element must carry the same. The structs
+ * it points to are versioned too, each read by its own version. */
 typedef struct inbox_metrics_consumer {
+	unsigned version; /* INBOX_METRICS_CONSUMER_VERSION */
 	const char *name; /* required */
 	/* Counters; NULL: the counter and histogram samples are left out. */
 	const inbox_stats *counters;
@@ -66,6 +69,13 @@ typedef struct inbox_metrics_consumer {
 	const inbox_admin_generations *generations;
 } inbox_metrics_consumer;
 
+#define INBOX_METRICS_CONSUMER_VERSION 1
+#define INBOX_METRICS_CONSUMER_INIT                                            \
+	{                                                                      \
+		INBOX_METRICS_CONSUMER_VERSION, NULL, NULL, NULL, -1, NULL,    \
+		    NULL                                                       \
+	}
+
 /* Render the families of the outbox providers (inbox_providers_info)
  * into *out (malloc'ed, NUL-terminated, *len bytes; free() it), to be
  * served after inbox_metrics_render()'s. Every sample is labelled
@@ -78,16 +88,19 @@ typedef struct inbox_metrics_consumer {
  *     provider_rejected_total provider_rate_limited_total
  *     provider_retry_after_total
  *
- * n = 0 renders nothing (an empty string). Errors: INVALID, NOMEM.
- * Thread-safe. */
+ * ps is read by ps[0].version (as inbox_providers_info() returns it).
+ * n = 0 renders nothing (an empty string). Errors: INVALID (also an
+ * unknown version), NOMEM. Thread-safe. */
 INBOX_API int inbox_metrics_render_providers(char **out, size_t *len,
                                              const inbox_provider_info *ps,
                                              size_t n);
 
 /* Render the exposition of n consumers into *out (malloc'ed,
  * NUL-terminated, *len bytes; free() it). Names that are not valid UTF-8
- * are rendered with U+FFFD in place of the bad bytes. Errors: INVALID,
- * NOMEM. Thread-safe (touches only its arguments). */
+ * are rendered with U+FFFD in place of the bad bytes. Errors: INVALID
+ * (also a version this library does not know, in cs or a struct it
+ * points to: the reason is the log event "bad_version"), NOMEM.
+ * Thread-safe (touches only its arguments). */
 INBOX_API int inbox_metrics_render(char **out, size_t *len,
                                    const inbox_metrics_consumer *cs, size_t n);
 

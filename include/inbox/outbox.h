@@ -298,7 +298,8 @@ typedef struct inbox_provider_options {
 
 /* A registry whose providers get `defaults` (NULL: the INIT values) until
  * inbox_providers_set() says otherwise. Errors: INVALID (a negative or
- * out-of-range setting), NOMEM. */
+ * out-of-range setting, a version 0 or newer than
+ * INBOX_PROVIDER_OPTIONS_VERSION), NOMEM. */
 INBOX_API int inbox_providers_open(inbox_providers **out,
                                    const inbox_provider_options *defaults);
 
@@ -344,8 +345,11 @@ typedef enum inbox_breaker_state {
 	INBOX_BREAKER_HALF_OPEN = 2 /* one trial call decides */
 } inbox_breaker_state;
 
-/* One provider as it is now, and its counters since the registry opened. */
+/* One provider as it is now, and its counters since the registry opened.
+ * Versioned: the library allocates them (inbox_providers_info) in the
+ * version the caller asks for. */
 typedef struct inbox_provider_info {
+	unsigned version; /* INBOX_PROVIDER_INFO_VERSION */
 	const char *name; /* "scheme://host:port" */
 	inbox_breaker_state breaker;
 	int in_flight;         /* calls in flight now */
@@ -358,10 +362,14 @@ typedef struct inbox_provider_info {
 	uint64_t retry_after;  /* answers with a Retry-After honoured */
 } inbox_provider_info;
 
+#define INBOX_PROVIDER_INFO_VERSION 1
+
 /* A snapshot of every provider the registry has seen, in the order they
  * were first used: *out is one allocation (names included), free() it;
- * *n entries. Errors: INVALID, NOMEM. Thread-safe. */
-INBOX_API int inbox_providers_info(inbox_providers *r,
+ * *n entries, each of version `version` (pass INBOX_PROVIDER_INFO_VERSION)
+ * and of that version's size, so out[i] indexes it. Errors: INVALID
+ * (also an unknown version), NOMEM. Thread-safe. */
+INBOX_API int inbox_providers_info(inbox_providers *r, unsigned version,
                                    inbox_provider_info **out, size_t *n);
 
 /* ------------------------------------------------------------------ */
@@ -475,8 +483,10 @@ INBOX_API int inbox_dispatcher_run_once(inbox_dispatcher *d, int *handled);
 INBOX_API int inbox_dispatcher_run(inbox_dispatcher *d,
                                    volatile sig_atomic_t *stop);
 
-/* Counters since the dispatcher was opened. */
+/* Counters since the dispatcher was opened. Versioned (<inbox/inbox.h>,
+ * "Versioned structs"): set `version` (INBOX_OUTBOX_STATS_INIT). */
 typedef struct inbox_outbox_stats {
+	unsigned version;          /* INBOX_OUTBOX_STATS_VERSION */
 	uint64_t claimed;          /* rows claimed */
 	uint64_t attempts;         /* calls made to providers */
 	uint64_t done;             /* rows completed (performed or found) */
@@ -492,8 +502,16 @@ typedef struct inbox_outbox_stats {
 	uint64_t released;     /* claimed rows given back unperformed */
 } inbox_outbox_stats;
 
-INBOX_API void inbox_dispatcher_stats(const inbox_dispatcher *d,
-                                      inbox_outbox_stats *out);
+#define INBOX_OUTBOX_STATS_VERSION 1
+#define INBOX_OUTBOX_STATS_INIT                                                \
+	{                                                                      \
+		.version = INBOX_OUTBOX_STATS_VERSION                          \
+	}
+
+/* The fields of out->version. INBOX_ERR_INVALID for NULL or an unknown
+ * version (the reason in inbox_dispatcher_errmsg()). */
+INBOX_API int inbox_dispatcher_stats(const inbox_dispatcher *d,
+                                     inbox_outbox_stats *out);
 
 /* Last error of the dispatcher ("" if none). */
 INBOX_API const char *inbox_dispatcher_errmsg(const inbox_dispatcher *d);
@@ -502,8 +520,10 @@ INBOX_API const char *inbox_dispatcher_errmsg(const inbox_dispatcher *d);
 /* Inspecting the outbox (outside a transaction)                         */
 /* ------------------------------------------------------------------ */
 
+/* Versioned: set `version` (INBOX_OUTBOX_COUNTS_INIT). */
 typedef struct inbox_outbox_counts {
-	int64_t pending; /* state pending */
+	unsigned version; /* INBOX_OUTBOX_COUNTS_VERSION */
+	int64_t pending;  /* state pending */
 	int64_t in_flight;
 	int64_t failed;
 	int64_t unknown;
@@ -512,7 +532,14 @@ typedef struct inbox_outbox_counts {
 	double oldest_age_seconds;
 } inbox_outbox_counts;
 
-/* Rows by state for `consumer` (NULL = all). Done rows are not counted
+#define INBOX_OUTBOX_COUNTS_VERSION 1
+#define INBOX_OUTBOX_COUNTS_INIT                                               \
+	{                                                                      \
+		.version = INBOX_OUTBOX_COUNTS_VERSION                         \
+	}
+
+/* Rows by state for `consumer` (NULL = all), into the fields of
+ * out->version (an unknown one: INVALID). Done rows are not counted
  * (they are the bulk of the table; counting them would scan it). */
 INBOX_API int inbox_outbox_counts_get(inbox_store *st, const char *consumer,
                                       inbox_outbox_counts *out);

@@ -56,6 +56,8 @@ typedef struct inbox_source_options {
  * user info the client libraries would split differently (a raw '@', '/',
  * '?', '#', '[' or ']' in it, a second raw '@' anywhere) is refused with
  * INBOX_ERR_URL. Errors: URL, CONNECT, SOURCE, IO. */
+/* opts->version 0 or newer than INBOX_SOURCE_OPTIONS_VERSION:
+ * INBOX_ERR_INVALID (the log event "bad_version" says why). */
 INBOX_API int inbox_source_open(inbox_source **out, const char *url,
                                 const inbox_source_options *opts);
 INBOX_API void inbox_source_close(inbox_source *src);
@@ -74,7 +76,8 @@ INBOX_API int inbox_source_poll(inbox_source *src, inbox_delivery *out,
  * poll, ack it if inbox_outcome_ackable(res[i].outcome), else arrange its
  * redelivery after retry_delay_ms. `res` NULL means the transaction failed:
  * redeliver them all. Every polled batch must be settled before the next
- * poll. */
+ * poll. res is read by res[0].version (as inbox_consumer_process_batch()
+ * left it); an unknown version is INBOX_ERR_INVALID, nothing settled. */
 INBOX_API int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
                                   const inbox_result *res, size_t n);
 
@@ -109,7 +112,9 @@ typedef struct inbox_runner_options {
 		    NULL                                                       \
 	}
 
-/* Run until *stop becomes non-zero or the source ends. *stop is read with
+/* Run until *stop becomes non-zero or the source ends (opts->version 0 or
+ * newer than INBOX_RUNNER_OPTIONS_VERSION: INBOX_ERR_INVALID at once, the
+ * reason as the log event "bad_version"). *stop is read with
  * an atomic load: set it from a signal handler, or from another thread
  * with an atomic store (__atomic_store_n(stop, 1, __ATOMIC_RELEASE)); a
  * plain assignment from another thread is a data race. When stopping, the

@@ -129,7 +129,7 @@ static int nothing_left(dworker *w)
 
 static void log_totals(const dworker *w)
 {
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(w->d, &s);
 	inbox__log(
 	    w->rc < 0 ? INBOX_LOG_ERROR : INBOX_LOG_INFO, w->cc->name,
@@ -153,7 +153,7 @@ static void log_totals(const dworker *w)
 /* The counters as they are now, for /metrics (the thread's own handle). */
 static void publish(const dworker *w)
 {
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	if (w->hidx < 0)
 		return;
 	inbox_dispatcher_stats(w->d, &s);
@@ -410,7 +410,7 @@ static int print_pending(const cli_config *cfg, const cli_consumer *only)
 		int rc = cli_open_store(cfg, cc, -1, &st);
 		if (rc)
 			return rc;
-		inbox_outbox_counts c;
+		inbox_outbox_counts c = INBOX_OUTBOX_COUNTS_INIT;
 		int irc = inbox_outbox_counts_get(st, cc->name, &c);
 		if (irc < 0) {
 			cli_error("consumer \"%s\": outbox counters: %s",

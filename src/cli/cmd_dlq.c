@@ -516,7 +516,7 @@ static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
 	}
 	if (rc || (rc = open_consumer(q, ci)))
 		return rc;
-	inbox_result res;
+	inbox_result res = INBOX_RESULT_INIT;
 	int err = inbox_admin_dlq_replay(q->o[ci].st, q->o[ci].c, id, &res);
 	if (err == INBOX_ERR_INVALID) {
 		/* refused (an outbox effect's dead letter): said, counted, and

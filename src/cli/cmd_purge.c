@@ -58,7 +58,7 @@ static int purge_one(const cli_config *cfg, const cli_consumer *c, int batch,
 	int rc = cli_open_store(cfg, c, 0, &st);
 	if (rc)
 		return rc;
-	inbox_admin_stats s;
+	inbox_admin_stats s = INBOX_ADMIN_STATS_INIT;
 	int64_t n = 0;
 	char age[24];
 	int err = inbox_admin_stats_read(st, c->name, &s);

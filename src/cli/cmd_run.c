@@ -236,7 +236,7 @@ static void on_batch(const inbox_delivery *d, const inbox_result *res, size_t n,
 	}
 	/* Every message of a batch is observed with the batch's duration
 	 * (claim to commit), so the deltas give it back. */
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(w->c, &s);
 	uint64_t dc = s.processing_count - w->count_prev;
 	double ms =
@@ -268,7 +268,7 @@ static void on_batch(const inbox_delivery *d, const inbox_result *res, size_t n,
 
 static void log_totals(const worker *w)
 {
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	char e[600] = "";
 	inbox_consumer_stats(w->c, &s);
 	if (w->rc < 0) {

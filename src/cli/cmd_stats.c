@@ -265,7 +265,7 @@ static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
 	int rc = cli_open_store(cfg, c, 0, &st);
 	if (rc)
 		return rc;
-	inbox_admin_stats s;
+	inbox_admin_stats s = INBOX_ADMIN_STATS_INIT;
 	int err = inbox_admin_stats_read(st, c->name, &s);
 	char red[512];
 	cli_redact(cli_consumer_store(cfg, c), red, sizeof(red));
@@ -278,7 +278,7 @@ static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
 		inbox_store_close(st);
 		return CLI_EXIT_CONNECT;
 	}
-	inbox_admin_generations g;
+	inbox_admin_generations g = INBOX_ADMIN_GENERATIONS_INIT;
 	if (inbox_admin_generations_read(st, &g) != INBOX_OK)
 		g.count = -1;
 	if (json)

@@ -207,6 +207,7 @@ static int read_outbox(mon *m)
 	if (rc != INBOX_OK)
 		return rc;
 	memset(&m->db, 0, sizeof(m->db));
+	m->db.version = INBOX_ADMIN_STATS_VERSION;
 	m->db.records = m->db.completed = m->db.processing = -1;
 	m->db.failed = m->db.dead = m->db.expired = -1;
 	m->db.oldest_age_ms = m->db.oldest_created_age_ms = -1;
@@ -254,10 +255,13 @@ static void refresh(cli_http *h, mon *m, int full)
 		                       NULL);
 	else if (h->role == CLI_HTTP_DISPATCH)
 		rc = read_outbox(m);
-	else
+	else {
+		m->db.version = INBOX_ADMIN_STATS_VERSION;
 		rc = inbox_admin_stats_read(m->st, m->cc->name, &m->db);
+	}
 	/* (zeroed, count 0 = none shown, whenever it is not read) */
 	memset(&m->gens, 0, sizeof(m->gens));
+	m->gens.version = INBOX_ADMIN_GENERATIONS_VERSION;
 	if (rc == INBOX_OK && full && h->role != CLI_HTTP_DISPATCH)
 		inbox_admin_generations_read(m->st, &m->gens);
 	if (rc != INBOX_OK) {
@@ -284,11 +288,13 @@ static char *metrics_page(cli_http *h, size_t *len)
 	pthread_mutex_lock(&h->mu);
 	for (int i = 0; i < h->n; i++) {
 		mon *m = &h->m[i];
+		cs[i].version = INBOX_METRICS_CONSUMER_VERSION;
 		cs[i].name = m->cc->name;
 		cs[i].store = m->store_ok && m->read_full ? &m->db : NULL;
 		cs[i].generations = cs[i].store ? &m->gens : NULL;
 		if (h->role == CLI_HTTP_RUN) {
 			snaps[i] = m->snap;
+			snaps[i].version = INBOX_STATS_VERSION;
 			/* Zero counters until the first batch: the series
 			 * exist from the start, so rate() has a baseline. */
 			cs[i].counters = &snaps[i];
@@ -298,12 +304,15 @@ static char *metrics_page(cli_http *h, size_t *len)
 		}
 		if (m->have_osnap) {
 			osnaps[i] = m->osnap;
+			osnaps[i].version = INBOX_OUTBOX_STATS_VERSION;
 			cs[i].outbox = &osnaps[i];
 		}
 	}
 	inbox_provider_info *ps = NULL;
 	size_t nps = 0;
-	if (h->providers && inbox_providers_info(h->providers, &ps, &nps) < 0)
+	if (h->providers &&
+	    inbox_providers_info(h->providers, INBOX_PROVIDER_INFO_VERSION, &ps,
+	                         &nps) < 0)
 		nps = 0;
 	pthread_mutex_unlock(&h->mu);
 	if (inbox_metrics_render(&out, len, cs, (size_t)h->n) != INBOX_OK)

@@ -196,7 +196,8 @@ int inbox_admin_stats_read(inbox_store *st, const char *consumer,
 {
 	if (!st || !out)
 		return INBOX_ERR_INVALID;
-	memset(out, 0, sizeof(*out));
+	if (inbox__vbegin_store(st, INBOX__V_ADMIN_STATS, out) < 0)
+		return INBOX_ERR_INVALID;
 	out->oldest_age_ms = out->oldest_created_age_ms = -1;
 	out->outbox_pending = out->outbox_oldest_age_ms = -1;
 	if (!consumer)
@@ -273,7 +274,8 @@ int inbox_admin_generations_read(inbox_store *st, inbox_admin_generations *out)
 {
 	if (!st || !out)
 		return INBOX_ERR_INVALID;
-	memset(out, 0, sizeof(*out));
+	if (inbox__vbegin_store(st, INBOX__V_ADMIN_GENERATIONS, out) < 0)
+		return INBOX_ERR_INVALID;
 	if (st->in_txn)
 		return INBOX_ERR_STATE;
 	if (!inbox__admin_is_pg(st))
@@ -318,7 +320,8 @@ int inbox_admin_generations_read(inbox_store *st, inbox_admin_generations *out)
 
 int64_t inbox_admin_headroom_ms(const inbox_admin_stats *s)
 {
-	if (!s || s->retention_seconds <= 0 || s->oldest_age_ms < 0)
+	if (!s || !inbox__vsize(INBOX__V_ADMIN_STATS, s->version) ||
+	    s->retention_seconds <= 0 || s->oldest_age_ms < 0)
 		return INT64_MAX;
 	int64_t w = s->retention_seconds > INBOX__ADMIN_MAX_WINDOW_S
 	                ? INBOX__ADMIN_MAX_WINDOW_S

@@ -98,6 +98,8 @@ int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
 		return INBOX_ERR_INVALID;
 	if (!f)
 		f = &all;
+	if (inbox__vcheck_store(st, INBOX__V_DLQ_FILTER, f->version) < 0)
+		return INBOX_ERR_INVALID;
 	char after[24];
 	snprintf(after, sizeof(after), "%lld", (long long)f->after_id);
 	const char *p[3] = {after, NULL, NULL};
@@ -284,7 +286,8 @@ int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c, int64_t id,
 {
 	if (!st || !c || !res)
 		return INBOX_ERR_INVALID;
-	memset(res, 0, sizeof(*res));
+	if (inbox__vbegin_store(st, INBOX__V_RESULT, res) < 0)
+		return INBOX_ERR_INVALID;
 	if (c->st != st)
 		return inbox__admin_invalid(
 		    st, "replay: the consumer was opened on another store");

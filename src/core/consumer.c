@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/abi.h"
 #include "core/consumer.h"
 
 #define BATCH_TRANSIENT_TRIES 4
@@ -85,10 +86,13 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 		return INBOX_ERR_INVALID;
 	}
 	*out = NULL;
-	if (!st || !o || o->version < 1) {
+	if (!st || !o) {
 		snprintf(err, errlen, "store and options are required");
 		return INBOX_ERR_INVALID;
 	}
+	if (inbox__vcheck(INBOX__V_CONSUMER_OPTIONS, o->version, err, errlen) <
+	    0)
+		return INBOX_ERR_INVALID;
 	if (!valid_name(o->name)) {
 		snprintf(err, errlen,
 		         "consumer name must be 1-200 printable characters "
@@ -220,10 +224,17 @@ const char *inbox_consumer_name(const inbox_consumer *c)
 	return c ? c->name : NULL;
 }
 
-void inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out)
+int inbox_consumer_stats(const inbox_consumer *c, inbox_stats *out)
 {
-	if (c && out)
-		*out = c->stats;
+	if (!c || !out)
+		return INBOX_ERR_INVALID;
+	/* the message goes on the handle, as for every call on it */
+	inbox_consumer *mc = (inbox_consumer *)c;
+	if (inbox__vcheck(INBOX__V_STATS, out->version, mc->errmsg,
+	                  sizeof(mc->errmsg)) < 0)
+		return INBOX_ERR_INVALID;
+	inbox__vfill(INBOX__V_STATS, out, &c->stats);
+	return INBOX_OK;
 }
 
 void inbox__set_err(inbox_consumer *c, int rc, const char *what)
@@ -745,6 +756,12 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 	c->errmsg[0] = '\0';
 	if (n == 0)
 		return INBOX_OK;
+	/* res[0].version is the layout of the whole array */
+	unsigned rv = res->version;
+	if (inbox__vcheck(INBOX__V_RESULT, rv, c->errmsg, sizeof(c->errmsg)) <
+	    0)
+		return INBOX_ERR_INVALID;
+	size_t stride = inbox__vsize(INBOX__V_RESULT, rv);
 	if (grow(c, n) < 0)
 		return INBOX_ERR_NOMEM;
 	double t0 = inbox__mono_seconds();
@@ -789,7 +806,10 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 	for (size_t i = 0; i < n; i++) {
 		inbox__slot *s = &c->slots[i];
 		inbox__observe(c, s->res.outcome, dt, s->takeover);
-		res[i] = s->res;
+		inbox_result *r =
+		    (inbox_result *)(void *)((char *)res + i * stride);
+		r->version = rv;
+		inbox__vfill(INBOX__V_RESULT, r, &s->res);
 	}
 	return INBOX_OK;
 }

@@ -7,6 +7,8 @@
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
+#include "core/abi.h" /* the versioned structs' checks */
+
 /* The schema version this library's stores migrate to. */
 #define INBOX__SCHEMA_VERSION 4
 

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/abi.h"
 #include "core/buf.h"
 #include "core/json.h"
+#include "core/log.h"
 
 typedef enum kind {
 	K_COUNTER,    /* uint64_t in inbox_stats */
@@ -338,16 +340,103 @@ static int render_histogram(inbox__buf *b, const inbox_metrics_consumer *cs,
 	return bad ? -1 : 0;
 }
 
-int inbox_metrics_render(char **out, size_t *len,
-                         const inbox_metrics_consumer *cs, size_t n)
+/* A versioned struct of the caller's (src, NULL or of a version this
+ * library knows) into dst, which holds the defaults: the fields of src's
+ * version. 0, or -1 for an unknown version. */
+static int copy_in(inbox__vstruct k, void *dst, const void **src)
 {
-	if (!out || !len || (n && !cs))
+	if (!*src)
+		return 0;
+	unsigned v = INBOX__VERSION_OF(*src);
+	if (inbox__vcheck(k, v, NULL, 0) < 0)
+		return -1;
+	memcpy(dst, *src, inbox__vsize(k, v));
+	*src = dst;
+	return 0;
+}
+
+/* What the caller's array holds, in this library's layout: the array read
+ * by its first element's version (every element of that one), each
+ * struct it points to by its own. */
+typedef struct metrics_in {
+	inbox_stats counters;
+	inbox_admin_stats store;
+	inbox_outbox_stats outbox;
+	inbox_admin_generations generations;
+} metrics_in;
+
+static int metrics_normalize(const inbox_metrics_consumer *cs, size_t n,
+                             inbox_metrics_consumer **flat, metrics_in **in)
+{
+	*flat = NULL;
+	*in = NULL;
+	unsigned v = cs->version;
+	if (inbox__vcheck(INBOX__V_METRICS_CONSUMER, v, NULL, 0) < 0)
+		return INBOX_ERR_INVALID;
+	size_t stride = inbox__vsize(INBOX__V_METRICS_CONSUMER, v);
+	inbox_metrics_consumer *f = calloc(n, sizeof(*f));
+	metrics_in *m = calloc(n, sizeof(*m));
+	if (!f || !m) {
+		free(f);
+		free(m);
+		return INBOX_ERR_NOMEM;
+	}
+	int rc = INBOX_OK;
+	for (size_t i = 0; i < n && rc == INBOX_OK; i++) {
+		const inbox_metrics_consumer *c =
+		    (const void *)((const char *)cs + i * stride);
+		inbox_metrics_consumer def = INBOX_METRICS_CONSUMER_INIT;
+		f[i] = def;
+		if (c->version != v) {
+			if (inbox__vcheck(INBOX__V_METRICS_CONSUMER, c->version,
+			                  NULL, 0) == INBOX_OK)
+				inbox__log(
+				    INBOX_LOG_ERROR, NULL,
+				    "\"event\":\"bad_version\","
+				    "\"struct\":\"inbox_metrics_consumer\","
+				    "\"version\":%u,\"error\":\"element %zu "
+				    "is of version %u, the array's first of "
+				    "%u\"",
+				    c->version, i, c->version, v);
+			rc = INBOX_ERR_INVALID;
+			break;
+		}
+		memcpy(&f[i], c, stride);
+		if (!f[i].name ||
+		    copy_in(INBOX__V_STATS, &m[i].counters,
+		            (const void **)&f[i].counters) < 0 ||
+		    copy_in(INBOX__V_ADMIN_STATS, &m[i].store,
+		            (const void **)&f[i].store) < 0 ||
+		    copy_in(INBOX__V_OUTBOX_STATS, &m[i].outbox,
+		            (const void **)&f[i].outbox) < 0 ||
+		    copy_in(INBOX__V_ADMIN_GENERATIONS, &m[i].generations,
+		            (const void **)&f[i].generations) < 0)
+			rc = INBOX_ERR_INVALID;
+	}
+	if (rc < 0) {
+		free(f);
+		free(m);
+		return rc;
+	}
+	*flat = f;
+	*in = m;
+	return INBOX_OK;
+}
+
+int inbox_metrics_render(char **out, size_t *len,
+                         const inbox_metrics_consumer *ucs, size_t n)
+{
+	if (!out || !len || (n && !ucs))
 		return INBOX_ERR_INVALID;
 	*out = NULL;
 	*len = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!cs[i].name)
-			return INBOX_ERR_INVALID;
+	inbox_metrics_consumer *cs = NULL;
+	metrics_in *in = NULL;
+	if (n) {
+		int rc = metrics_normalize(ucs, n, &cs, &in);
+		if (rc < 0)
+			return rc;
+	}
 	inbox__buf b = INBOX__BUF_INIT;
 	int bad =
 	    inbox__buf_printf(&b,
@@ -361,6 +450,8 @@ int inbox_metrics_render(char **out, size_t *len,
 		if (!strcmp(families[f].name, "inbox_batch_retries_total"))
 			bad |= render_histogram(&b, cs, n);
 	}
+	free(cs);
+	free(in);
 	if (bad) {
 		inbox__buf_free(&b);
 		return INBOX_ERR_NOMEM;
@@ -408,10 +499,23 @@ static const pfamily pfamilies[] = {
 };
 
 int inbox_metrics_render_providers(char **out, size_t *len,
-                                   const inbox_provider_info *ps, size_t n)
+                                   const inbox_provider_info *ups, size_t n)
 {
-	if (!out || !len || (n && !ps))
+	if (!out || !len || (n && !ups))
 		return INBOX_ERR_INVALID;
+	/* read by the first element's version, into this library's layout */
+	inbox_provider_info *ps = NULL;
+	if (n) {
+		unsigned v = ups->version;
+		if (inbox__vcheck(INBOX__V_PROVIDER_INFO, v, NULL, 0) < 0)
+			return INBOX_ERR_INVALID;
+		size_t stride = inbox__vsize(INBOX__V_PROVIDER_INFO, v);
+		ps = calloc(n, sizeof(*ps));
+		if (!ps)
+			return INBOX_ERR_NOMEM;
+		for (size_t i = 0; i < n; i++)
+			memcpy(&ps[i], (const char *)ups + i * stride, stride);
+	}
 	inbox__buf b = INBOX__BUF_INIT;
 	int bad = inbox__buf_append(&b, "", 0);
 	for (size_t f = 0; n && f < sizeof(pfamilies) / sizeof(*pfamilies);
@@ -438,6 +542,7 @@ int inbox_metrics_render_providers(char **out, size_t *len,
 			bad |= inbox__buf_printf(&b, "\"} %llu\n", v);
 		}
 	}
+	free(ps);
 	if (bad) {
 		inbox__buf_free(&b);
 		return INBOX_ERR_NOMEM;

@@ -128,10 +128,12 @@ static int headers_valid(const char *h, char *why, size_t len)
 int inbox__outbox_effect_check(const inbox_outbox_effect *e, char *why,
                                size_t len)
 {
-	if (!e || e->version < 1) {
+	if (!e) {
 		snprintf(why, len, "no effect");
 		return INBOX_ERR_INVALID;
 	}
+	if (inbox__vcheck(INBOX__V_OUTBOX_EFFECT, e->version, why, len) < 0)
+		return INBOX_ERR_INVALID;
 	const char *kind = e->kind ? e->kind : "http";
 	if (!printable_word(e->step, 100)) {
 		snprintf(why, len,
@@ -269,14 +271,21 @@ int inbox_outbox_counts_get(inbox_store *st, const char *consumer,
 		return rc;
 	if (!out)
 		return INBOX_ERR_INVALID;
-	memset(out, 0, sizeof(*out));
-	return st->vt->outbox_counts(st, consumer, out);
+	if (inbox__vcheck_store(st, INBOX__V_OUTBOX_COUNTS, out->version) < 0)
+		return INBOX_ERR_INVALID;
+	/* the backend fills the library's own struct; the caller gets the
+	 * fields of its version */
+	inbox_outbox_counts full = INBOX_OUTBOX_COUNTS_INIT;
+	rc = st->vt->outbox_counts(st, consumer, &full);
+	if (rc == INBOX_OK)
+		inbox__vfill(INBOX__V_OUTBOX_COUNTS, out, &full);
+	return rc;
 }
 
 int inbox_outbox_pending(inbox_store *st, const char *consumer,
                          int64_t *pending, double *oldest_age_seconds)
 {
-	inbox_outbox_counts c;
+	inbox_outbox_counts c = INBOX_OUTBOX_COUNTS_INIT;
 	int rc = inbox_outbox_counts_get(st, consumer, &c);
 	if (rc < 0)
 		return rc;

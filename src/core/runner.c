@@ -9,6 +9,7 @@
 
 #include <inbox/sys/source.h>
 
+#include "core/abi.h"
 #include "core/internal.h"
 #include "core/log.h"
 
@@ -41,6 +42,8 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 		return INBOX_ERR_INVALID;
 	if (!opts)
 		opts = &def;
+	if (inbox__vcheck(INBOX__V_RUNNER_OPTIONS, opts->version, NULL, 0) < 0)
+		return INBOX_ERR_INVALID;
 	if (!stop)
 		stop = &never;
 	size_t bs = opts->batch_size ? opts->batch_size : 100;
@@ -51,6 +54,8 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 		free(res);
 		return INBOX_ERR_NOMEM;
 	}
+	for (size_t i = 0; i < bs; i++)
+		res[i].version = INBOX_RESULT_VERSION;
 	const char *name = inbox_consumer_name(c);
 	const int initial =
 	    opts->backoff_initial_ms > 0 ? opts->backoff_initial_ms : 100;

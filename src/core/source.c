@@ -63,6 +63,8 @@ int inbox_source_open(inbox_source **out, const char *url,
 		return INBOX_ERR_URL;
 	if (!opts)
 		opts = &def;
+	if (inbox__vcheck(INBOX__V_SOURCE_OPTIONS, opts->version, NULL, 0) < 0)
+		return INBOX_ERR_INVALID;
 	if (!opts->consumer || !*opts->consumer || opts->max_batch == 0)
 		return INBOX_ERR_INVALID;
 	register_builtins();
@@ -122,6 +124,9 @@ int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
                         const inbox_result *res, size_t n)
 {
 	if (!src || (n > 0 && !d))
+		return INBOX_ERR_INVALID;
+	if (res && n > 0 &&
+	    inbox__vcheck(INBOX__V_RESULT, res->version, NULL, 0) < 0)
 		return INBOX_ERR_INVALID;
 	int rc = src->vt->settle(src, d, res, n);
 	scrub(src);

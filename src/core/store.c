@@ -96,6 +96,8 @@ int inbox_store_open(inbox_store **out, const char *url,
 		return INBOX_ERR_URL;
 	if (!opts)
 		opts = &def;
+	if (inbox__vcheck(INBOX__V_STORE_OPTIONS, opts->version, NULL, 0) < 0)
+		return INBOX_ERR_INVALID;
 	if (!valid_ident(opts->table_prefix, 1) ||
 	    !valid_ident(opts->schema, 1))
 		return INBOX_ERR_INVALID;

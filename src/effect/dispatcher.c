@@ -139,10 +139,8 @@ static void copy_options(inbox_dispatcher_options *dst,
 {
 	inbox_dispatcher_options def = INBOX_DISPATCHER_OPTIONS_INIT;
 	*dst = def;
-	size_t n = src->version >= 2
-	               ? sizeof(*src)
-	               : offsetof(inbox_dispatcher_options, concurrency);
-	memcpy(dst, src, n);
+	memcpy(dst, src,
+	       inbox__vsize(INBOX__V_DISPATCHER_OPTIONS, src->version));
 }
 
 int inbox_dispatcher_open(inbox_dispatcher **out, inbox_store *st,
@@ -159,10 +157,13 @@ int inbox_dispatcher_open(inbox_dispatcher **out, inbox_store *st,
 	if (!out)
 		return INBOX_ERR_INVALID;
 	*out = NULL;
-	if (!st || !o || o->version < 1) {
+	if (!st || !o) {
 		snprintf(err, errlen, "store and options are required");
 		return INBOX_ERR_INVALID;
 	}
+	if (inbox__vcheck(INBOX__V_DISPATCHER_OPTIONS, o->version, err,
+	                  errlen) < 0)
+		return INBOX_ERR_INVALID;
 	if (!inbox__outbox_supported(st)) {
 		snprintf(err, errlen, "this store backend has no outbox");
 		return INBOX_ERR_STATE;
@@ -234,10 +235,17 @@ void inbox_dispatcher_close(inbox_dispatcher *d)
 	free(d);
 }
 
-void inbox_dispatcher_stats(const inbox_dispatcher *d, inbox_outbox_stats *out)
+int inbox_dispatcher_stats(const inbox_dispatcher *d, inbox_outbox_stats *out)
 {
-	if (d && out)
-		*out = d->stats;
+	if (!d || !out)
+		return INBOX_ERR_INVALID;
+	/* the message goes on the handle, as for every call on it */
+	inbox_dispatcher *md = (inbox_dispatcher *)d;
+	if (inbox__vcheck(INBOX__V_OUTBOX_STATS, out->version, md->errmsg,
+	                  sizeof(md->errmsg)) < 0)
+		return INBOX_ERR_INVALID;
+	inbox__vfill(INBOX__V_OUTBOX_STATS, out, &d->stats);
+	return INBOX_OK;
 }
 
 const char *inbox_dispatcher_errmsg(const inbox_dispatcher *d)

@@ -102,10 +102,13 @@ int inbox_providers_on_event(inbox_providers *r, inbox_provider_event_fn fn,
 
 static int check(const inbox_provider_options *o)
 {
-	return o && o->version >= 1 && o->concurrency >= 0 &&
-	       o->concurrency <= 1000000 && o->rate >= 0 && o->rate <= 1e9 &&
-	       o->rate == o->rate && o->burst >= 0 &&
-	       o->breaker_failures >= 0 && o->breaker_open_ms >= 1 &&
+	return o &&
+	       inbox__vcheck(INBOX__V_PROVIDER_OPTIONS, o->version, NULL, 0) ==
+	           INBOX_OK &&
+	       o->concurrency >= 0 && o->concurrency <= 1000000 &&
+	       o->rate >= 0 && o->rate <= 1e9 && o->rate == o->rate &&
+	       o->burst >= 0 && o->breaker_failures >= 0 &&
+	       o->breaker_open_ms >= 1 &&
 	       o->breaker_max_open_ms >= o->breaker_open_ms &&
 	       o->breaker_max_open_ms <= INT64_MAX / 4;
 }
@@ -126,7 +129,12 @@ int inbox_providers_open(inbox_providers **out,
 		free(r);
 		return INBOX_ERR_NOMEM;
 	}
-	r->def = defaults ? *defaults : def;
+	/* the fields of the caller's version, the defaults for the rest */
+	r->def = def;
+	if (defaults)
+		memcpy(
+		    &r->def, defaults,
+		    inbox__vsize(INBOX__V_PROVIDER_OPTIONS, defaults->version));
 	r->def.version = INBOX_PROVIDER_OPTIONS_VERSION;
 	*out = r;
 	return INBOX_OK;
@@ -202,6 +210,11 @@ int inbox_providers_set(inbox_providers *r, const char *url,
 	char name[NAME_MAX_LEN];
 	if (!r || !check(o) || inbox__provider_name(url, name, sizeof(name)))
 		return INBOX_ERR_INVALID;
+	/* the fields of the caller's version, the defaults for the rest */
+	inbox_provider_options full = INBOX_PROVIDER_OPTIONS_INIT;
+	memcpy(&full, o, inbox__vsize(INBOX__V_PROVIDER_OPTIONS, o->version));
+	full.version = INBOX_PROVIDER_OPTIONS_VERSION;
+	o = &full;
 	pthread_mutex_lock(&r->mu);
 	rule *u = r->rules;
 	while (u && strcmp(u->name, name) != 0)
@@ -400,49 +413,56 @@ inbox__verdict inbox__provider_verdict(long status)
 	return INBOX__CALL_OK;
 }
 
-int inbox_providers_info(inbox_providers *r, inbox_provider_info **out,
-                         size_t *n)
+int inbox_providers_info(inbox_providers *r, unsigned version,
+                         inbox_provider_info **out, size_t *n)
 {
 	if (!r || !out || !n)
 		return INBOX_ERR_INVALID;
 	*out = NULL;
 	*n = 0;
+	/* elements of the caller's version, each of that version's size */
+	if (inbox__vcheck(INBOX__V_PROVIDER_INFO, version, NULL, 0) < 0)
+		return INBOX_ERR_INVALID;
+	size_t stride = inbox__vsize(INBOX__V_PROVIDER_INFO, version);
 	pthread_mutex_lock(&r->mu);
 	size_t count = 0, names = 0;
 	for (const inbox__prov *p = r->list; p; p = p->next) {
 		count++;
 		names += strlen(p->name) + 1;
 	}
-	inbox_provider_info *a = malloc(count * sizeof(*a) + names + 1);
+	char *a = malloc(count * stride + names + 1);
 	if (!a) {
 		pthread_mutex_unlock(&r->mu);
 		return INBOX_ERR_NOMEM;
 	}
-	char *s = (char *)(a + count);
+	char *s = a + count * stride;
 	size_t i = 0;
 	double now = inbox__mono_seconds() * 1000.0;
 	for (const inbox__prov *p = r->list; p; p = p->next, i++) {
 		size_t len = strlen(p->name) + 1;
 		memcpy(s, p->name, len);
-		a[i].name = s;
+		inbox_provider_info f = {.version = version, .name = s};
 		s += len;
 		/* An open breaker whose time is over is half-open: the next
 		 * call is the trial. */
-		a[i].breaker =
+		f.breaker =
 		    p->breaker == INBOX_BREAKER_OPEN && now >= p->open_until
 		        ? INBOX_BREAKER_HALF_OPEN
 		        : p->breaker;
-		a[i].in_flight = p->in_flight;
-		a[i].calls = p->calls;
-		a[i].failures = p->fails;
-		a[i].opens = p->opens;
-		a[i].trials = p->trials;
-		a[i].rejected = p->rejected;
-		a[i].rate_limited = p->rate_limited;
-		a[i].retry_after = p->retry_after;
+		f.in_flight = p->in_flight;
+		f.calls = p->calls;
+		f.failures = p->fails;
+		f.opens = p->opens;
+		f.trials = p->trials;
+		f.rejected = p->rejected;
+		f.rate_limited = p->rate_limited;
+		f.retry_after = p->retry_after;
+		void *e = a + i * stride;
+		*(unsigned *)e = version;
+		inbox__vfill(INBOX__V_PROVIDER_INFO, e, &f);
 	}
 	pthread_mutex_unlock(&r->mu);
-	*out = a;
+	*out = (inbox_provider_info *)(void *)a;
 	*n = count;
 	return INBOX_OK;
 }

@@ -215,7 +215,7 @@ static int jl_round(long n)
 	int64_t deadline = now_ms() + 10000;
 	while (!b.bad && s && now_ms() < deadline) {
 		inbox_delivery d[4];
-		inbox_result res[4];
+		inbox_result res[4] = {INBOX_RESULT_INIT};
 		int msg[4], part[4] = {0};
 		size_t k = 0;
 		int eof = 0;
@@ -225,6 +225,7 @@ static int jl_round(long n)
 		if (k == 0 && eof)
 			break;
 		memset(res, 0, sizeof(res));
+		res[0].version = INBOX_RESULT_VERSION;
 		for (size_t i = 0; i < k; i++) {
 			msg[i] = line_of(&d[i]);
 			book_delivered(&b, msg[i]);
@@ -502,7 +503,7 @@ static void k_step(inbox_source *s, book *b, size_t max, int retry_msg,
                    int base)
 {
 	inbox_delivery d[MAXMSG];
-	inbox_result res[MAXMSG];
+	inbox_result res[MAXMSG] = {INBOX_RESULT_INIT};
 	int msg[MAXMSG], part[MAXMSG];
 	size_t k = 0;
 	int rc = inbox_source_poll(s, d, max, &k, 200, NULL);
@@ -513,6 +514,7 @@ static void k_step(inbox_source *s, book *b, size_t max, int retry_msg,
 	if (book_rc(b, rc, "poll", inbox_source_errmsg(s)))
 		return;
 	memset(res, 0, sizeof(res));
+	res[0].version = INBOX_RESULT_VERSION;
 	for (size_t i = 0; i < k; i++) {
 		msg[i] = msg_of(&d[i]) - base;
 		part[i] = part_of(&d[i]);

@@ -318,7 +318,7 @@ static int one_round(inbox_store *chk, long n, long *nomem)
 	char name[64];
 	inbox_consumer *c = NULL;
 	inbox_delivery pre[2], d[NB], one;
-	inbox_result res[NB];
+	inbox_result res[NB] = {INBOX_RESULT_INIT};
 	state got, want;
 	snprintf(name, sizeof(name), "alloc-%ld", n);
 	if (open_consumer(&c, chk, name) != INBOX_OK)

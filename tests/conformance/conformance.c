@@ -280,7 +280,7 @@ TEST(same_message_twice)
 	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	ASSERT_TRUE(c);
 	char js[256];
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	order_json(js, sizeof(js), "e-9f31", "o-1", 1500);
 	ASSERT_OK(process1(c, js, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
@@ -289,7 +289,7 @@ TEST(same_message_twice)
 	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
 	ASSERT_EQ(h.calls, 1);
 	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.applied, 1);
 	ASSERT_EQ(s.duplicates, 1);
@@ -312,7 +312,7 @@ static int child_process_one(const env *e, const char *json, int go_fd,
 	char b;
 	if (read(go_fd, &b, 1) != 1) /* wait for the starting gun */
 		return 102;
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	inbox_delivery d = delivery(json);
 	int rc = inbox_consumer_process(c, &d, &r);
 	inbox_consumer_close(c);
@@ -377,7 +377,7 @@ TEST(crash_after_commit_before_ack)
 		hctx h = {.e = &e};
 		inbox_consumer *c =
 		    open_consumer(st, invoice_handler, &h, NULL, NULL);
-		inbox_result r;
+		inbox_result r = INBOX_RESULT_INIT;
 		inbox_delivery d = delivery(js);
 		if (!c || inbox_consumer_process(c, &d, &r) != 0 ||
 		    r.outcome != INBOX_APPLIED)
@@ -400,7 +400,7 @@ TEST(crash_after_commit_before_ack)
 	hctx h = {.e = &e};
 	inbox_consumer *c =
 	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(process1(c, js, &r));
 	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
 	ASSERT_EQ(h.calls, 0);
@@ -418,7 +418,7 @@ TEST(transient_error_then_max_attempts)
 	inbox_consumer *c =
 	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char js[256];
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	order_json(js, sizeof(js), "e-flaky", "o-flaky", 100);
 	ASSERT_OK(process1(c, js, &r));
 	ASSERT_EQ(r.outcome, INBOX_RETRY);
@@ -459,7 +459,7 @@ TEST(transient_error_then_max_attempts)
 	ASSERT_OK(process1(c, js, &r)); /* redelivery after the dead letter */
 	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
 	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.retries, 4);
 	ASSERT_EQ(s.dead_letters, 1);
@@ -476,7 +476,7 @@ TEST(same_key_different_payload)
 	inbox_consumer *c =
 	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	char a[256], b[256];
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	order_json(a, sizeof(a), "e-1", "o-1", 1500);
 	order_json(b, sizeof(b), "e-1", "o-1", 9900);
 	ASSERT_OK(process1(c, a, &r));
@@ -500,7 +500,7 @@ TEST(same_key_different_payload)
 	                   "\"id\": \"e-1\" }";
 	ASSERT_OK(process1(c, same, &r));
 	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.conflicts, 1);
 	inbox_consumer_close(c);
@@ -515,7 +515,7 @@ TEST(out_of_order_versions)
 	hctx h = {.e = &e};
 	inbox_consumer *c =
 	    open_consumer(e.st, projection_handler, &h, NULL, NULL);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(process1(c,
 	                   "{\"id\":\"v2\",\"data\":{\"orderId\":\"o-7\","
 	                   "\"status\":\"shipped\",\"version\":2}}",
@@ -537,7 +537,7 @@ TEST(out_of_order_versions)
 	ASSERT_STREQ(scalar(e.st, "SELECT status || ':' || version FROM %s",
 	                    e.projection),
 	             "delivered:3");
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.stale, 1);
 	inbox_consumer_close(c);
@@ -568,7 +568,7 @@ TEST(replay_after_retention)
 	order_json(js, sizeof(js), "e-old", "o-old", 500);
 	inbox_delivery d = delivery(js);
 	d.timestamp_ms = (int64_t)time(NULL) * 1000;
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
 	/* a record inside the window is never purged */
@@ -605,7 +605,7 @@ TEST(purge_in_bounded_batches)
 	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
 	inbox_delivery d[25];
 	char js[25][160];
-	inbox_result r[25];
+	inbox_result r[25] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 25; i++) {
 		char id[16], o[16];
 		snprintf(id, sizeof(id), "old-%02d", i);
@@ -661,7 +661,7 @@ TEST(lease_expires_and_is_taken_over)
 	ASSERT_OK(inbox_lease_acquire(w2, &d, &l2, &o));
 	ASSERT_EQ(o, INBOX_IN_PROGRESS);
 	ASSERT_TRUE(l2 == NULL);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(w2, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_IN_PROGRESS);
 	ASSERT_EQ(inbox_lease_extend(l1), 0);
@@ -685,7 +685,7 @@ TEST(lease_expires_and_is_taken_over)
 	l1 = NULL;
 	ASSERT_OK(inbox_lease_acquire(w1, &d, &l1, &o));
 	ASSERT_EQ(o, INBOX_DUPLICATE);
-	inbox_stats s1, s2;
+	inbox_stats s1 = INBOX_STATS_INIT, s2 = INBOX_STATS_INIT;
 	inbox_consumer_stats(w1, &s1);
 	inbox_consumer_stats(w2, &s2);
 	ASSERT_EQ(s1.fenced, 1);
@@ -756,7 +756,7 @@ TEST(saga_step_advances_once)
 	inbox_consumer *c =
 	    open_consumer(e.st, saga_handler, &h,
 	                  "saga:{/data/sagaId}:step:{/data/step}", "/data");
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	const char *reply = "{\"id\":\"r-1\",\"data\":{\"sagaId\":\"s-1\","
 	                    "\"step\":\"reserve-stock\",\"ok\":true}}";
 	const char *again = "{\"id\":\"r-2\",\"data\":{\"sagaId\":\"s-1\","
@@ -783,7 +783,7 @@ TEST(business_key_merges_ids)
 	    open_consumer(e.st, invoice_handler, &h,
 	                  "create-invoice:{/data/orderId}", "/data");
 	char a[256], b[256];
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	order_json(a, sizeof(a), "e-100", "o-42", 1234);
 	order_json(b, sizeof(b), "e-101", "o-42", 1234); /* producer retry */
 	ASSERT_OK(process1(c, a, &r));
@@ -812,7 +812,7 @@ TEST(batch_with_failures_commits_the_rest)
 	order_json(js[4], 256, "b-5", "o-5", 50);
 	order_json(js[5], 256, "b-1", "o-1", 11); /* conflict inside batch */
 	inbox_delivery d[6];
-	inbox_result r[6];
+	inbox_result r[6] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 6; i++)
 		d[i] = delivery(js[i]);
 	ASSERT_OK(inbox_consumer_process_batch(c, d, 6, r));
@@ -863,7 +863,7 @@ static int overlap_child(const env *e, int reverse, int go_fd)
 		return 102;
 	static char js[POOL][160];
 	inbox_delivery d[BATCH];
-	inbox_result r[BATCH];
+	inbox_result r[BATCH] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < POOL; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "k-%03d", i);
@@ -883,7 +883,7 @@ static int overlap_child(const env *e, int reverse, int go_fd)
 			return 103;
 		}
 	}
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	inbox_consumer_close(c);
 	inbox_store_close(st);
@@ -956,7 +956,7 @@ TEST(bad_input_is_dead_lettered)
 	                      NULL,
 	                      "empty payload"};
 	inbox_delivery d[6];
-	inbox_result r[6];
+	inbox_result r[6] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 6; i++)
 		d[i] = delivery(inputs[i]);
 	d[1].payload_len = sizeof(bad_utf8) - 1;
@@ -987,7 +987,7 @@ TEST(bad_input_is_dead_lettered)
 	                    e.dl_tbl),
 	             "test:1");
 	/* and the consumer goes on */
-	inbox_result r1;
+	inbox_result r1 = INBOX_RESULT_INIT;
 	ASSERT_OK(process1(c,
 	                   "{\"id\":\"m6\",\"data\":{\"orderId\":\"o-next\","
 	                   "\"totalCents\":6}}",
@@ -1022,7 +1022,8 @@ TEST(nul_in_an_id_is_never_cut)
 	    "\"totalCents\":3}}",
 	};
 	inbox_delivery d[4];
-	inbox_result r[4];
+	inbox_result r[4] = {INBOX_RESULT_INIT};
+	TEST_RESULTS_INIT(r, 4);
 	for (int i = 0; i < 4; i++)
 		d[i] = delivery(js[i]);
 	/* the first two in one batch, the others one by one */
@@ -1043,7 +1044,7 @@ TEST(nul_in_an_id_is_never_cut)
 	ASSERT_EQ(count(e.st, e.dl_tbl, "key IS NULL AND message_id IS NULL"),
 	          4);
 	/* the real order-1 comes after the crafted one: applied */
-	inbox_result r1;
+	inbox_result r1 = INBOX_RESULT_INIT;
 	ASSERT_OK(process1(c,
 	                   "{\"id\":\"order-1\",\"data\":{\"orderId\":"
 	                   "\"o-real\",\"totalCents\":4}}",
@@ -1086,7 +1087,7 @@ TEST(nul_in_a_value_is_never_cut)
 	inbox_consumer *c =
 	    open_consumer(e.st, nul_param_handler, &h, NULL, NULL);
 	ASSERT_TRUE(c);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(process1(c,
 	                   "{\"id\":\"p-1\",\"data\":{\"orderId\":"
 	                   "\"abc\\u0000def\"}}",
@@ -1132,7 +1133,7 @@ TEST(refused_and_keyless_deliveries)
 	inbox_delivery d = delivery(js);
 	d.id = "r-1";
 	d.refused = "payload of 10485760 bytes exceeds max_payload 512";
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
 	ASSERT_STREQ(r.reason,
@@ -1188,7 +1189,7 @@ TEST(dead_letters_are_idempotent)
 	char good[256], other[256];
 	order_json(good, sizeof(good), "g1", "o-c", 100);
 	order_json(other, sizeof(other), "g2", "o-c", 200); /* conflicts */
-	inbox_result r, first[4];
+	inbox_result r = INBOX_RESULT_INIT, first[4] = {INBOX_RESULT_INIT};
 	ASSERT_OK(process1(c, good, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
 	const char *msgs[4] = {bad, nokey, neg, other};
@@ -1203,7 +1204,7 @@ TEST(dead_letters_are_idempotent)
 				          i == 2 ? 0 : first[i].dead_letter_id);
 		}
 	inbox_delivery d[12];
-	inbox_result rs[12];
+	inbox_result rs[12] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 12; i++)
 		d[i] = delivery(msgs[i % 4]);
 	ASSERT_OK(inbox_consumer_process_batch(c, d, 12, rs));
@@ -1236,7 +1237,7 @@ TEST(dead_letters_are_idempotent)
 	ASSERT_EQ(dl->deliveries, 5);
 	ASSERT_TRUE(dl->last_seen_at_ms >= dl->created_at_ms);
 	inbox_admin_dead_letter_free(dl);
-	inbox_admin_stats as;
+	inbox_admin_stats as = INBOX_ADMIN_STATS_INIT;
 	ASSERT_OK(
 	    inbox_admin_stats_read(e.st, "billing.order-created.v1", &as));
 	ASSERT_EQ(as.dead_letters, 5);
@@ -1281,7 +1282,8 @@ static int child_poison(const env *e, int go_fd, int nmsg)
 		return 102;
 	static char js[64][64];
 	inbox_delivery d[64];
-	inbox_result r[64];
+	inbox_result r[64] = {INBOX_RESULT_INIT};
+	TEST_RESULTS_INIT(r, 64);
 	for (int i = 0; i < nmsg; i++) {
 		snprintf(js[i], sizeof(js[i]), "{\"id\":\"p-%d\",\"data\":", i);
 		d[i] = delivery(js[i]);
@@ -1349,7 +1351,7 @@ TEST(broker_delivery_count_is_not_attempts)
 	/* delivered 7 times (restarts during an outage, hand-backs): none
 	 * of it the message's fault, max_attempts is 3 */
 	d.delivery_count = 7;
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
 	ASSERT_EQ(r.attempts, 1);
@@ -1420,7 +1422,7 @@ TEST(max_deliveries_bounds_a_crash_loop)
 	hctx h = {.e = &e};
 	inbox_consumer *c = open_bounded(e.st, &h, 4);
 	ASSERT_TRUE(c != NULL);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	/* never recorded (each delivery killed the process before its
 	 * commit), delivered a 5th time: dead-lettered unrun */
 	ASSERT_OK(deliver(c, "e-crash", 5, &r));
@@ -1512,7 +1514,7 @@ TEST(handler_statement_failure_is_retry)
 	inbox_consumer *c =
 	    open_consumer(e.st, careless_handler, &h, NULL, NULL);
 	ASSERT_TRUE(c);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(process1(c, "{\"id\":\"careless\"}", &r));
 	ASSERT_EQ(r.outcome, INBOX_RETRY);
 	ASSERT_EQ(r.attempts, 1);
@@ -1530,7 +1532,7 @@ TEST(no_handler_deduplicates_only)
 	ASSERT_OK(env_setup(&e));
 	inbox_consumer *c = open_consumer(e.st, NULL, NULL, NULL, NULL);
 	ASSERT_TRUE(c);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(process1(c, "{\"id\":\"nohandler\"}", &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED); /* dedup only, no handler */
 	ASSERT_OK(process1(c, "{\"id\":\"nohandler\"}", &r));
@@ -1601,7 +1603,7 @@ TEST(statement_failure_inside_a_batch)
 	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, NULL, 0));
 	char js[5][256];
 	inbox_delivery d[5];
-	inbox_result r[5];
+	inbox_result r[5] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 5; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "u-%d", i + 1);
@@ -1617,7 +1619,7 @@ TEST(statement_failure_inside_a_batch)
 	ASSERT_EQ(u.blind, 0);
 	ASSERT_EQ(count(e.st, u.table, NULL), 5);
 	ASSERT_EQ(count(e.st, e.dl_tbl, NULL), 1);
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.applied, 4);
 	ASSERT_EQ(s.dead_letters, 1);
@@ -1671,6 +1673,7 @@ TEST(many_statements_in_a_batch)
 	static char js[N][128];
 	static inbox_delivery d[N];
 	static inbox_result r[N];
+	TEST_RESULTS_INIT(r, N);
 	for (int round = 0; round < 2; round++) {
 		for (int i = 0; i < N; i++) {
 			char id[16];
@@ -1730,7 +1733,7 @@ TEST(invalid_options_are_refused)
 	ASSERT_TRUE(c == NULL);
 	/* the options are fine now: the consumer opens */
 	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, NULL, 0));
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	inbox_delivery d = delivery("{\"id\":\"x\"}");
 	ASSERT_EQ(inbox_consumer_process_batch(NULL, &d, 1, &r),
 	          INBOX_ERR_INVALID);

@@ -56,13 +56,13 @@ static int deliver_s(const char *payload, inbox_result *r)
 
 TEST(stats_and_inspect)
 {
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(deliver_s("{\"id\":\"a\"}", &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
 	ASSERT_OK(deliver_s("{\"id\":\"b\"}", &r));
 	ASSERT_OK(deliver_s("{\"id\":\"c\",\"x\":\"bad\"}", &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
-	inbox_admin_stats s;
+	inbox_admin_stats s = INBOX_ADMIN_STATS_INIT;
 	ASSERT_OK(inbox_admin_stats_read(st, "billing", &s));
 	ASSERT_EQ(s.records, 3);
 	ASSERT_EQ(s.completed, 2);
@@ -76,7 +76,7 @@ TEST(stats_and_inspect)
 	int64_t h = inbox_admin_headroom_ms(&s);
 	ASSERT_TRUE(h > 0 && h <= 7LL * 24 * 3600 * 1000);
 
-	inbox_admin_stats none;
+	inbox_admin_stats none = INBOX_ADMIN_STATS_INIT;
 	ASSERT_OK(inbox_admin_stats_read(st, "nobody", &none));
 	ASSERT_EQ(none.records, 0);
 	ASSERT_EQ(none.oldest_age_ms, -1);
@@ -112,7 +112,7 @@ TEST(dead_letters)
 {
 	/* Raw bytes that are not UTF-8, with a NUL inside. */
 	static const char raw[] = "{\"id\":\"\xff\x00z\"}";
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(deliver(raw, sizeof(raw) - 1, &r));
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
 	int64_t id = r.dead_letter_id;
@@ -163,7 +163,7 @@ TEST(replay)
 	f.key = "c";
 	ASSERT_OK(inbox_admin_dlq_list(st, &f, first_id, &id));
 	ASSERT_TRUE(id > 0);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	/* Still rejected: dead-lettered again, counted on the same dead
 	 * letter, which stays pending (not marked replayed). */
 	ASSERT_OK(inbox_admin_dlq_replay(st, c, id, &r));
@@ -212,7 +212,7 @@ static void on_progress(int64_t done, int64_t total, void *payload)
 TEST(purge_in_steps)
 {
 	char buf[64], sql[256];
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	for (int i = 0; i < 50; i++) {
 		snprintf(buf, sizeof(buf), "{\"id\":\"p%02d\"}", i);
 		ASSERT_OK(deliver_s(buf, &r));
@@ -254,13 +254,20 @@ TEST(purge_in_steps)
 
 TEST(metrics_exposition)
 {
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
-	inbox_admin_stats db;
+	inbox_admin_stats db = INBOX_ADMIN_STATS_INIT;
 	ASSERT_OK(inbox_admin_stats_read(st, "billing", &db));
 	inbox_metrics_consumer cs[2] = {
-	    {.name = "billing", .counters = &s, .store = &db, .running = 1},
-	    {.name = "we\"ird\\na\nme\xff", .counters = &s, .running = 0},
+	    {.version = INBOX_METRICS_CONSUMER_VERSION,
+	     .name = "billing",
+	     .counters = &s,
+	     .store = &db,
+	     .running = 1},
+	    {.version = INBOX_METRICS_CONSUMER_VERSION,
+	     .name = "we\"ird\\na\nme\xff",
+	     .counters = &s,
+	     .running = 0},
 	};
 	char *out = NULL;
 	size_t len = 0;
@@ -298,8 +305,7 @@ TEST(metrics_exposition)
  * value of its field, only for the consumers that have a dispatcher. */
 TEST(metrics_outbox_counters)
 {
-	inbox_outbox_stats o;
-	memset(&o, 0, sizeof(o));
+	inbox_outbox_stats o = INBOX_OUTBOX_STATS_INIT;
 	o.claimed = 99; /* not exported */
 	o.attempts = 8;
 	o.done = 6;
@@ -313,9 +319,17 @@ TEST(metrics_outbox_counters)
 	o.fenced = 9;
 	o.released = 11; /* not exported */
 	inbox_metrics_consumer cs[3] = {
-	    {.name = "mail\"er", .outbox = &o, .running = -1},
-	    {.name = "plain", .running = -1},
-	    {.name = "pay", .outbox = &o, .running = -1},
+	    {.version = INBOX_METRICS_CONSUMER_VERSION,
+	     .name = "mail\"er",
+	     .outbox = &o,
+	     .running = -1},
+	    {.version = INBOX_METRICS_CONSUMER_VERSION,
+	     .name = "plain",
+	     .running = -1},
+	    {.version = INBOX_METRICS_CONSUMER_VERSION,
+	     .name = "pay",
+	     .outbox = &o,
+	     .running = -1},
 	};
 	static const struct {
 		const char *name;

@@ -219,7 +219,7 @@ static int collect(inbox_source *s, seen *out, int want, int timeout_ms,
                    inbox_outcome outcome, size_t max)
 {
 	inbox_delivery d[256];
-	inbox_result r[256];
+	inbox_result r[256] = {INBOX_RESULT_INIT};
 	int got = 0;
 	int64_t end = now_ms() + timeout_ms;
 	if (max > 256)
@@ -234,7 +234,7 @@ static int collect(inbox_source *s, seen *out, int want, int timeout_ms,
 		for (size_t i = 0; i < n; i++) {
 			if (out && got + (int)i < want)
 				remember_delivery(&out[got + i], &d[i]);
-			r[i] = (inbox_result){0};
+			r[i] = (inbox_result)INBOX_RESULT_INIT;
 			r[i].outcome = outcome;
 		}
 		if (n)
@@ -493,7 +493,7 @@ TEST(batches_bounded_by_max_batch)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, q, NULL, 40, 1000));
 	inbox_delivery d[64];
-	inbox_result r[64];
+	inbox_result r[64] = {INBOX_RESULT_INIT};
 	int got = 0, biggest = 0;
 	char *ids = calloc(250, 1);
 	int64_t end = now_ms() + 20000;
@@ -505,7 +505,7 @@ TEST(batches_bounded_by_max_batch)
 			ASSERT_TRUE(k >= 0 && k < 250);
 			ASSERT_EQ(ids[k], 0);
 			ids[k] = 1;
-			r[i] = (inbox_result){0};
+			r[i] = (inbox_result)INBOX_RESULT_INIT;
 			r[i].outcome = i % 2 ? INBOX_DUPLICATE : INBOX_APPLIED;
 		}
 		if ((int)n > biggest)
@@ -550,7 +550,7 @@ static int one_round(inbox_source *s, seen *out, inbox_outcome first,
                      int timeout_ms)
 {
 	inbox_delivery d[16];
-	inbox_result r[16];
+	inbox_result r[16] = {INBOX_RESULT_INIT};
 	int64_t end = now_ms() + timeout_ms;
 	while (now_ms() < end) {
 		size_t n = 0;
@@ -559,7 +559,7 @@ static int one_round(inbox_source *s, seen *out, inbox_outcome first,
 			continue;
 		remember_delivery(out, &d[0]);
 		for (size_t i = 0; i < n; i++) {
-			r[i] = (inbox_result){0};
+			r[i] = (inbox_result)INBOX_RESULT_INIT;
 			r[i].outcome = i == 0 ? first : INBOX_APPLIED;
 		}
 		return inbox_source_settle(s, d, r, n) == INBOX_OK ? (int)n
@@ -756,13 +756,13 @@ TEST(dead_letter_exchange_copy)
 	snprintf(params, sizeof(params), "dlx=%s", x);
 	ASSERT_OK(open_src(&s, q, params, 10, 1000));
 	inbox_delivery d[4];
-	inbox_result r[4];
+	inbox_result r[4] = {INBOX_RESULT_INIT};
 	size_t n = 0, got = 0;
 	int64_t end = now_ms() + 5000;
 	while (got < 2 && now_ms() < end) {
 		ASSERT_OK(inbox_source_poll(s, d, 4, &n, 200, NULL));
 		for (size_t i = 0; i < n; i++) {
-			r[i] = (inbox_result){0};
+			r[i] = (inbox_result)INBOX_RESULT_INIT;
 			int poison = strcmp(d[i].id, "m-0") == 0;
 			r[i].outcome =
 			    poison ? INBOX_DEAD_LETTERED : INBOX_APPLIED;
@@ -804,7 +804,7 @@ TEST(dead_letter_exchange_copy)
 	while (got < 2 && now_ms() < end) {
 		ASSERT_OK(inbox_source_poll(s, d, 4, &n, 200, NULL));
 		for (size_t i = 0; i < n; i++) {
-			r[i] = (inbox_result){0};
+			r[i] = (inbox_result)INBOX_RESULT_INIT;
 			r[i].outcome = strcmp(d[i].id, "m-2") == 0
 			                   ? INBOX_DEAD_LETTERED
 			                   : INBOX_APPLIED;
@@ -847,7 +847,7 @@ TEST(payload_truncated_and_id_rules)
 	url_of(url, sizeof(url), q, NULL);
 	ASSERT_OK(inbox_source_open(&s, url, &o));
 	inbox_delivery d[4];
-	inbox_result r[4];
+	inbox_result r[4] = {INBOX_RESULT_INIT};
 	size_t n = 0, got = 0;
 	int64_t end = now_ms() + 5000;
 	const char *ids[] = {
@@ -871,7 +871,7 @@ TEST(payload_truncated_and_id_rules)
 			ASSERT_EQ(d[i].payload_len, k == 0   ? 11
 			                            : k == 2 ? 0
 			                                     : 2);
-			r[i] = (inbox_result){0};
+			r[i] = (inbox_result)INBOX_RESULT_INIT;
 			r[i].outcome = INBOX_DEAD_LETTERED;
 		}
 		if (n)
@@ -955,7 +955,7 @@ TEST(loss_during_settle_redelivers)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, q, NULL, 10, 1000));
 	inbox_delivery d[10];
-	inbox_result r[10];
+	inbox_result r[10] = {INBOX_RESULT_INIT};
 	size_t n = 0;
 	int64_t end = now_ms() + 5000;
 	while (n == 0 && now_ms() < end)
@@ -963,7 +963,7 @@ TEST(loss_during_settle_redelivers)
 	ASSERT_TRUE(n >= 1);
 	ASSERT_OK(cut(s));
 	for (size_t i = 0; i < n; i++) {
-		r[i] = (inbox_result){0};
+		r[i] = (inbox_result)INBOX_RESULT_INIT;
 		r[i].outcome = INBOX_APPLIED;
 	}
 	int rc = inbox_source_settle(s, d, r, n);

@@ -130,7 +130,7 @@ static int ds_eq(const inbox_delivery *d, const char *text)
 static void outcomes(inbox_result *res, size_t n, inbox_outcome o)
 {
 	for (size_t i = 0; i < n; i++) {
-		memset(&res[i], 0, sizeof(res[i]));
+		res[i] = (inbox_result)INBOX_RESULT_INIT;
 		res[i].outcome = o;
 	}
 }
@@ -174,7 +174,7 @@ TEST(lines_in_order)
 		ASSERT_EQ(d[i].timestamp_ms, 0);
 		ASSERT_EQ(d[i].delivery_count, 1);
 	}
-	inbox_result res[10];
+	inbox_result res[10] = {INBOX_RESULT_INIT};
 	outcomes(res, n, INBOX_APPLIED);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
 	ASSERT_OK(inbox_source_poll(src, d, 10, &n, 0, &eof));
@@ -190,7 +190,7 @@ TEST(batch_size_and_checkpoint)
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "b.jsonl", NULL, 0, 100));
 	inbox_delivery d[2];
-	inbox_result res[2];
+	inbox_result res[2] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 2, &n, 0, &eof));
@@ -243,7 +243,7 @@ TEST(retry_in_the_middle)
 	inbox_source_close(src);
 	ASSERT_OK(open_src(&src, "r.jsonl", NULL, 0, 150));
 	inbox_delivery d[3];
-	inbox_result res[3];
+	inbox_result res[3] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 3, &n, 0, &eof));
@@ -296,7 +296,7 @@ TEST(failed_batch_redelivered)
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "f.jsonl", NULL, 0, 0));
 	inbox_delivery d[5];
-	inbox_result res[5];
+	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 5, &n, 0, &eof));
@@ -323,7 +323,7 @@ TEST(settle_mismatch)
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "m.jsonl", NULL, 0, 0));
 	inbox_delivery d[5];
-	inbox_result res[5];
+	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 5, &n, 0, &eof));
@@ -348,7 +348,7 @@ TEST(follow)
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "w.jsonl", "?follow=1", 0, 0));
 	inbox_delivery d[5];
-	inbox_result res[5];
+	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 5, &n, 0, &eof));
@@ -408,7 +408,7 @@ TEST(follow_truncated_and_rotated)
 {
 	inbox_source *src;
 	inbox_delivery d[5];
-	inbox_result res[5];
+	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
 	/* truncated in place (copytruncate): back to the first line */
@@ -486,7 +486,7 @@ TEST(over_long_lines)
 	             "payload of 17 bytes exceeds max_payload 16");
 	ASSERT_TRUE(ds_eq(&d[4], "{\"last\":1}"));
 	ASSERT_TRUE(d[4].id == NULL);
-	inbox_result res[10];
+	inbox_result res[10] = {INBOX_RESULT_INIT};
 	outcomes(res, n, INBOX_DEAD_LETTERED);
 	ASSERT_OK(inbox_source_settle(src, d, res, n));
 	char want[32];
@@ -611,7 +611,7 @@ TEST(io_errors)
 	/* from=beginning gets past it (and replaces it at the next settle) */
 	ASSERT_OK(open_src(&src, "bad.jsonl", "?from=beginning", 0, 0));
 	inbox_delivery d[2];
-	inbox_result res[2];
+	inbox_result res[2] = {INBOX_RESULT_INIT};
 	size_t n;
 	ASSERT_OK(inbox_source_poll(src, d, 2, &n, 0, NULL));
 	ASSERT_EQ(n, 1);
@@ -639,7 +639,7 @@ TEST(checkpoint_write_failure)
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "cw.jsonl", NULL, 0, 0));
 	inbox_delivery d[1];
-	inbox_result res[1];
+	inbox_result res[1] = {INBOX_RESULT_INIT};
 	size_t n;
 	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, NULL));
 	outcomes(res, n, INBOX_APPLIED);
@@ -801,7 +801,7 @@ TEST(checkpoint_names_the_file)
 	ASSERT_OK(open_src(&src, "id.jsonl", "", 0, 100));
 	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, &eof));
 	ASSERT_EQ(n, 1);
-	inbox_result res[1];
+	inbox_result res[1] = {INBOX_RESULT_INIT};
 	outcomes(res, 1, INBOX_APPLIED);
 	ASSERT_OK(inbox_source_settle(src, d, res, 1));
 	inbox_source_close(src);
@@ -837,7 +837,7 @@ TEST(checkpoint_options)
 	inbox_source *src;
 	ASSERT_OK(inbox_source_open(&src, url, &o));
 	inbox_delivery d[1];
-	inbox_result res[1];
+	inbox_result res[1] = {INBOX_RESULT_INIT};
 	size_t n;
 	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, NULL));
 	ASSERT_EQ(n, 1);
@@ -907,7 +907,7 @@ TEST(stdin_source)
 	inbox_source *src;
 	ASSERT_OK(inbox_source_open(&src, "jsonl:-", &o));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 4, &n, 20, &eof));
@@ -1077,7 +1077,7 @@ TEST(end_to_end_runner)
 	ASSERT_OK(make_effects_table(db));
 
 	e2e_state state = {0, 0, "m-70"};
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	ASSERT_OK(e2e_run(db, file, &state, &s));
 	ASSERT_EQ(s.applied, 200);
 	ASSERT_EQ(s.dead_letters, 1);

@@ -179,7 +179,7 @@ static int round_trip(inbox_source *s, log_t *l, decide_fn decide, void *arg,
                       int timeout_ms)
 {
 	inbox_delivery d[64];
-	inbox_result r[64];
+	inbox_result r[64] = {INBOX_RESULT_INIT};
 	size_t n = 0;
 	int rc = inbox_source_poll(s, d, 64, &n, timeout_ms, NULL);
 	if (rc != INBOX_OK && rc != INBOX_ERR_SOURCE) {
@@ -188,6 +188,7 @@ static int round_trip(inbox_source *s, log_t *l, decide_fn decide, void *arg,
 		return -1;
 	}
 	memset(r, 0, sizeof(r));
+	r[0].version = INBOX_RESULT_VERSION;
 	for (size_t i = 0; i < n; i++) {
 		log_add(l, &d[i]);
 		r[i].outcome = decide(&d[i], arg);
@@ -372,7 +373,7 @@ TEST(delivery_fields)
 	ASSERT_EQ(rd_kafka_flush(producer, 10000), 0);
 	ASSERT_OK(open_src(&s, topic, "g-fields", NULL, 200, 100));
 	inbox_delivery d[8];
-	inbox_result r[8];
+	inbox_result r[8] = {INBOX_RESULT_INIT};
 	size_t n = 0;
 	int64_t end = now_ms() + 15000;
 	while (n < 5 && now_ms() < end) {
@@ -418,6 +419,7 @@ TEST(delivery_fields)
 	inbox_delivery d2[2];
 	ASSERT_EQ(inbox_source_poll(s, d2, 2, &n, 0, NULL), INBOX_ERR_STATE);
 	memset(r, 0, sizeof(r));
+	r[0].version = INBOX_RESULT_VERSION;
 	for (int i = 0; i < 5; i++)
 		r[i].outcome = INBOX_DEAD_LETTERED;
 	ASSERT_OK(inbox_source_settle(s, d, r, 5));

@@ -78,7 +78,7 @@ TEST(get_refuses_what_getn_carries)
 	memset(&s, 0, sizeof(s));
 	inbox_consumer *c = open_c(&st, &s);
 	ASSERT_TRUE(c);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(process(c,
 	                  "{\"id\":\"a\",\"data\":{\"s\":\"abc\\u0000def\","
 	                  "\"n\":1.5,\"z\":null}}",
@@ -115,7 +115,7 @@ TEST(ids_and_refusals)
 	memset(&s, 0, sizeof(s));
 	inbox_consumer *c = open_c(&st, &s);
 	ASSERT_TRUE(c);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	/* an integer id is text; a delivery id wins over the payload's */
 	ASSERT_OK(process(c, "{\"id\":42}", NULL, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
@@ -172,7 +172,7 @@ TEST(over_size_says_the_truth)
 	inbox_consumer *c = NULL;
 	ASSERT_OK(inbox_store_open(&st, "sqlite::memory:", NULL));
 	ASSERT_OK(inbox_consumer_open(&c, st, &o, NULL, 0));
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(process(c, "{\"id\":\"01234567\"}", NULL, &r)); /* 17 */
 	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
 	ASSERT_STREQ(r.reason,

@@ -127,9 +127,9 @@ static size_t poll_for(inbox_source *src, inbox_delivery *d, size_t max,
 static int settle_all(inbox_source *src, const inbox_delivery *d, size_t n,
                       inbox_outcome o)
 {
-	inbox_result res[64];
+	inbox_result res[64] = {INBOX_RESULT_INIT};
 	for (size_t i = 0; i < n; i++) {
-		memset(&res[i], 0, sizeof(res[i]));
+		res[i] = (inbox_result)INBOX_RESULT_INIT;
 		res[i].outcome = o;
 	}
 	return inbox_source_settle(src, d, res, n);
@@ -360,8 +360,7 @@ TEST(term_for_dead_letters)
 	int64_t end = now_ms() + 3000;
 	while (got < 2 && now_ms() < end) {
 		size_t n = poll_for(src, d, 8, 2, 1000);
-		inbox_result res[8];
-		memset(res, 0, sizeof(res));
+		inbox_result res[8] = {INBOX_RESULT_INIT};
 		for (size_t i = 0; i < n; i++)
 			res[i].outcome = strcmp(d[i].id, "dl-1") == 0
 			                     ? INBOX_DEAD_LETTERED

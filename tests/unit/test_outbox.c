@@ -348,7 +348,7 @@ static int process_order(inbox_consumer *c, const char *order,
 	inbox_delivery d = {0};
 	d.payload = js;
 	d.payload_len = strlen(js);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	int rc = inbox_consumer_process(c, &d, &r);
 	if (rc != 0)
 		fprintf(stderr, "process: %s\n", inbox_consumer_errmsg(c));
@@ -524,7 +524,7 @@ TEST(dispatch_performs_once)
 	                               "WHERE step = 'charge'",
 	                       e.outbox),
 	                "chargeId");
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	ASSERT_EQ(s.done, 2);
 	ASSERT_EQ(s.attempts, 2);
@@ -559,7 +559,7 @@ TEST(unknown_payment_retried_with_the_same_key)
 	ASSERT_EQ(stat("pay.replays"), 1); /* the retry got the first answer */
 	ASSERT_EQ(stat("pay.keys"), 1); /* ... because the key was the same */
 	ASSERT_EQ(row_int(&e, "attempts", "charge"), 2);
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	ASSERT_EQ(s.unknown_outcomes, 1);
 	ASSERT_EQ(s.reconciliations, 0);
@@ -587,7 +587,7 @@ TEST(email_dropped_after_sending_is_reconciled_not_resent)
 	ASSERT_EQ(stat("email.requests"), 1); /* never sent again */
 	ASSERT_EQ(stat("email.found"), 1);
 	ASSERT_EQ(row_int(&e, "reconciliations", "email"), 1);
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	ASSERT_EQ(s.reconciliations, 1);
 	ASSERT_EQ(s.reconciled_found, 1);
@@ -611,7 +611,7 @@ TEST(email_500_not_sent_is_reconciled_then_sent)
 	ASSERT_STREQ(row_state(&e, "email"), "done");
 	ASSERT_EQ(stat("email.sent"), 1);
 	ASSERT_EQ(stat("email.lookups"), 1);
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	ASSERT_EQ(s.reconciled_not_found, 1);
 	ASSERT_EQ(s.attempts, 2);
@@ -645,10 +645,10 @@ TEST(conflict_409_is_a_dead_letter)
 	ASSERT_STREQ(scalar(e.st, "SELECT consumer FROM %s", e.dl),
 	             "billing.orders");
 	ASSERT_CONTAINS(scalar(e.st, "SELECT headers FROM %s", e.dl), h.key);
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	ASSERT_EQ(s.dead_letters, 1);
-	inbox_outbox_counts cnt;
+	inbox_outbox_counts cnt = INBOX_OUTBOX_COUNTS_INIT;
 	ASSERT_OK(inbox_outbox_counts_get(e.st, NULL, &cnt));
 	ASSERT_EQ(cnt.dead, 1);
 	ASSERT_EQ(cnt.pending + cnt.failed + cnt.unknown + cnt.in_flight, 0);
@@ -679,7 +679,7 @@ TEST(transient_429_and_500_are_retried_with_backoff)
 	ASSERT_STREQ(row_state(&e, "charge"), "done");
 	ASSERT_EQ(row_int(&e, "attempts", "charge"), 3);
 	ASSERT_EQ(stat("pay.charges"), 1);
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	ASSERT_EQ(s.retries, 2);
 	ASSERT_EQ(s.attempts, 3);
@@ -773,7 +773,7 @@ TEST(expired_lease_is_an_unknown_outcome_reconciled)
 	sleep_ms(300);
 	ASSERT_OK(drain(d, e.st));
 	ASSERT_STREQ(row_state(&e, "email"), "done");
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	ASSERT_EQ(s.lease_expired, 1);
 	ASSERT_EQ(s.reconciliations, 1); /* asked before sending */
@@ -868,7 +868,7 @@ static int child_dispatch(const env *e, int go_fd)
 	if (read(go_fd, &b, 1) != 1)
 		return 102;
 	int rc = drain(d, st);
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	inbox_dispatcher_close(d);
 	inbox_store_close(st);

@@ -281,6 +281,7 @@ TEST(merged_rows_in_order)
 	ASSERT_TRUE(c != NULL);
 	inbox_result *res = calloc(300, sizeof(*res));
 	ASSERT_TRUE(res != NULL);
+	res[0].version = INBOX_RESULT_VERSION;
 	ASSERT_OK(mx_batch(c, "o", 300, 0, res));
 	ASSERT_TRUE(all_applied(res, 300));
 	ASSERT_EQ(x.calls, 300);
@@ -319,7 +320,7 @@ TEST(merged_on_conflict_do_nothing)
 	              "dup"));
 	inbox_consumer *c = mx_consumer(st, "dup", &x);
 	ASSERT_TRUE(c != NULL);
-	inbox_result res[50];
+	inbox_result res[50] = {INBOX_RESULT_INIT};
 	ASSERT_OK(mx_batch(c, "d", 50, 10, res));
 	ASSERT_TRUE(all_applied(res, 50));
 	ASSERT_EQ(x.calls, 50);
@@ -350,7 +351,7 @@ TEST(merged_failure_reaches_its_handler)
 	         sqlf("INSERT INTO {T} (v, n) VALUES ($1, $2::int)", "fail"));
 	inbox_consumer *c = mx_consumer(st, "fail", &x);
 	ASSERT_TRUE(c != NULL);
-	inbox_result res[20];
+	inbox_result res[20] = {INBOX_RESULT_INIT};
 	ASSERT_OK(mx_batch(c, "f", 20, 0, res)); /* 16 + 4 rows */
 	for (int i = 0; i < 20; i++) {
 		if (i == 7)
@@ -384,7 +385,7 @@ static void refused(const char *name, const char *setup, const char *sql,
 	snprintf(x.sql, sizeof(x.sql), "%s", sqlf(sql, name));
 	inbox_consumer *c = mx_consumer(st, name, &x);
 	ASSERT_TRUE(c != NULL);
-	inbox_result res[10];
+	inbox_result res[10] = {INBOX_RESULT_INIT};
 	for (int b = 0; b < 2; b++) {
 		char tag[8];
 		snprintf(tag, sizeof(tag), "%c", 'a' + b);
@@ -393,7 +394,7 @@ static void refused(const char *name, const char *setup, const char *sql,
 	}
 	ASSERT_EQ(scalar(sqlf(check, name)), want);
 	ASSERT_EQ(merged_on(st, name), 0);
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.retries, 0);
 	ASSERT_EQ(s.dead_letters, 0);
@@ -487,7 +488,7 @@ TEST(self_reference_not_merged)
 	inbox_consumer *c = mx_consumer(st, "self", &x);
 	ASSERT_TRUE(c != NULL);
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	const char *pl[4] = {
 	    "{\"id\":\"s0\",\"v\":\"a\",\"n\":\"b\"}", /* refers ahead */
 	    "{\"id\":\"s1\",\"v\":\"b\",\"n\":\"b\"}", /* to itself */
@@ -523,7 +524,7 @@ TEST(foreign_key_merged)
 	         sqlf("INSERT INTO {T} (v, n) VALUES ($1, $2::int)", "fk"));
 	inbox_consumer *c = mx_consumer(st, "fk", &x);
 	ASSERT_TRUE(c != NULL);
-	inbox_result res[10];
+	inbox_result res[10] = {INBOX_RESULT_INIT};
 	ASSERT_OK(mx_batch(c, "k", 10, 0, res));
 	ASSERT_TRUE(all_applied(res, 10));
 	ASSERT_EQ(scalar(sqlf("SELECT count(*) FROM {T}", "fk")), 10);

@@ -656,7 +656,7 @@ TEST(upgrade_from_v3)
 	inbox_delivery d = {0};
 	d.payload = "{bad";
 	d.payload_len = 4;
-	inbox_result r1, r2;
+	inbox_result r1 = INBOX_RESULT_INIT, r2 = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r1));
 	ASSERT_OK(inbox_consumer_process(c, &d, &r2));
 	ASSERT_EQ(r1.outcome, INBOX_DEAD_LETTERED);
@@ -1595,7 +1595,7 @@ static void lost_statements(int with_rows)
 	fx f = {sql, with_rows, 0};
 	inbox_consumer *c = fx_consumer(st, name, &f);
 	ASSERT_TRUE(c != NULL);
-	inbox_result res[3];
+	inbox_result res[3] = {INBOX_RESULT_INIT};
 	const char *a[] = {"a1", "a2", "a3"}, *b[] = {"b1", "b2", "b3"};
 	ASSERT_OK(fx_batch(c, a, 3, res));
 	for (int i = 0; i < 3; i++)
@@ -1608,7 +1608,7 @@ static void lost_statements(int with_rows)
 		ASSERT_EQ(res[i].outcome, INBOX_APPLIED);
 		ASSERT_EQ(res[i].attempts, 1);
 	}
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.retries, 0);
 	ASSERT_EQ(s.dead_letters, 0);
@@ -1660,7 +1660,7 @@ TEST(transient_handler_statement_uncounted)
 	         table);
 	ASSERT_OK(admin_exec("BEGIN"));
 	ASSERT_OK(admin_exec(hold));
-	inbox_result res[1];
+	inbox_result res[1] = {INBOX_RESULT_INIT};
 	const char *k[] = {"l1"};
 	/* max_attempts is 2: counted, 3 tries would dead-letter it. */
 	for (int i = 0; i < 3; i++) {
@@ -1676,7 +1676,7 @@ TEST(transient_handler_statement_uncounted)
 	ASSERT_OK(fx_batch(c, k, 1, res));
 	ASSERT_EQ(res[0].outcome, INBOX_APPLIED);
 	ASSERT_EQ(res[0].attempts, 1);
-	inbox_stats s;
+	inbox_stats s = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &s);
 	ASSERT_EQ(s.retries, 0);
 	ASSERT_EQ(s.dead_letters, 0);

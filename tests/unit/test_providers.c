@@ -28,9 +28,11 @@ static inbox_provider_info info_of(inbox_providers *r, const char *name)
 	size_t n = 0;
 	memset(&found, 0, sizeof(found));
 	found.breaker = (inbox_breaker_state)-1;
-	if (inbox_providers_info(r, &a, &n) == INBOX_OK)
+	if (inbox_providers_info(r, INBOX_PROVIDER_INFO_VERSION, &a, &n) ==
+	    INBOX_OK)
 		for (size_t i = 0; i < n; i++)
-			if (strcmp(a[i].name, name) == 0) {
+			if (strcmp(a[i].name, name) == 0 &&
+			    a[i].version == INBOX_PROVIDER_INFO_VERSION) {
 				found = a[i];
 				found.name = NULL; /* freed below */
 			}
@@ -307,6 +309,7 @@ TEST(metrics_families)
 {
 	inbox_provider_info ps[2];
 	memset(ps, 0, sizeof(ps));
+	ps[0].version = ps[1].version = INBOX_PROVIDER_INFO_VERSION;
 	ps[0].name = "http://a.example:80";
 	ps[0].breaker = INBOX_BREAKER_OPEN;
 	ps[0].in_flight = 3;
@@ -409,7 +412,7 @@ static int run_with(int version, int concurrency, int rows, perf *pf, ticks *tk,
 		inbox_delivery dl = {0};
 		dl.payload = js;
 		dl.payload_len = strlen(js);
-		inbox_result r;
+		inbox_result r = INBOX_RESULT_INIT;
 		rc = inbox_consumer_process(c, &dl, &r);
 	}
 	inbox_consumer_close(c);
@@ -460,7 +463,7 @@ TEST(run_with_a_perform_callback)
 {
 	perf pf = {.fail_first = 3};
 	ticks tk = {0};
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	ASSERT_OK(run_with(2, 32, 50, &pf, &tk, &s));
 	ASSERT_EQ(s.claimed, 50 + 3);
 	ASSERT_EQ(s.done, 50);
@@ -476,7 +479,7 @@ TEST(run_one_at_a_time)
 {
 	perf pf = {0};
 	ticks tk = {0};
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	ASSERT_OK(run_with(2, 1, 12, &pf, &tk, &s));
 	ASSERT_EQ(s.done, 12);
 	ASSERT_EQ(s.attempts, 12);
@@ -488,7 +491,7 @@ TEST(version_1_options)
 {
 	perf pf = {0};
 	ticks tk = {0};
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	ASSERT_OK(run_with(1, 0, 20, &pf, &tk, &s));
 	ASSERT_EQ(s.done, 20);
 	ASSERT_EQ(tk.idle, 0); /* no on_tick in version 1 */

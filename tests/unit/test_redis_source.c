@@ -138,7 +138,7 @@ static size_t poll_some(inbox_source *src, inbox_delivery *d, size_t max,
 static void set_all(inbox_result *res, size_t n, inbox_outcome o)
 {
 	for (size_t i = 0; i < n; i++) {
-		res[i] = (inbox_result){0};
+		res[i] = (inbox_result)INBOX_RESULT_INIT;
 		res[i].outcome = o;
 	}
 }
@@ -209,7 +209,7 @@ TEST(each_once_with_positions)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
 	inbox_delivery d[8];
-	inbox_result res[8];
+	inbox_result res[8] = {INBOX_RESULT_INIT};
 	int seen = 0;
 	int64_t wall = (int64_t)time(NULL) * 1000;
 	while (seen < 20) {
@@ -269,7 +269,7 @@ TEST(payload_id_headers_rules)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
 	inbox_delivery d[8];
-	inbox_result res[8];
+	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 8, 2000);
 	ASSERT_EQ(n, 6);
 	ASSERT_STREQ(d[0].id, "abc");
@@ -309,7 +309,7 @@ TEST(payload_truncated)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 50));
 	inbox_delivery d[2];
-	inbox_result res[2];
+	inbox_result res[2] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 2, 2000);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(d[0].payload_len, 51);
@@ -330,7 +330,7 @@ TEST(retry_redelivers_with_count)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 300, 0));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 2);
 	set_all(res, n, INBOX_APPLIED);
@@ -363,7 +363,7 @@ TEST(failed_batch_redelivered)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
 	inbox_delivery d[8];
-	inbox_result res[8];
+	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 8, 2000);
 	ASSERT_EQ(n, 5);
 	ASSERT_OK(inbox_source_settle(s, d, NULL, n));
@@ -386,7 +386,7 @@ TEST(settle_contract)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 50, 0));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	ASSERT_OK(inbox_source_settle(s, d, NULL, 0));
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 1);
@@ -415,7 +415,7 @@ TEST(takeover_of_dead_member)
 	inbox_source *a = NULL, *b = NULL;
 	ASSERT_OK(open_src(&a, st, "consumer=a", 100, 0));
 	inbox_delivery d[8];
-	inbox_result res[8];
+	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(a, d, 4, 2000);
 	ASSERT_EQ(n, 4);
 	inbox_source_close(a); /* dies: 4 pending under "a" */
@@ -455,7 +455,7 @@ TEST(restart_same_name_redelivers_own)
 	inbox_source *a = NULL;
 	ASSERT_OK(open_src(&a, st, "consumer=a", 100, 0));
 	inbox_delivery d[8];
-	inbox_result res[8];
+	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(a, d, 8, 2000);
 	ASSERT_EQ(n, 3);
 	inbox_source_close(a);
@@ -481,7 +481,7 @@ TEST(deleted_while_pending_own)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 2);
 	ASSERT_EQ(cmd_int("XDEL %s %s", st, id1), 1);
@@ -514,7 +514,7 @@ TEST(deleted_while_pending_claimed)
 	inbox_source *a = NULL, *b = NULL;
 	ASSERT_OK(open_src(&a, st, "consumer=a", 100, 0));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(a, d, 4, 2000);
 	ASSERT_EQ(n, 2);
 	inbox_source_close(a);
@@ -582,7 +582,7 @@ TEST(tombstone_dead_lettered_by_consumer)
 	ASSERT_OK(inbox_consumer_open(&c, sto, &co, err, sizeof(err)));
 	ASSERT_OK(open_src(&s, st, "consumer=a", 50, 0));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(cmd_int("XDEL %s %s", st, id0), 1);
@@ -622,7 +622,7 @@ TEST(stream_deleted_group_recreated)
 	ASSERT_EQ(cmd_int("DEL %s%s", st, ""), 1);
 	size_t n;
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	int r = inbox_source_poll(s, d, 4, &n, 50, NULL);
 	ASSERT_EQ(r, INBOX_ERR_SOURCE);
 	ASSERT_CONTAINS(inbox_source_errmsg(s), "NOGROUP");
@@ -642,7 +642,7 @@ TEST(drain_reports_eof)
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a&drain=1", 100, 0));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof = 0;
 	ASSERT_OK(inbox_source_poll(s, d, 4, &n, 100, &eof));
@@ -674,7 +674,7 @@ TEST(generated_member_leaves_group)
 	ASSERT_OK(xadd_payload(st, "{\"id\":1}", NULL));
 	ASSERT_OK(open_src(&s, st, "", 100, 0));
 	inbox_delivery d[4];
-	inbox_result res[4];
+	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 1);
 	set_all(res, n, INBOX_APPLIED);
@@ -727,7 +727,7 @@ TEST(broker_restart_reconnects)
 			ok++;
 	if (ok == 3 && open_src(&s, st, "consumer=a", 100, 0) == 0) {
 		inbox_delivery d[8];
-		inbox_result res[8];
+		inbox_result res[8] = {INBOX_RESULT_INIT};
 		size_t n = poll_some(s, d, 2, 2000);
 		int r1 = -1, r2 = -1, r3 = -1, got = 0, again = 0;
 		snprintf(shcmd, sizeof(shcmd), "sh '%s' stop '%s'", script,

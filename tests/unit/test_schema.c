@@ -783,7 +783,7 @@ TEST(consumer_dead_letters_violations_before_any_effect)
 	d[1].payload = bad;
 	d[1].payload_len = strlen(bad);
 	d[1].position = "orders.jsonl:2";
-	inbox_result r[2];
+	inbox_result r[2] = {INBOX_RESULT_INIT};
 	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
 	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
 	ASSERT_EQ(r[1].outcome, INBOX_DEAD_LETTERED);
@@ -793,7 +793,7 @@ TEST(consumer_dead_letters_violations_before_any_effect)
 	ASSERT_EQ(handler_calls, 1); /* never for the invalid one */
 
 	/* one message at a time too */
-	inbox_result r1;
+	inbox_result r1 = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(c, &d[1], &r1));
 	ASSERT_EQ(r1.outcome, INBOX_DEAD_LETTERED);
 	ASSERT_EQ(handler_calls, 1);
@@ -816,7 +816,7 @@ TEST(consumer_dead_letters_violations_before_any_effect)
 	ASSERT_STREQ(r1.reason, "schema violation at /data: required: missing "
 	                        "property \"orderId\"");
 
-	inbox_stats stats;
+	inbox_stats stats = INBOX_STATS_INIT;
 	inbox_consumer_stats(c, &stats);
 	ASSERT_EQ(stats.applied, 1);
 	ASSERT_EQ(stats.dead_letters, 3);
@@ -870,7 +870,7 @@ TEST(version_1_options_have_no_schema)
 	inbox_delivery d = {0};
 	d.payload = "{\"id\": \"1\", \"anything\": true}";
 	d.payload_len = strlen(d.payload);
-	inbox_result r;
+	inbox_result r = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
 	inbox_consumer_close(c);

@@ -170,7 +170,7 @@ static void process_in_child(const char *msg, size_t len, outcome *o)
 			                           sizeof(r.reason));
 		if (r.rc == INBOX_OK) {
 			inbox_delivery d = {0};
-			inbox_result res;
+			inbox_result res = INBOX_RESULT_INIT;
 			d.payload = msg;
 			d.payload_len = len;
 			r.rc = inbox_consumer_process(c, &d, &res);

@@ -730,7 +730,7 @@ TEST(upgrade_from_v3)
 	inbox_delivery d = {0};
 	d.payload = "{bad";
 	d.payload_len = 4;
-	inbox_result r1, r2;
+	inbox_result r1 = INBOX_RESULT_INIT, r2 = INBOX_RESULT_INIT;
 	ASSERT_OK(inbox_consumer_process(c, &d, &r1));
 	ASSERT_OK(inbox_consumer_process(c, &d, &r2));
 	ASSERT_EQ(r1.outcome, INBOX_DEAD_LETTERED);

@@ -745,6 +745,7 @@ static void run_job(handle *h, job *j)
 			rc = INBOX_ERR_NOMEM;
 			break;
 		}
+		r[0].version = INBOX_RESULT_VERSION;
 		for (size_t k = 0; k < j->nd; k++)
 			j->d[k].source_token = k; /* the handler's msg.index */
 		if (j->op == OP_PROCESS)
@@ -762,9 +763,11 @@ static void run_job(handle *h, job *j)
 		return;
 	}
 	case OP_STATS:
+		j->stats.version = INBOX_STATS_VERSION;
 		inbox_consumer_stats(h->c, &j->stats);
 		return;
 	case OP_ADMIN_STATS:
+		j->astats.version = INBOX_ADMIN_STATS_VERSION;
 		rc = inbox_admin_stats_read(h->st, j->s[0], &j->astats);
 		break;
 	case OP_DLQ_LIST: {
@@ -788,7 +791,7 @@ static void run_job(handle *h, job *j)
 		break;
 	}
 	case OP_DLQ_REPLAY: {
-		inbox_result r = {0};
+		inbox_result r = INBOX_RESULT_INIT;
 		j->nd = 0;
 		j->res = calloc(1, sizeof *j->res);
 		if (!j->res) {
@@ -897,6 +900,7 @@ static void run_job(handle *h, job *j)
 		int handled = 0;
 		rc = inbox_dispatcher_run_once(d, &handled);
 		j->out_i[0] = handled;
+		j->ostats.version = INBOX_OUTBOX_STATS_VERSION;
 		inbox_dispatcher_stats(d, &j->ostats);
 		if (rc < 0) {
 			j->rc = rc;
@@ -906,6 +910,7 @@ static void run_job(handle *h, job *j)
 		return;
 	}
 	case OP_OUTBOX_COUNTS:
+		j->counts.version = INBOX_OUTBOX_COUNTS_VERSION;
 		rc = inbox_outbox_counts_get(h->st, j->s[0], &j->counts);
 		break;
 	default:
