@@ -3,6 +3,14 @@
  *
  * A source backend fills an inbox_source_vtable and is registered by URL
  * scheme. The vtable only grows at the end. All slots are mandatory.
+ *
+ * Versions (docs/abi.md): the vtable's `version` is the layout of
+ * everything this interface passes (the vtable itself and struct
+ * inbox_source); a change to either is a new vtable version. The core
+ * checks the public structs a caller hands over (options, results)
+ * before a backend sees them: a backend gets them in this library's
+ * layout. A refused delivery carries its reason in
+ * inbox_delivery.refused (<inbox/inbox.h>), its id NULL.
  */
 #ifndef INBOX_SYS_SOURCE_H
 #define INBOX_SYS_SOURCE_H

@@ -8,6 +8,15 @@
  * registration asserts it. A backend of version 1 (no outbox slots) still
  * registers; the outbox functions then return INBOX_ERR_STATE on it.
  *
+ * Versions (docs/abi.md): the vtable's `version` is also the layout of
+ * the structs passed through it (inbox_claim, inbox_dead_letter,
+ * inbox_outbox_finish, inbox_store_limits, struct inbox_store): a change
+ * to one is a new vtable version. The core checks the public structs a
+ * caller hands over (options, outputs) before a backend sees them, and
+ * hands a backend its own structs in this library's layout (an
+ * inbox_outbox_counts to fill, for instance, is the core's, copied out
+ * at the caller's version).
+ *
  * Tables (each name preceded by the configured prefix, quoted):
  *   inbox(consumer, key, fingerprint, status, attempts, fence,
  *         lease_until, message_id, created_at, processed_at, updated_at)
