@@ -60,9 +60,12 @@ for b in $builds; do
 	if grep -q '^INBOX_TSAN:BOOL=ON' "$b/CMakeCache.txt" 2>/dev/null; then
 		label="-L tsan"
 	fi
-	# CTEST_ARGS (e.g. "-R nats") narrows the run while developing.
+	# CTEST_ARGS (e.g. "-R nats", or "-R 'nats|redis'": it is parsed as
+	# shell words, so its quotes are honoured) narrows the run while
+	# developing.
 	# shellcheck disable=SC2086
-	if ! (cd "$b" && ctest --output-on-failure -j2 --timeout 900 $label ${CTEST_ARGS:-}); then
+	if ! (cd "$b" && eval "set -- ${CTEST_ARGS:-}" &&
+		ctest --output-on-failure -j2 --timeout 900 $label "$@"); then
 		status=1
 	fi
 done

@@ -765,7 +765,8 @@ TEST(checkpoint_written_before_the_sync)
 			if (inbox_source_poll(src, d, 1, &n, 0, NULL) < 0 ||
 			    n != 1)
 				_exit(3);
-			res[0] = (inbox_result){.outcome = INBOX_APPLIED};
+			res[0] = (inbox_result){.version = INBOX_RESULT_VERSION,
+			                        .outcome = INBOX_APPLIED};
 			if (inbox_source_settle(src, d, res, 1) < 0)
 				_exit(4);
 		}
