@@ -105,7 +105,7 @@ int main(int argc, char **argv)
 	};
 	for (size_t i = 0; i < sizeof(events) / sizeof(*events); i++) {
 		inbox_delivery dl;
-		inbox_result r;
+		inbox_result r = INBOX_RESULT_INIT;
 		memset(&dl, 0, sizeof(dl));
 		dl.payload = events[i];
 		dl.payload_len = strlen(events[i]);

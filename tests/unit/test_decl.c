@@ -77,8 +77,7 @@ static inbox_outcome deliver(inbox_consumer *c, const char *id,
 	d.payload = payload;
 	d.payload_len = strlen(payload);
 	d.delivery_count = 1;
-	inbox_result r;
-	memset(&r, 0, sizeof(r));
+	inbox_result r = INBOX_RESULT_INIT;
 	if (inbox_consumer_process(c, &d, &r) != INBOX_OK) {
 		snprintf(reason, len, "process failed: %s",
 		         inbox_consumer_errmsg(c));

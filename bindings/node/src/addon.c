@@ -656,7 +656,7 @@ static int dispatch_tick(inbox_dispatcher *d, inbox_dispatch_event ev,
                          void *payload)
 {
 	handle *h = payload;
-	inbox_outbox_stats s;
+	inbox_outbox_stats s = INBOX_OUTBOX_STATS_INIT;
 	inbox_dispatcher_stats(d, &s);
 	pthread_mutex_lock(&h->mu);
 	h->dstats = s;
@@ -682,9 +682,11 @@ static void run_dispatcher(handle *h, job *j)
 	}
 	pthread_mutex_lock(&h->mu);
 	memset(&h->dstats, 0, sizeof h->dstats);
+	h->dstats.version = INBOX_OUTBOX_STATS_VERSION;
 	h->running = 1;
 	pthread_mutex_unlock(&h->mu);
 	rc = inbox_dispatcher_run(d, &h->stop);
+	j->ostats.version = INBOX_OUTBOX_STATS_VERSION;
 	inbox_dispatcher_stats(d, &j->ostats);
 	pthread_mutex_lock(&h->mu);
 	h->dstats = j->ostats;
