@@ -324,6 +324,23 @@ INBOX_API uint64_t inbox_store_connection_id(const inbox_store *st);
 INBOX_API int inbox_store_exec(inbox_store *st, const char *sql, int nparams,
                                const char *const *params, int64_t *rows);
 
+/* Run the operator's setup SQL (one or more statements separated by ';',
+ * no parameters: CREATE TABLE IF NOT EXISTS …) outside any transaction,
+ * serialized with the setup of other processes on the same database
+ * (PostgreSQL: under a session advisory lock), so that daemons starting
+ * together do not race on the catalog. INBOX_ERR_STORE (the SQL was
+ * refused) or INBOX_ERR_TRANSIENT (the database went away), the message
+ * on the handle; INBOX_ERR_STATE inside a transaction. */
+INBOX_API int inbox_store_exec_setup(inbox_store *st, const char *sql);
+
+/* Check one statement against the database without running it (prepare
+ * it): *nparams (when not NULL) receives the number of $n parameters it
+ * takes. INBOX_OK, or INBOX_ERR_STORE (refused: unknown table, syntax)
+ * or INBOX_ERR_TRANSIENT, the message on the handle; INBOX_ERR_STATE
+ * inside a transaction. */
+INBOX_API int inbox_store_check_sql(inbox_store *st, const char *sql,
+                                    int *nparams);
+
 /* Run a query outside any inbox transaction; fn is called per row (see
  * inbox_row_fn below). */
 INBOX_API int inbox_store_query(inbox_store *st, const char *sql, int nparams,
@@ -602,7 +619,8 @@ INBOX_API int inbox_msg_getn(const inbox_msg *m, const char *pointer,
 /* ------------------------------------------------------------------ */
 
 /* Native connections, for handlers that want the full driver API. NULL
- * when the store is of the other kind. Do not COMMIT/ROLLBACK on them. */
+ * when the store's handle is not of that type (its backend's native_type,
+ * inbox/sys/store.h). Do not COMMIT/ROLLBACK on them. */
 struct pg_conn;
 struct sqlite3;
 INBOX_API struct pg_conn *inbox_txn_pgconn(inbox_txn *t);

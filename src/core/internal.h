@@ -17,8 +17,14 @@
  * and run the batch again at once (<inbox/sys/store.h>). */
 #define INBOX__ERR_REDO INBOX_STORE_ERR_REDO
 
-extern const inbox_store_vtable inbox__pg_vtable;
-extern const inbox_store_vtable inbox__sqlite_vtable;
+/* NULL-terminated list of the stores compiled in (src/store/builtin.c). */
+extern const inbox_store_vtable *const inbox__builtin_stores[];
+
+/* The store's spelling of e (its vtable's sql_expr): the length as
+ * snprintf gives it, or INBOX_ERR_STATE with the message set (a backend
+ * older than version 6, or one that does not know e). */
+int inbox__store_expr(inbox_store *st, inbox_sql_expr e, const char *arg,
+                      char *out, size_t len);
 
 /* NULL-terminated list of the sources compiled in (src/source/builtin.c). */
 struct inbox_source_vtable;

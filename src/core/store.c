@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,30 @@ static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 
 static void register_builtins_once(void)
 {
-	inbox_store_register(&inbox__pg_vtable);
-	inbox_store_register(&inbox__sqlite_vtable);
+	for (const inbox_store_vtable *const *p = inbox__builtin_stores; *p;
+	     p++)
+		inbox_store_register(*p);
 }
 
 /* Stores are opened from several threads at once (one per consumer). */
 static void register_builtins(void)
 {
 	pthread_once(&builtins_once, register_builtins_once);
+}
+
+/* Does vt open scheme s (its first n bytes; SIZE_MAX: all of it)? */
+static int inbox__store_has_scheme(const inbox_store_vtable *vt, const char *s,
+                                   size_t n)
+{
+	if (n == SIZE_MAX)
+		n = strlen(s);
+	const char *names[2] = {vt->scheme,
+	                        vt->version >= 6 ? vt->alias : NULL};
+	for (int i = 0; i < 2; i++)
+		if (names[i] && strlen(names[i]) == n &&
+		    strncmp(names[i], s, n) == 0)
+			return 1;
+	return 0;
 }
 
 int inbox_store_register(const inbox_store_vtable *vt)
@@ -37,15 +54,25 @@ int inbox_store_register(const inbox_store_vtable *vt)
 	    !vt->rollback_to || !vt->exec || !vt->query ||
 	    !vt->register_consumer || !vt->claim || !vt->reclaim ||
 	    !vt->finish || !vt->extend || !vt->dead_letter || !vt->purge ||
-	    !vt->native || vt->version < 1)
+	    !vt->native || vt->version < 1 ||
+	    vt->version > INBOX_STORE_VTABLE_VERSION)
 		return INBOX_ERR_INVALID;
 	/* Version 2 added the outbox: a backend claiming it has all of it. */
 	if (vt->version >= 2 &&
 	    (!vt->outbox_add || !vt->outbox_claim || !vt->outbox_finish ||
 	     !vt->outbox_counts || !vt->outbox_purge))
 		return INBOX_ERR_INVALID;
+	/* Version 6: the dialect and the operator's SQL. The fields beyond a
+	 * backend's version are not read at all: its struct may end before
+	 * them. */
+	if (vt->version >= 6 &&
+	    (!vt->sql_expr || !vt->exec_setup || !vt->check_sql))
+		return INBOX_ERR_INVALID;
 	for (int i = 0; i < nregistered; i++)
-		if (strcmp(registry[i]->scheme, vt->scheme) == 0)
+		if (inbox__store_has_scheme(registry[i], vt->scheme,
+		                            SIZE_MAX) ||
+		    (vt->version >= 6 && vt->alias &&
+		     inbox__store_has_scheme(registry[i], vt->alias, SIZE_MAX)))
 			return INBOX_ERR_INVALID;
 	if (nregistered == MAX_STORES)
 		return INBOX_ERR_INVALID;
@@ -59,14 +86,26 @@ static const inbox_store_vtable *find_scheme(const char *url)
 	if (!colon)
 		return NULL;
 	size_t n = (size_t)(colon - url);
-	/* postgres:// is an accepted alias of postgresql:// */
-	if (n == 8 && strncmp(url, "postgres", 8) == 0)
-		return &inbox__pg_vtable;
 	for (int i = 0; i < nregistered; i++)
-		if (strlen(registry[i]->scheme) == n &&
-		    strncmp(registry[i]->scheme, url, n) == 0)
+		if (inbox__store_has_scheme(registry[i], url, n))
 			return registry[i];
 	return NULL;
+}
+
+const char *inbox_store_scheme(size_t i)
+{
+	register_builtins();
+	if (i >= (size_t)nregistered)
+		return NULL;
+	return registry[i]->scheme;
+}
+
+int inbox_store_known_url(const char *url)
+{
+	if (!url)
+		return 0;
+	register_builtins();
+	return find_scheme(url) != NULL;
 }
 
 static int valid_ident(const char *s, int allow_empty)
@@ -125,8 +164,10 @@ int inbox_store_open(inbox_store **out, const char *url,
 		if (opts->table_prefix)
 			snprintf((*out)->prefix, sizeof((*out)->prefix), "%s",
 			         opts->table_prefix);
-		/* SQLite has no schemas: the option applies to PostgreSQL. */
-		if (opts->schema && strcmp(vt->kind, "sqlite") != 0)
+		/* Only a store with schemas takes the option (a backend
+		 * older than version 6 has no flags: it always did). */
+		if (opts->schema &&
+		    (vt->version < 6 || (vt->flags & INBOX_STORE_F_SCHEMAS)))
 			snprintf((*out)->schema, sizeof((*out)->schema), "%s",
 			         opts->schema);
 	}
@@ -243,6 +284,57 @@ void inbox_store_clearerr(inbox_store *st)
 {
 	st->errmsg[0] = '\0';
 	st->errcode[0] = '\0';
+}
+
+static int dialect(inbox_store *st, const char *what)
+{
+	if (st->vt->version >= 6)
+		return INBOX_OK;
+	inbox__store_seterr(st, "",
+	                    "%s: the %s store's backend (vtable version %u) "
+	                    "predates it",
+	                    what, st->vt->kind, st->vt->version);
+	return INBOX_ERR_STATE;
+}
+
+int inbox_store_exec_setup(inbox_store *st, const char *sql)
+{
+	if (!st || !sql)
+		return INBOX_ERR_INVALID;
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
+	inbox__store_clearerr(st);
+	int rc = dialect(st, "setup SQL");
+	return rc < 0 ? rc : st->vt->exec_setup(st, sql);
+}
+
+int inbox_store_check_sql(inbox_store *st, const char *sql, int *nparams)
+{
+	if (nparams)
+		*nparams = 0;
+	if (!st || !sql)
+		return INBOX_ERR_INVALID;
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
+	inbox__store_clearerr(st);
+	int rc = dialect(st, "checking SQL");
+	return rc < 0 ? rc : st->vt->check_sql(st, sql, nparams);
+}
+
+int inbox__store_expr(inbox_store *st, inbox_sql_expr e, const char *arg,
+                      char *out, size_t len)
+{
+	int rc = dialect(st, "the admin API");
+	if (rc < 0)
+		return rc;
+	int n = st->vt->sql_expr(st, e, arg, out, len);
+	if (n < 0) {
+		inbox__store_seterr(
+		    st, "", "the %s store cannot spell SQL expression %d",
+		    st->vt->kind, (int)e);
+		return INBOX_ERR_STATE;
+	}
+	return n;
 }
 
 static const char *const status_names[] = {"none", "completed", "processing",

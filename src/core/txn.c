@@ -23,18 +23,27 @@ void inbox__txn_failed(inbox_txn *t, int rc)
 		t->infra_err = rc;
 }
 
+/* The native handle, if the backend says it is a `type` (by the C type,
+ * not the store's kind: any backend built on libpq hands out a PGconn). */
+static void *native_of(inbox_txn *t, const char *type)
+{
+	if (!t)
+		return NULL;
+	const inbox_store_vtable *vt = t->st->vt;
+	if (vt->version < 6 || !vt->native_type ||
+	    strcmp(vt->native_type, type) != 0)
+		return NULL;
+	return vt->native(t->st);
+}
+
 struct pg_conn *inbox_txn_pgconn(inbox_txn *t)
 {
-	if (!t || strcmp(t->st->vt->kind, "postgresql") != 0)
-		return NULL;
-	return t->st->vt->native(t->st);
+	return native_of(t, "PGconn");
 }
 
 struct sqlite3 *inbox_txn_sqlite3(inbox_txn *t)
 {
-	if (!t || strcmp(t->st->vt->kind, "sqlite") != 0)
-		return NULL;
-	return t->st->vt->native(t->st);
+	return native_of(t, "sqlite3");
 }
 
 inbox_store *inbox_txn_store(inbox_txn *t)

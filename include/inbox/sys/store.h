@@ -118,8 +118,30 @@ struct inbox_store {
 };
 
 /* 1: the inbox; 2: + the outbox slots; 3: + seal; 4: + connection_id;
- * 5: + set_limits. */
-#define INBOX_STORE_VTABLE_VERSION 5
+ * 5: + set_limits; 6: + flags, alias, native_type, sql_expr, exec_setup,
+ * check_sql (what the admin API and declared effects need, so that no
+ * code outside a backend branches on its kind). */
+#define INBOX_STORE_VTABLE_VERSION 6
+
+/* inbox_store_vtable.flags (version 6). */
+#define INBOX_STORE_F_SCHEMAS 0x1u /* inbox_store_options.schema applies */
+
+/* The expressions the admin API's SQL needs that differ between SQL
+ * dialects; a backend's sql_expr spells each (version 6). `arg` is, for
+ * the ones marked so, an SQL expression (EXPR) or a parameter number as
+ * text (N, "2" for $2); NULL for the others. */
+typedef enum inbox_sql_expr {
+	INBOX_SQL_NOW_MS = 1, /* the clock the store writes timestamps with,
+	                       * in epoch milliseconds (an integer) */
+	INBOX_SQL_NOW_TS,    /* the current time as timestamp columns hold it */
+	INBOX_SQL_MS,        /* EXPR, a timestamp (column or aggregate), as
+	                      * epoch milliseconds; NULL stays NULL */
+	INBOX_SQL_INT_PARAM, /* parameter $N used as a 64-bit integer */
+	INBOX_SQL_CUTOFF,    /* "now minus $N seconds", comparable with a
+	                      * timestamp column */
+	INBOX_SQL_HEX,       /* EXPR, a BLOB/bytea column, as lower-case hex */
+	INBOX_SQL_LEN /* EXPR, a BLOB/bytea column: its length in bytes */
+} inbox_sql_expr;
 
 /* Bounds on a transaction's waits, in ms; 0 = none (see
  * inbox_store_options, version 2, for what each one bounds). */
@@ -147,7 +169,9 @@ struct inbox_store_vtable {
 	unsigned
 	    version; /* INBOX_STORE_VTABLE_VERSION the backend was built for */
 	const char *scheme; /* URL scheme without ':' ("postgresql") */
-	const char *kind;   /* "postgresql", "sqlite" */
+	/* "postgresql", "sqlite": for display (inbox_store_kind()); the core
+	 * never compares it. */
+	const char *kind;
 
 	/* Connect. `url` is the whole URL. Must set *out (even on failure, when
 	 * allocation succeeded, so the caller can read the message). */
@@ -233,7 +257,7 @@ struct inbox_store_vtable {
 	             int64_t retention_seconds, int batch_limit, int dry_run,
 	             int64_t *deleted);
 
-	/* Native handles: PGconn* / sqlite3* (the other returns NULL). */
+	/* The native handle (PGconn*, sqlite3*: see native_type). */
 	void *(*native)(inbox_store *st);
 
 	/* ---- version 2: the outbox (see inbox/outbox.h) ---------------- */
@@ -306,6 +330,38 @@ struct inbox_store_vtable {
 	 * (e.g. SET LOCAL), so that nothing has to be restored after a
 	 * reconnect. NULL: no limits (the core ignores it). */
 	int (*set_limits)(inbox_store *st, const inbox_store_limits *derived);
+
+	/* ---- version 6 ------------------------------------------------- */
+
+	unsigned flags; /* INBOX_STORE_F_* */
+	/* Optional. A second scheme this backend opens ("postgres"). */
+	const char *alias;
+	/* Optional. The C type native() returns ("PGconn", "sqlite3"): what
+	 * inbox_txn_pgconn() and inbox_txn_sqlite3() hand out. NULL: neither
+	 * does (native() stays the backend's own business). */
+	const char *native_type;
+
+	/* Spell expression e (see inbox_sql_expr) in the store's dialect:
+	 * write it NUL-terminated into out (len bytes) and return its length
+	 * as snprintf does (the core calls again with a larger buffer when it
+	 * is >= len); < 0 for an expression the backend does not know. The
+	 * admin API (inbox/admin.h) writes its SQL with these and the table
+	 * names, and nothing else of a dialect. */
+	int (*sql_expr)(inbox_store *st, inbox_sql_expr e, const char *arg,
+	                char *out, size_t len);
+
+	/* Outside a transaction: run the operator's setup SQL (one or more
+	 * statements, no parameters; see inbox_store_exec_setup),
+	 * serialized with the setup of every other process on the same
+	 * database, so that daemons starting together do not race on
+	 * CREATE ... IF NOT EXISTS. INBOX_ERR_STORE (the SQL's fault) or
+	 * INBOX_ERR_TRANSIENT (the database's), the message set. */
+	int (*exec_setup)(inbox_store *st, const char *sql);
+
+	/* Outside a transaction: prepare one statement without running it
+	 * (see inbox_store_check_sql); *nparams, when nparams is not NULL,
+	 * the number of $n parameters it takes. Errors as exec_setup. */
+	int (*check_sql)(inbox_store *st, const char *sql, int *nparams);
 };
 
 /* Returned by a store backend's calls only (never by the public API):
@@ -315,9 +371,21 @@ struct inbox_store_vtable {
 #define INBOX_STORE_ERR_REDO (-1000)
 
 /* Register a backend (the built-in ones are registered automatically).
- * Returns INBOX_ERR_INVALID if a mandatory slot is missing or the scheme is
- * taken. Not thread-safe: call at start-up. */
+ * Returns INBOX_ERR_INVALID if a slot mandatory at the vtable's version is
+ * missing, the version is 0 or newer than INBOX_STORE_VTABLE_VERSION, or
+ * the scheme (or alias) is taken. A backend of version < 6 registers, but
+ * the admin API returns INBOX_ERR_STATE on it (it has no dialect), as do
+ * inbox_store_exec_setup() and inbox_store_check_sql(). Not thread-safe:
+ * call at start-up. */
 INBOX_API int inbox_store_register(const inbox_store_vtable *vt);
+
+/* The scheme of the i-th registered store (the built-in ones first), or
+ * NULL past the last: for listing what a URL may start with ("postgresql",
+ * "sqlite"; aliases are not listed). Static strings. */
+INBOX_API const char *inbox_store_scheme(size_t i);
+/* 1 if a registered store opens url (its scheme, or alias, before ':'),
+ * else 0. Nothing is opened or checked beyond the scheme. */
+INBOX_API int inbox_store_known_url(const char *url);
 
 /* Helpers for backends. */
 /* Set st's errcode and errmsg, the message scrubbed of st's secrets (see

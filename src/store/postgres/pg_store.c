@@ -296,4 +296,10 @@ const inbox_store_vtable inbox__pg_vtable = {
     .seal = inbox__pg_seal,
     .connection_id = pg_connection_id,
     .set_limits = inbox__pg_set_limits,
+    .flags = INBOX_STORE_F_SCHEMAS,
+    .alias = "postgres",
+    .native_type = "PGconn",
+    .sql_expr = inbox__pg_sql_expr,
+    .exec_setup = inbox__pg_exec_setup,
+    .check_sql = inbox__pg_check_sql,
 };

@@ -314,6 +314,12 @@ int inbox__pg_exec(inbox_store *st, const char *sql, int nparams,
 int inbox__pg_query(inbox_store *st, const char *sql, int nparams,
                     const char *const *params, inbox_row_fn fn, void *payload);
 
+/* pg_admin.c: the vtable's version-6 slots. */
+int inbox__pg_sql_expr(inbox_store *st, inbox_sql_expr e, const char *arg,
+                       char *out, size_t len);
+int inbox__pg_exec_setup(inbox_store *st, const char *sql);
+int inbox__pg_check_sql(inbox_store *st, const char *sql, int *nparams);
+
 /* pg_gens.c: generations of the inbox (see there). */
 /* Schema v3: make the inbox a LIST-partitioned table of generations
  * (an existing inbox becomes generation 1). In migrate's transaction. */
@@ -359,5 +365,7 @@ int inbox__pg_purge(inbox_store *st, const char *consumer,
 
 /* Parse a decimal integer column; 0 when NULL or malformed. */
 int64_t inbox__pg_int(const PGresult *r, int row, int col);
+
+extern const inbox_store_vtable inbox__pg_vtable;
 
 #endif

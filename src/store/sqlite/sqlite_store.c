@@ -361,4 +361,8 @@ const inbox_store_vtable inbox__sqlite_vtable = {
     .outbox_counts = inbox__sq_outbox_counts,
     .outbox_purge = inbox__sq_outbox_purge,
     .set_limits = sq_set_limits,
+    .native_type = "sqlite3",
+    .sql_expr = inbox__sq_sql_expr,
+    .exec_setup = inbox__sq_exec_setup,
+    .check_sql = inbox__sq_check_sql,
 };

@@ -148,4 +148,12 @@ int inbox__sq_purge(inbox_store *st, const char *consumer,
                     int64_t retention_seconds, int batch_limit, int dry_run,
                     int64_t *deleted);
 
+/* sqlite_admin.c: the vtable's version-6 slots. */
+int inbox__sq_sql_expr(inbox_store *st, inbox_sql_expr e, const char *arg,
+                       char *out, size_t len);
+int inbox__sq_exec_setup(inbox_store *st, const char *sql);
+int inbox__sq_check_sql(inbox_store *st, const char *sql, int *nparams);
+
+extern const inbox_store_vtable inbox__sqlite_vtable;
+
 #endif
