@@ -12,11 +12,6 @@
 
 #include "core/admin_sql.h"
 
-int inbox__admin_is_pg(const inbox_store *st)
-{
-	return strcmp(inbox_store_kind(st), "postgresql") == 0;
-}
-
 int64_t inbox__admin_num(const char *v)
 {
 	return v ? strtoll(v, NULL, 10) : 0;
@@ -38,74 +33,80 @@ int inbox__admin_invalid(inbox_store *st, const char *what)
 	return INBOX_ERR_INVALID;
 }
 
-/* One {name} or {name:arg} placeholder; -1 on allocation failure. */
-static int expand_one(inbox__buf *b, inbox_store *st, int pg, const char *name,
+/* The store's spelling of e with the argument (alen bytes at arg, or
+ * none), appended to b. INBOX_OK, INBOX_ERR_NOMEM, or INBOX_ERR_STATE
+ * (the backend has no dialect: the message is set). */
+static int put_expr(inbox__buf *b, inbox_store *st, inbox_sql_expr e,
+                    const char *arg, size_t alen)
+{
+	char small[128], *a = NULL;
+	if (arg) {
+		a = malloc(alen + 1);
+		if (!a)
+			return INBOX_ERR_NOMEM;
+		memcpy(a, arg, alen);
+		a[alen] = '\0';
+	}
+	int rc = inbox__store_expr(st, e, a, small, sizeof(small));
+	if (rc >= 0 && (size_t)rc < sizeof(small)) {
+		rc = inbox__buf_puts(b, small) < 0 ? INBOX_ERR_NOMEM : INBOX_OK;
+	} else if (rc >= 0) {
+		size_t n = (size_t)rc + 1;
+		char *big = malloc(n);
+		rc = !big ? INBOX_ERR_NOMEM
+		          : inbox__store_expr(st, e, a, big, n);
+		if (rc >= 0)
+			rc = (size_t)rc < n && inbox__buf_puts(b, big) == 0
+			         ? INBOX_OK
+			         : INBOX_ERR_NOMEM;
+		free(big);
+	}
+	free(a);
+	return rc;
+}
+
+/* One {name} or {name:arg} placeholder. */
+static int expand_one(inbox__buf *b, inbox_store *st, const char *name,
                       size_t nlen, const char *arg, size_t alen)
 {
 #define IS(s) (nlen == sizeof(s) - 1 && memcmp(name, s, nlen) == 0)
-	int a = (int)alen;
+	static const struct {
+		const char *name;
+		inbox_sql_expr e;
+	} exprs[] = {{"now", INBOX_SQL_NOW_MS},    {"nowts", INBOX_SQL_NOW_TS},
+	             {"ms", INBOX_SQL_MS},         {"i", INBOX_SQL_INT_PARAM},
+	             {"cutoff", INBOX_SQL_CUTOFF}, {"hex", INBOX_SQL_HEX},
+	             {"len", INBOX_SQL_LEN}};
 	if (IS("inbox") || IS("dead_letters") || IS("consumers") ||
 	    IS("inbox_generations")) {
 		char t[32];
 		memcpy(t, name, nlen);
 		t[nlen] = '\0';
-		return inbox__table_name(b, st, t);
+		return inbox__table_name(b, st, t) < 0 ? INBOX_ERR_NOMEM
+		                                       : INBOX_OK;
 	}
-	/* SQLite: the clock the SQLite store writes its timestamps with,
-	 * as a literal (julianday('now') can round a millisecond away). */
-	if (IS("now"))
-		return pg ? inbox__buf_puts(
-		                b, "(EXTRACT(EPOCH FROM now()) * 1000)::bigint")
-		          : inbox__buf_printf(b, "%lld",
-		                              (long long)inbox__now_ms());
-	if (IS("nowts"))
-		return pg ? inbox__buf_puts(b, "now()")
-		          : expand_one(b, st, pg, "now", 3, NULL, 0);
-	if (IS("ms"))
-		return pg ? inbox__buf_printf(
-		                b, "(EXTRACT(EPOCH FROM %.*s) * 1000)::bigint",
-		                a, arg)
-		          : inbox__buf_printf(b, "%.*s", a, arg);
-	if (IS("i"))
-		return pg ? inbox__buf_printf(b, "$%.*s::bigint", a, arg)
-		          : inbox__buf_printf(b, "CAST($%.*s AS INTEGER)", a,
-		                              arg);
-	if (IS("cutoff")) {
-		if (pg)
-			return inbox__buf_printf(
-			    b, "now() - $%.*s::bigint * interval '1 second'", a,
-			    arg);
-		return inbox__buf_puts(b, "(") < 0 ||
-		               expand_one(b, st, pg, "now", 3, NULL, 0) < 0 ||
-		               inbox__buf_printf(
-		                   b, " - CAST($%.*s AS INTEGER) * 1000)", a,
-		                   arg) < 0
-		           ? -1
-		           : 0;
-	}
-	if (IS("hex"))
-		return pg ? inbox__buf_printf(b, "encode(%.*s, 'hex')", a, arg)
-		          : inbox__buf_printf(b, "hex(%.*s)", a, arg);
-	if (IS("len"))
-		return pg ? inbox__buf_printf(b, "length(%.*s)", a, arg)
-		          : inbox__buf_printf(b, "length(CAST(%.*s AS BLOB))",
-		                              a, arg);
+	for (size_t i = 0; i < sizeof(exprs) / sizeof(*exprs); i++)
+		if (strlen(exprs[i].name) == nlen &&
+		    memcmp(exprs[i].name, name, nlen) == 0)
+			return put_expr(b, st, exprs[i].e, arg, alen);
 #undef IS
 	/* Not a placeholder: copy it as it was. */
 	return inbox__buf_printf(b, "{%.*s%s%.*s}", (int)nlen, name,
-	                         arg ? ":" : "", a, arg ? arg : "");
+	                         arg ? ":" : "", (int)alen, arg ? arg : "") < 0
+	           ? INBOX_ERR_NOMEM
+	           : INBOX_OK;
 }
 
 int inbox__admin_sql(inbox__buf *b, inbox_store *st, const char *tmpl)
 {
-	int pg = inbox__admin_is_pg(st);
+	int rc = INBOX_OK;
 	inbox__buf_reset(b);
-	for (const char *p = tmpl; *p;) {
+	for (const char *p = tmpl; *p && rc == INBOX_OK;) {
 		const char *end = p[0] == '{' ? strchr(p, '}') : NULL;
 		if (!end) {
 			size_t n = strcspn(p + 1, "{") + 1;
 			if (inbox__buf_append(b, p, n) < 0)
-				goto oom;
+				rc = INBOX_ERR_NOMEM;
 			p += n;
 			continue;
 		}
@@ -114,16 +115,14 @@ int inbox__admin_sql(inbox__buf *b, inbox_store *st, const char *tmpl)
 		size_t nlen = (size_t)((colon ? colon : end) - name);
 		const char *arg = colon ? colon + 1 : NULL;
 		size_t alen = colon ? (size_t)(end - arg) : 0;
-		if (expand_one(b, st, pg, name, nlen, arg, alen) < 0)
-			goto oom;
+		rc = expand_one(b, st, name, nlen, arg, alen);
 		p = end + 1;
 	}
-	if (inbox__buf_puts(b, "") < 0)
-		goto oom;
-	return INBOX_OK;
-oom:
-	inbox__store_seterr(st, "", "out of memory building SQL");
-	return INBOX_ERR_NOMEM;
+	if (rc == INBOX_OK && inbox__buf_puts(b, "") < 0)
+		rc = INBOX_ERR_NOMEM;
+	if (rc == INBOX_ERR_NOMEM)
+		inbox__store_seterr(st, "", "out of memory building SQL");
+	return rc;
 }
 
 /* ---- stats ------------------------------------------------------------ */
@@ -203,6 +202,8 @@ int inbox_admin_stats_read(inbox_store *st, const char *consumer,
 	if (!consumer)
 		return inbox__admin_invalid(st,
 		                            "stats: a consumer is required");
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
 	const char *p[2] = {consumer, NULL};
 	inbox__buf b = INBOX__BUF_INIT;
 	ints r;
@@ -278,7 +279,8 @@ int inbox_admin_generations_read(inbox_store *st, inbox_admin_generations *out)
 		return INBOX_ERR_INVALID;
 	if (st->in_txn)
 		return INBOX_ERR_STATE;
-	if (!inbox__admin_is_pg(st))
+	/* A backend without seal keeps one table and no generations. */
+	if (st->vt->version < 3 || !st->vt->seal)
 		return INBOX_OK;
 	inbox__buf b = INBOX__BUF_INIT;
 	ints r = {0};

@@ -1,8 +1,10 @@
 /*
- * SQL of the admin API (admin*.c), written once for both stores: a
+ * SQL of the admin API (admin*.c), written once for every store: a
  * template names tables and the few expressions that differ between
- * PostgreSQL (timestamptz, bytea) and SQLite (integer milliseconds, BLOB),
- * and is expanded for the store at hand:
+ * dialects (PostgreSQL's timestamptz and bytea, SQLite's integer
+ * milliseconds and BLOB), and is expanded for the store at hand: the
+ * tables here, each expression by the store's backend (its vtable's
+ * sql_expr, inbox/sys/store.h; the core knows no dialect):
  *
  *   {inbox} {dead_letters} {consumers}   quoted, prefixed table names
  *   {now}        the database's clock in epoch milliseconds (SQLite: the
@@ -26,10 +28,9 @@
  * retention, and still inside PostgreSQL's interval range. */
 #define INBOX__ADMIN_MAX_WINDOW_S 10000000000LL
 
-int inbox__admin_is_pg(const inbox_store *st);
-
-/* Expand `tmpl` into b (reset first). 0, or INBOX_ERR_NOMEM with the
- * message set on the store. */
+/* Expand `tmpl` into b (reset first). 0, or INBOX_ERR_NOMEM or
+ * INBOX_ERR_STATE (a backend without a dialect) with the message set on
+ * the store. */
 int inbox__admin_sql(inbox__buf *b, inbox_store *st, const char *tmpl);
 
 /* strtoll of a column value; 0 for NULL. */
