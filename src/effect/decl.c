@@ -8,14 +8,10 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <libpq-fe.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#include <inbox/sys/store.h>
 
 #include "core/buf.h"
 #include "core/internal.h"
@@ -191,110 +187,25 @@ int inbox__decl_sql_check(const char *sql, int nparams,
 
 /* ---- against the database ------------------------------------------ */
 
-static int is_pg(inbox_store *st)
-{
-	return strcmp(inbox_store_kind(st), "postgresql") == 0;
-}
-
-static void trim(char *s)
-{
-	size_t n = strlen(s);
-	while (n && isspace((unsigned char)s[n - 1]))
-		s[--n] = '\0';
-}
-
-/* "relation "x" does not exist (SQLSTATE 42P01, at character 13)": the
- * primary message on one line rather than libpq's multi-line text. */
-static void pg_message(const PGresult *r, char *err, size_t len)
-{
-	const char *primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-	const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-	const char *at = PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION);
-	if (!primary) {
-		snprintf(err, len, "%s", PQresultErrorMessage(r));
-		trim(err);
-		return;
-	}
-	snprintf(err, len, "%s (SQLSTATE %s%s%s)", primary, code ? code : "?",
-	         at ? ", at character " : "", at ? at : "");
-}
-
-/* A failure that is the database going away (a restart under us while
- * starting), not the SQL's: the caller retries instead of exiting 3. */
-static int pg_gone(PGconn *conn, const PGresult *r)
-{
-	const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-	return PQstatus(conn) != CONNECTION_OK || !code ||
-	       strncmp(code, "08", 2) == 0 || strncmp(code, "57P0", 4) == 0;
-}
-
-static int pg_failed(PGconn *conn, const PGresult *r, char *err, size_t len)
-{
-	pg_message(r, err, len);
-	return pg_gone(conn, r) ? INBOX_ERR_TRANSIENT : INBOX_ERR_STORE;
-}
-
-static int sqlite_failed(int rc)
-{
-	rc &= 0xff;
-	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? INBOX_ERR_TRANSIENT
-	                                                : INBOX_ERR_STORE;
-}
-
+/* The store runs it (inbox_store_exec_setup: serialized across the
+ * daemons starting together). 0, INBOX_ERR_STORE (the SQL's fault) or
+ * INBOX_ERR_TRANSIENT (the database went away), with the message. */
 int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len)
 {
-	void *native = st->vt->native(st);
-	if (is_pg(st)) {
-		/* A session advisory lock serializes the setup of daemons
-		 * starting together: concurrent CREATE TABLE IF NOT EXISTS can
-		 * otherwise fail on PostgreSQL's catalog unique index. */
-		PGconn *conn = native;
-		PGresult *r = PQexec(conn, "SELECT pg_advisory_lock("
-		                           "hashtext('inbox-cli-setup'))");
-		int locked = PQresultStatus(r) == PGRES_TUPLES_OK;
-		PQclear(r);
-		r = PQexec(conn, sql);
-		ExecStatusType s = PQresultStatus(r);
-		int ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK ||
-		         s == PGRES_EMPTY_QUERY;
-		int rc = ok ? 0 : pg_failed(conn, r, err, len);
-		PQclear(r);
-		if (locked) {
-			r = PQexec(conn, "SELECT pg_advisory_unlock("
-			                 "hashtext('inbox-cli-setup'))");
-			PQclear(r);
-		}
-		return rc;
-	}
-	sqlite3 *db = native;
-	char *msg = NULL;
-	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-	if (rc != SQLITE_OK) {
-		snprintf(err, len, "%s", msg ? msg : sqlite3_errmsg(db));
-		sqlite3_free(msg);
-		return sqlite_failed(rc);
-	}
-	return 0;
+	int rc = inbox_store_exec_setup(st, sql);
+	if (rc < 0)
+		snprintf(err, len, "%s", inbox_store_errmsg(st));
+	return rc < 0 ? rc : 0;
 }
 
 /* Prepare without running. 0, INBOX_ERR_STORE (rejected) or
  * INBOX_ERR_TRANSIENT (the database went away), with the message. */
 static int prepare(inbox_store *st, const char *sql, char *err, size_t len)
 {
-	void *native = st->vt->native(st);
-	if (is_pg(st)) {
-		PGresult *r = PQprepare(native, "", sql, 0, NULL);
-		int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-		int rc = ok ? 0 : pg_failed(native, r, err, len);
-		PQclear(r);
-		return rc;
-	}
-	sqlite3_stmt *stmt = NULL;
-	int rc = sqlite3_prepare_v2(native, sql, -1, &stmt, NULL);
-	if (rc != SQLITE_OK)
-		snprintf(err, len, "%s", sqlite3_errmsg(native));
-	sqlite3_finalize(stmt);
-	return rc == SQLITE_OK ? 0 : sqlite_failed(rc);
+	int rc = inbox_store_check_sql(st, sql, NULL);
+	if (rc < 0)
+		snprintf(err, len, "%s", inbox_store_errmsg(st));
+	return rc < 0 ? rc : 0;
 }
 
 /* The upsert's table and columns must exist. */
