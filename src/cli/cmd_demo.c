@@ -11,7 +11,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/stats.h"
+#include <inbox/admin.h>
+
 #include "core/internal.h"
 
 const char cli_demo_usage[] =
@@ -212,26 +212,38 @@ static pid_t spawn(demo *d)
 	_exit(127);
 }
 
+static int count_row(int ncols, const char *const *v, void *payload)
+{
+	if (ncols > 0 && v[0])
+		*(int64_t *)payload = strtoll(v[0], NULL, 10);
+	return 1;
+}
+
+/* The store on billing.db, as it is (never migrated here). */
+static int open_billing(demo *d, inbox_store **st)
+{
+	char url[4300];
+	snprintf(url, sizeof(url), "sqlite:%s", in_dir(d, "billing.db"));
+	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
+	o.auto_migrate = 0;
+	return inbox_store_open(st, url, &o);
+}
+
 /* Invoices now in the database (-1 before the table exists). */
 static int64_t count_invoices(demo *d, int distinct)
 {
-	sqlite3 *db = NULL;
+	struct stat sb;
 	int64_t n = -1;
-	if (sqlite3_open_v2(in_dir(d, "billing.db"), &db, SQLITE_OPEN_READONLY,
-	                    NULL) != SQLITE_OK) {
-		sqlite3_close(db);
+	inbox_store *st = NULL;
+	/* Not before the daemon made it: opening would create it. */
+	if (stat(in_dir(d, "billing.db"), &sb) < 0)
 		return -1;
-	}
-	sqlite3_busy_timeout(db, 2000);
-	sqlite3_stmt *st = NULL;
 	const char *sql = distinct
 	                      ? "SELECT COUNT(DISTINCT order_id) FROM invoices"
 	                      : "SELECT COUNT(*) FROM invoices";
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+	if (open_billing(d, &st) == INBOX_OK)
+		inbox_store_query(st, sql, 0, NULL, count_row, &n);
+	inbox_store_close(st);
 	return n;
 }
 
@@ -324,18 +336,87 @@ static void show_log_tail(demo *d)
 		fprintf(stderr, "  %s", last[i % 8]);
 }
 
-static int read_stats(demo *d, cli_stats *s)
+/* What the database says, and the dead letters' distinct input lines. */
+typedef struct demo_stats {
+	inbox_admin_stats a;
+	int64_t dead_letter_positions; /* distinct source positions */
+	int64_t conflict_positions;    /* ... of the conflicts */
+	char **pos;                    /* scratch: "c" or "d" + position */
+	size_t npos, cap;
+	int oom;
+} demo_stats;
+
+static int dl_row(const inbox_admin_dead_letter *dl, void *payload)
 {
-	char url[4300];
-	snprintf(url, sizeof(url), "sqlite:%s/billing.db", d->dir);
-	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
-	o.auto_migrate = 0;
+	demo_stats *s = payload;
+	if (!dl->position)
+		return 0;
+	if (s->npos == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		char **p = realloc(s->pos, cap * sizeof(*p));
+		if (!p)
+			return s->oom = 1;
+		s->pos = p;
+		s->cap = cap;
+	}
+	size_t n = strlen(dl->position);
+	char *e = malloc(n + 2);
+	if (!e)
+		return s->oom = 1;
+	e[0] = dl->stored_fingerprint ? 'c' : 'd';
+	memcpy(e + 1, dl->position, n + 1);
+	s->pos[s->npos++] = e;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_str_at1(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
+}
+
+/* Distinct positions, and distinct positions of conflicts. */
+static void count_positions(demo_stats *s)
+{
+	/* Sorted with the marker: a position's conflicts are adjacent. */
+	qsort(s->pos, s->npos, sizeof(*s->pos), cmp_str);
+	for (size_t i = 0; i < s->npos; i++)
+		if (s->pos[i][0] == 'c' &&
+		    (i == 0 || strcmp(s->pos[i - 1], s->pos[i]) != 0))
+			s->conflict_positions++;
+	/* Sorted without it: every kind of a position is adjacent. */
+	qsort(s->pos, s->npos, sizeof(*s->pos), cmp_str_at1);
+	for (size_t i = 0; i < s->npos; i++)
+		if (i == 0 || cmp_str_at1(&s->pos[i - 1], &s->pos[i]) != 0)
+			s->dead_letter_positions++;
+}
+
+static int read_stats(demo *d, demo_stats *s)
+{
 	inbox_store *st = NULL;
-	int rc = inbox_store_open(&st, url, &o);
+	memset(s, 0, sizeof(*s));
+	int rc = open_billing(d, &st);
 	if (rc == INBOX_OK)
-		rc = cli_stats_read(st, CONSUMER, s);
+		rc = inbox_admin_stats_read(st, CONSUMER, &s->a);
+	if (rc == INBOX_OK) {
+		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
+		f.consumer = CONSUMER;
+		rc = inbox_admin_dlq_list(st, &f, dl_row, s);
+		if (rc == INBOX_OK && s->oom)
+			rc = INBOX_ERR_NOMEM;
+	}
+	if (rc == INBOX_OK)
+		count_positions(s);
+	for (size_t i = 0; i < s->npos; i++)
+		free(s->pos[i]);
+	free(s->pos);
+	s->pos = NULL;
 	if (rc < 0)
-		cli_error("cannot read %s: %s", url,
+		cli_error("cannot read sqlite:%s: %s", in_dir(d, "billing.db"),
 		          st ? inbox_store_errmsg(st) : inbox_strerror(rc));
 	inbox_store_close(st);
 	return rc;
@@ -343,7 +424,7 @@ static int read_stats(demo *d, cli_stats *s)
 
 static int summary(demo *d)
 {
-	cli_stats s;
+	demo_stats s;
 	if (read_stats(d, &s) < 0)
 		return CLI_EXIT_RUNTIME;
 	int read = count_lines(in_dir(d, "orders.jsonl"));
@@ -352,10 +433,10 @@ static int summary(demo *d)
 	/* A dead letter written, then its line re-read after the kill,
 	 * is written again: count distinct input lines. */
 	int64_t dead = s.dead_letter_positions > 0 ? s.dead_letter_positions
-	                                           : s.dead_letters;
+	                                           : s.a.dead_letters;
 	int64_t conflicts =
-	    s.conflict_positions > 0 ? s.conflict_positions : s.conflicts;
-	int64_t applied = s.completed;
+	    s.conflict_positions > 0 ? s.conflict_positions : s.a.conflicts;
+	int64_t applied = s.a.completed;
 	int64_t dups = read - applied - dead;
 	int ok = invoices == d->orders && billed == d->orders &&
 	         applied == d->orders;
@@ -372,12 +453,12 @@ static int summary(demo *d)
 	printf("  dead letters ......... %-5lld (conflict, malformed JSON, "
 	       "invalid UTF-8)\n",
 	       (long long)dead);
-	if (s.dead_letters > dead)
+	if (s.a.dead_letters > dead)
 		printf(
 		    "                         (%lld more rows: the same lines "
 		    "dead-lettered again\n"
 		    "                          when re-read after the kill)\n",
-		    (long long)(s.dead_letters - dead));
+		    (long long)(s.a.dead_letters - dead));
 	if (ok)
 		printf("  invoices created ..... %-5lld (one per order — no "
 		       "order billed twice)\n",

@@ -9,14 +9,10 @@
 #include <string.h>
 
 #include <inbox/admin.h>
-#include <inbox/sys/store.h>
 
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
-#include "cli/stats.h"
-#include "core/buf.h"
-#include "core/internal.h"
 
 const char cli_stats_usage[] =
     "usage: inbox stats CONFIG [--consumer NAME] [--json]\n"
@@ -30,90 +26,6 @@ const char cli_stats_usage[] =
     "(ages in seconds, null when there is none).\n"
     "Exit codes: 0 ok, 2 usage, 3 config error, 4 cannot open the store "
     "(or\nits tables do not exist yet: run inbox migrate).\n";
-
-static int one_row(int ncols, const char *const *v, void *payload)
-{
-	int64_t *out = payload;
-	for (int i = 0; i < ncols; i++)
-		out[i] = v[i] ? (int64_t)strtod(v[i], NULL) : -1;
-	return 0;
-}
-
-static int status_row(int ncols, const char *const *v, void *payload)
-{
-	cli_stats *s = payload;
-	if (ncols < 2 || !v[0] || !v[1])
-		return 0;
-	int64_t n = strtoll(v[1], NULL, 10);
-	if (!strcmp(v[0], "completed"))
-		s->completed = n;
-	else if (!strcmp(v[0], "dead"))
-		s->dead = n;
-	else if (!strcmp(v[0], "failed"))
-		s->failed = n;
-	else if (!strcmp(v[0], "processing"))
-		s->processing = n;
-	return 0;
-}
-
-static int table(inbox_store *st, inbox__buf *b, const char *fmt_pre,
-                 const char *name, const char *fmt_post)
-{
-	return inbox__buf_puts(b, fmt_pre) < 0 ||
-	       inbox__table_name(b, st, name) < 0 ||
-	       inbox__buf_puts(b, fmt_post) < 0;
-}
-
-int cli_stats_read(inbox_store *st, const char *consumer, cli_stats *s)
-{
-	int pg = !strcmp(inbox_store_kind(st), "postgresql");
-	const char *p[1] = {consumer};
-	inbox__buf b = INBOX__BUF_INIT;
-	int64_t row[5] = {-1, -1, -1, -1, -1};
-	memset(s, 0, sizeof(*s));
-	s->oldest_age_s = -1;
-	int rc = INBOX_ERR_NOMEM;
-	if (table(st, &b, "SELECT status, COUNT(*) FROM ", "inbox",
-	          " WHERE consumer = $1 GROUP BY status"))
-		goto out;
-	rc = st->vt->query(st, b.data, 1, p, status_row, s);
-	if (rc < 0)
-		goto out;
-	inbox__buf_reset(&b);
-	rc = INBOX_ERR_NOMEM;
-	if (table(
-	        st, &b,
-	        pg ? "SELECT EXTRACT(EPOCH FROM now() - MIN(created_at)) FROM "
-	           : "SELECT (CAST(strftime('%s','now') AS INTEGER) * 1000 "
-	             "- MIN(created_at)) / 1000.0 FROM ",
-	        "inbox", " WHERE consumer = $1"))
-		goto out;
-	rc = st->vt->query(st, b.data, 1, p, one_row, row);
-	if (rc < 0)
-		goto out;
-	s->oldest_age_s = row[0];
-	inbox__buf_reset(&b);
-	rc = INBOX_ERR_NOMEM;
-	if (table(st, &b,
-	          "SELECT COUNT(*), COUNT(stored_fingerprint), "
-	          "COUNT(DISTINCT position), COUNT(replayed_at), "
-	          "COUNT(DISTINCT CASE WHEN stored_fingerprint IS NOT NULL "
-	          "THEN position END) FROM ",
-	          "dead_letters", " WHERE consumer = $1"))
-		goto out;
-	rc = st->vt->query(st, b.data, 1, p, one_row, row);
-	if (rc < 0)
-		goto out;
-	s->dead_letters = row[0];
-	s->conflicts = row[1];
-	s->dead_letter_positions = row[2];
-	s->replayed = row[3];
-	s->conflict_positions = row[4];
-	s->records = s->completed + s->dead + s->failed + s->processing;
-out:
-	inbox__buf_free(&b);
-	return rc;
-}
 
 static void age_text(int64_t s, char *buf, size_t len)
 {
