@@ -614,6 +614,13 @@ INBOX_API int inbox_msg_get(const inbox_msg *m, const char *pointer,
 INBOX_API int inbox_msg_getn(const inbox_msg *m, const char *pointer,
                              const char **out, size_t *len);
 
+/* The parsed payload as jansson holds it (a json_t *), or NULL when it is
+ * not JSON. Borrowed: valid as long as the message, never to be modified
+ * (json_incref() a part to keep it). For code that builds JSON from the
+ * message without a detour through text. */
+struct json_t;
+INBOX_API struct json_t *inbox_msg_json(const inbox_msg *m);
+
 /* ------------------------------------------------------------------ */
 /* The transaction handle given to handlers                             */
 /* ------------------------------------------------------------------ */

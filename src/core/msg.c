@@ -180,6 +180,11 @@ const char *inbox_msg_key(const inbox_msg *m)
 	return m && m->key.len ? m->key.data : NULL;
 }
 
+struct json_t *inbox_msg_json(const inbox_msg *m)
+{
+	return m ? m->root : NULL;
+}
+
 const char *inbox_msg_id(const inbox_msg *m)
 {
 	return m ? m->id : NULL;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/consumer.h"
+#include "core/buf.h"
 #include "core/json.h"
 
 void inbox__decl_outbox_effect(inbox_outbox_effect *e,
@@ -38,7 +38,8 @@ static json_t *leaf(const char *spec, const inbox_msg *m, const inbox_decl *d,
 			return NULL;
 		return json_string(k);
 	}
-	json_t *v = m->root ? inbox__pointer_get(m->root, spec) : NULL;
+	json_t *root = inbox_msg_json(m);
+	json_t *v = root ? inbox__pointer_get(root, spec) : NULL;
 	if (!v) {
 		snprintf(why, len, "outbox step %s: body field %s is missing",
 		         step, spec);
