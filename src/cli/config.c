@@ -8,6 +8,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inbox/sys/source.h>
+#include <inbox/sys/store.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,14 +358,43 @@ static int rebase(ctx *x, inbox__buf *b, const char *path, size_t len)
 	return inbox__buf_append(b, path, len);
 }
 
-/* jsonl:PATH[?...checkpoint=FILE...]: rebase PATH and FILE. */
-static char *rebase_jsonl(ctx *x, const char *url)
+/* The schemes the registry knows (`schemes` calls fn(i) for i = 0, 1, ...
+ * until NULL), "a, b or c", into buf. */
+static const char *scheme_list(const char *(*schemes)(size_t), char *buf,
+                               size_t len)
 {
+	size_t n = 0, at = 0;
+	while (schemes(n))
+		n++;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && at < len; i++) {
+		int w = snprintf(buf + at, len - at, "%s%s",
+		                 i == 0       ? ""
+		                 : i + 1 == n ? " or "
+		                              : ", ",
+		                 schemes(i));
+		if (w < 0)
+			break;
+		at += (size_t)w;
+	}
+	return buf;
+}
+
+/* SCHEME:PATH[?k=v&...] (no "//" authority: sqlite:PATH, jsonl:PATH):
+ * a relative PATH, and the file a checkpoint= parameter names, are
+ * relative to the config file. "-" (stdin) and names starting with ':'
+ * (a database's special names) are not paths. A URL with an authority
+ * (SCHEME://...) is kept as it is. */
+static char *rebase_url(ctx *x, const char *url)
+{
+	size_t lead = strcspn(url, ":") + 1;
+	const char *p = url + lead;
+	if (p[0] == '/' && p[1] == '/')
+		return strdup(url);
 	inbox__buf b = INBOX__BUF_INIT;
-	const char *p = url + 6;
 	size_t n = strcspn(p, "?");
-	int bad = inbox__buf_puts(&b, "jsonl:");
-	if (n == 1 && p[0] == '-')
+	int bad = inbox__buf_append(&b, url, lead);
+	if ((n == 1 && p[0] == '-') || p[0] == ':')
 		bad |= inbox__buf_append(&b, p, n);
 	else
 		bad |= rebase(x, &b, p, n);
@@ -387,74 +418,58 @@ static char *rebase_jsonl(ctx *x, const char *url)
 	return b.data;
 }
 
-static char *rebase_sqlite(ctx *x, const char *url)
+/* A URL of a scheme the registry (`known`) has, with something after the
+ * colon other than a bare query. */
+static int usable_url(const char *url, int (*known)(const char *))
 {
-	const char *p = url + 7;
-	if (p[0] == '/' || p[0] == ':' || !x->dir[0])
-		return strdup(url);
-	inbox__buf b = INBOX__BUF_INIT;
-	if (inbox__buf_puts(&b, "sqlite:") < 0 ||
-	    rebase(x, &b, p, strlen(p)) < 0) {
-		inbox__buf_free(&b);
-		return NULL;
-	}
-	return b.data;
+	const char *colon = strchr(url, ':');
+	return colon && colon[1] && colon[1] != '?' && known(url);
 }
 
+/* Any scheme a registered store takes: the built-in ones, and a third
+ * party's registered before the config is read. */
 static int store_url(ctx *x, yaml_node_t *n, const char *what, char **out,
                      cli_pos *pos)
 {
-	char *url = NULL, red[512];
+	char *url = NULL, red[512], list[256];
 	if (str_value(x, n, what, &url))
 		return -1;
 	*pos = pos_of(n);
-	char *fixed = NULL;
-	if (has_prefix(url, "postgresql://") || has_prefix(url, "postgres://"))
-		fixed = strdup(url);
-	else if (has_prefix(url, "sqlite:") && url[7])
-		fixed = rebase_sqlite(x, url);
-	else {
+	if (!usable_url(url, inbox_store_known_url)) {
 		fail(x, n,
-		     "%s: unsupported store URL \"%s\" (use "
-		     "postgresql://USER@HOST:PORT/DB or sqlite:PATH)",
-		     what, cli_redact(url, red, sizeof(red)));
+		     "%s: unsupported store URL \"%s\" (the schemes of the "
+		     "stores registered: %s)",
+		     what, cli_redact(url, red, sizeof(red)),
+		     scheme_list(inbox_store_scheme, list, sizeof(list)));
 		free(url);
 		return -1;
 	}
+	char *fixed = rebase_url(x, url);
 	free(url);
 	free(*out);
 	*out = fixed;
 	return fixed ? 0 : fail(x, n, "out of memory");
 }
 
+/* A scheme no source registered (one not compiled in) is refused here;
+ * whether the URL is well formed, when it is opened (still before
+ * consuming). */
 static int source_url(ctx *x, yaml_node_t *n, char **out, cli_pos *pos)
 {
-	char *url = NULL, red[512];
+	char *url = NULL, red[512], list[256];
 	if (str_value(x, n, "source", &url))
 		return -1;
 	*pos = pos_of(n);
-	/* The broker schemes of DESIGN.md; whether one is compiled in is
-	 * checked when the source is opened (still before consuming). */
-	static const char *const brokers[] = {"kafka://", "amqp://", "redis://",
-	                                      "nats://", NULL};
-	int broker = 0;
-	for (const char *const *b = brokers; *b; b++)
-		if (has_prefix(url, *b) && url[strlen(*b)])
-			broker = 1;
-	char *fixed = NULL;
-	if (has_prefix(url, "jsonl:") && url[6] && url[6] != '?')
-		fixed = rebase_jsonl(x, url);
-	else if (broker)
-		fixed = strdup(url);
-	else {
+	if (!usable_url(url, inbox_source_known_url)) {
 		fail(x, n,
-		     "source: unsupported source URL \"%s\" (use jsonl:PATH, "
-		     "kafka://HOST:PORT/TOPIC?group=GROUP, amqp://, redis:// "
-		     "or nats://)",
-		     cli_redact(url, red, sizeof(red)));
+		     "source: unsupported source URL \"%s\" (the schemes of "
+		     "the sources registered: %s)",
+		     cli_redact(url, red, sizeof(red)),
+		     scheme_list(inbox_source_scheme, list, sizeof(list)));
 		free(url);
 		return -1;
 	}
+	char *fixed = rebase_url(x, url);
 	free(url);
 	free(*out);
 	*out = fixed;

@@ -151,3 +151,23 @@ void inbox_source_seterr(inbox_source *src, const char *fmt, ...)
 	                     n >= (int)sizeof(msg));
 	snprintf(src->errmsg, sizeof(src->errmsg), "%s", msg);
 }
+
+const char *inbox_source_scheme(size_t i)
+{
+	register_builtins();
+	return i < (size_t)nregistered ? registry[i]->scheme : NULL;
+}
+
+int inbox_source_known_url(const char *url)
+{
+	const char *colon = url ? strchr(url, ':') : NULL;
+	if (!colon)
+		return 0;
+	register_builtins();
+	size_t n = (size_t)(colon - url);
+	for (int i = 0; i < nregistered; i++)
+		if (strlen(registry[i]->scheme) == n &&
+		    strncmp(registry[i]->scheme, url, n) == 0)
+			return 1;
+	return 0;
+}

@@ -56,6 +56,12 @@ struct inbox_source_vtable {
 };
 
 INBOX_API int inbox_source_register(const inbox_source_vtable *vt);
+/* The scheme of the i-th registered source (the built-in ones first), or
+ * NULL past the last ("jsonl", "kafka", ...; static strings). */
+INBOX_API const char *inbox_source_scheme(size_t i);
+/* 1 if a registered source takes url's scheme (before ':'), else 0;
+ * nothing is opened or checked beyond it. */
+INBOX_API int inbox_source_known_url(const char *url);
 /* Set src's errmsg, scrubbed of the URL's secrets (every spelling of a
  * password, token or key the URL holds; see inbox_redact_url), so a
  * backend may pass on whatever its client library says. What open writes
