@@ -1776,6 +1776,279 @@ TEST(unmigrated_store_is_refused_by_consumers)
 	inbox_store_close(st);
 }
 
+/* ---- the vtable's version-6 slots (setup SQL, statement check, the
+ * admin dialect, registration) ---- */
+
+TEST(setup_sql_runs_and_reports_errors)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	char q[512];
+	/* several statements in one text, run for real */
+	snprintf(q, sizeof(q),
+	         "CREATE TABLE IF NOT EXISTS \"%ssetup\" (id TEXT);"
+	         " INSERT INTO \"%ssetup\" VALUES ('a');"
+	         " INSERT INTO \"%ssetup\" VALUES ('b')",
+	         e.prefix, e.prefix, e.prefix);
+	ASSERT_OK(inbox_store_exec_setup(e.st, q));
+	char t[96];
+	snprintf(t, sizeof(t), "\"%ssetup\"", e.prefix);
+	ASSERT_EQ(count(e.st, t, NULL), 2);
+	/* the SQL's fault: STORE, the database's words on the handle */
+	snprintf(q, sizeof(q), "INSERT INTO \"%snowhere\" VALUES (1)",
+	         e.prefix);
+	ASSERT_EQ(inbox_store_exec_setup(e.st, q), INBOX_ERR_STORE);
+	ASSERT_CONTAINS(inbox_store_errmsg(e.st), "nowhere");
+	/* the handle is still usable (no transaction left open) */
+	ASSERT_EQ(count(e.st, t, NULL), 2);
+	ASSERT_EQ(inbox_store_exec_setup(NULL, q), INBOX_ERR_INVALID);
+	ASSERT_EQ(inbox_store_exec_setup(e.st, NULL), INBOX_ERR_INVALID);
+	/* inside a transaction: refused, nothing run */
+	ASSERT_OK(e.st->vt->begin(e.st));
+	e.st->in_txn = 1;
+	snprintf(q, sizeof(q), "INSERT INTO \"%ssetup\" VALUES ('c')",
+	         e.prefix);
+	ASSERT_EQ(inbox_store_exec_setup(e.st, q), INBOX_ERR_STATE);
+	ASSERT_EQ(inbox_store_check_sql(e.st, q, NULL), INBOX_ERR_STATE);
+	e.st->vt->rollback(e.st);
+	e.st->in_txn = 0;
+	ASSERT_EQ(count(e.st, t, NULL), 2);
+	env_teardown(&e);
+}
+
+/* Daemons starting together run the same CREATE ... IF NOT EXISTS: every
+ * one succeeds (PostgreSQL alone can fail one of two concurrent creates
+ * on its catalog's unique index). */
+TEST(setup_sql_of_processes_starting_together)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	for (int round = 0; round < 4; round++) {
+		char q[512];
+		snprintf(q, sizeof(q),
+		         "CREATE TABLE IF NOT EXISTS \"%sboot%d\" (id TEXT"
+		         " PRIMARY KEY, n BIGINT);"
+		         " CREATE INDEX IF NOT EXISTS \"%sboot%d_n\" ON"
+		         " \"%sboot%d\" (n)",
+		         e.prefix, round, e.prefix, round, e.prefix, round);
+		pid_t kids[4];
+		for (int i = 0; i < 4; i++) {
+			kids[i] = fork();
+			if (kids[i] == 0) {
+				inbox_store *st = open_store(&e);
+				int rc =
+				    st ? inbox_store_exec_setup(st, q) : -1;
+				if (rc != 0)
+					fprintf(stderr, "setup %d: %s\n", rc,
+					        st ? inbox_store_errmsg(st)
+					           : "no store");
+				inbox_store_close(st);
+				_exit(rc == 0 ? 0 : 1);
+			}
+		}
+		int bad = 0;
+		for (int i = 0; i < 4; i++) {
+			int status = 0;
+			if (kids[i] < 0 || waitpid(kids[i], &status, 0) < 0 ||
+			    !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+				bad++;
+		}
+		ASSERT_EQ(bad, 0);
+	}
+	env_teardown(&e);
+}
+
+TEST(check_sql_prepares_without_running)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	char q[512];
+	int np = -1;
+	snprintf(q, sizeof(q),
+	         "INSERT INTO %s (order_id, total) VALUES ($1, $2)",
+	         e.invoices);
+	ASSERT_OK(inbox_store_check_sql(e.st, q, &np));
+	ASSERT_EQ(np, 2);
+	ASSERT_OK(inbox_store_check_sql(e.st, q, NULL));
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 0); /* prepared, not run */
+	snprintf(q, sizeof(q), "SELECT 1 FROM %s", e.invoices);
+	ASSERT_OK(inbox_store_check_sql(e.st, q, &np));
+	ASSERT_EQ(np, 0);
+	/* refused: an unknown table, bad syntax */
+	snprintf(q, sizeof(q), "INSERT INTO \"%sinvoicez\" VALUES ($1)",
+	         e.prefix);
+	np = 7;
+	ASSERT_EQ(inbox_store_check_sql(e.st, q, &np), INBOX_ERR_STORE);
+	ASSERT_EQ(np, 0);
+	ASSERT_CONTAINS(inbox_store_errmsg(e.st), "invoicez");
+	ASSERT_EQ(inbox_store_check_sql(e.st, "SELEC 1", NULL),
+	          INBOX_ERR_STORE);
+	ASSERT_TRUE(inbox_store_errmsg(e.st)[0] != '\0');
+	/* the handle goes on */
+	ASSERT_OK(inbox_store_check_sql(e.st, "SELECT 1", NULL));
+	ASSERT_EQ(inbox_store_check_sql(e.st, NULL, NULL), INBOX_ERR_INVALID);
+	env_teardown(&e);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The expression e with arg, through the backend, into out. */
+static int spell(inbox_store *st, inbox_sql_expr e, const char *arg, char *out,
+                 size_t len)
+{
+	return st->vt->sql_expr(st, e, arg, out, len);
+}
+
+TEST(admin_dialect_spells_every_expression)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	inbox_store *st = e.st;
+	ASSERT_TRUE(st->vt->version >= 6 && st->vt->sql_expr);
+	char ex[256], q[1024], small[2];
+	for (int x = INBOX_SQL_NOW_MS; x <= INBOX_SQL_LEN; x++) {
+		int n = spell(st, (inbox_sql_expr)x, "1", ex, sizeof(ex));
+		ASSERT_TRUE(n > 0 && (size_t)n < sizeof(ex));
+		/* snprintf's contract: the length needed, cut and ended */
+		ASSERT_EQ(
+		    spell(st, (inbox_sql_expr)x, "1", small, sizeof(small)), n);
+		ASSERT_EQ(strlen(small), 1);
+	}
+	ASSERT_TRUE(spell(st, (inbox_sql_expr)999, NULL, ex, sizeof(ex)) < 0);
+	/* Each one means what it says. {now} is the store's clock. */
+	spell(st, INBOX_SQL_NOW_MS, NULL, ex, sizeof(ex));
+	snprintf(q, sizeof(q), "SELECT %s", ex);
+	int64_t db_now = atoll(scalar(st, "%s", q)), here = now_ms();
+	ASSERT_TRUE(db_now > here - 60000 && db_now < here + 60000);
+	/* A parameter as an integer, compared with an integer. */
+	spell(st, INBOX_SQL_INT_PARAM, "1", ex, sizeof(ex));
+	snprintf(q, sizeof(q), "SELECT %s + 1", ex);
+	char got[256] = "";
+	const char *p[1] = {"41"};
+	ASSERT_OK(inbox_store_query(st, q, 1, p, first_col, got));
+	ASSERT_STREQ(got, "42");
+	/* A timestamp written now, read back in ms, is after the cutoff of
+	 * an hour and before the cutoff of -1 hour. */
+	char tbl[96], ts[128], ms[256], cut[256];
+	snprintf(tbl, sizeof(tbl), "\"%sts\"", e.prefix);
+	ASSERT_OK(sql(st, "CREATE TABLE %s (t %s, b %s)", tbl,
+	              is_pg ? "timestamptz" : "INTEGER",
+	              is_pg ? "bytea" : "BLOB"));
+	spell(st, INBOX_SQL_NOW_TS, NULL, ts, sizeof(ts));
+	snprintf(q, sizeof(q), "INSERT INTO %s (t) VALUES (%s)", tbl, ts);
+	ASSERT_OK(inbox_store_exec(st, q, 0, NULL, NULL));
+	spell(st, INBOX_SQL_MS, "t", ms, sizeof(ms));
+	int64_t t_ms = atoll(scalar(st, "SELECT %s FROM %s", ms, tbl));
+	here = now_ms();
+	ASSERT_TRUE(t_ms > here - 60000 && t_ms <= here + 60000);
+	spell(st, INBOX_SQL_CUTOFF, "1", cut, sizeof(cut));
+	snprintf(q, sizeof(q), "SELECT count(*) FROM %s WHERE t > %s", tbl,
+	         cut);
+	p[0] = "3600";
+	ASSERT_OK(inbox_store_query(st, q, 1, p, first_col, got));
+	ASSERT_STREQ(got, "1");
+	p[0] = "-3600";
+	ASSERT_OK(inbox_store_query(st, q, 1, p, first_col, got));
+	ASSERT_STREQ(got, "0");
+	/* A binary column: hex (lower case) and length in bytes, NUL
+	 * included. */
+	ASSERT_OK(sql(st, "UPDATE %s SET b = %s", tbl,
+	              is_pg ? "'\\x00ff41'::bytea" : "X'00FF41'"));
+	char hx[128], ln[128];
+	spell(st, INBOX_SQL_HEX, "b", hx, sizeof(hx));
+	spell(st, INBOX_SQL_LEN, "b", ln, sizeof(ln));
+	snprintf(q, sizeof(q), "SELECT lower(%s) FROM %s", hx, tbl);
+	ASSERT_STREQ(scalar(st, "%s", q), "00ff41");
+	snprintf(q, sizeof(q), "SELECT %s FROM %s", ln, tbl);
+	ASSERT_STREQ(scalar(st, "%s", q), "3");
+	env_teardown(&e);
+}
+
+static int dummy_open(inbox_store **out, const char *url,
+                      const inbox_store_options *o)
+{
+	(void)url;
+	(void)o;
+	*out = NULL;
+	return INBOX_ERR_URL;
+}
+
+/* What registration accepts, and what an older backend gets from the
+ * admin API: a refusal, never another store's dialect. */
+TEST(registration_checks_what_a_vtable_claims)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	const inbox_store_vtable *real = e.st->vt;
+	static inbox_store_vtable v6, v5, future, taken;
+	v6 = *real;
+	v6.scheme = is_pg ? "conf-pg-v6" : "conf-sq-v6";
+	v6.alias = NULL;
+	v6.open = dummy_open;
+	v6.sql_expr = NULL; /* claims version 6 without its slots */
+	ASSERT_EQ(inbox_store_register(&v6), INBOX_ERR_INVALID);
+	v6.sql_expr = real->sql_expr;
+	v6.check_sql = NULL;
+	ASSERT_EQ(inbox_store_register(&v6), INBOX_ERR_INVALID);
+	v6.check_sql = real->check_sql;
+	v6.exec_setup = NULL;
+	ASSERT_EQ(inbox_store_register(&v6), INBOX_ERR_INVALID);
+	future = *real;
+	future.scheme = "conf-future";
+	future.alias = NULL;
+	future.version = INBOX_STORE_VTABLE_VERSION + 1;
+	ASSERT_EQ(inbox_store_register(&future), INBOX_ERR_INVALID);
+	/* a scheme or an alias already taken */
+	taken = *real;
+	taken.alias = NULL;
+	ASSERT_EQ(inbox_store_register(&taken), INBOX_ERR_INVALID);
+	if (is_pg) {
+		taken.scheme = "conf-taken";
+		taken.alias = "postgres";
+		ASSERT_EQ(inbox_store_register(&taken), INBOX_ERR_INVALID);
+	}
+	/* Version 5: registers (its struct may end before the version-6
+	 * fields, which are then never read), and is listed. */
+	v5 = *real;
+	v5.version = 5;
+	v5.open = dummy_open;
+	v5.scheme = is_pg ? "conf-pg-v5" : "conf-sq-v5";
+	v5.sql_expr = NULL;
+	v5.exec_setup = NULL;
+	v5.check_sql = NULL;
+	v5.native_type = NULL;
+	ASSERT_OK(inbox_store_register(&v5));
+	int listed = 0;
+	for (size_t i = 0; inbox_store_scheme(i); i++)
+		listed += strcmp(inbox_store_scheme(i), v5.scheme) == 0;
+	ASSERT_EQ(listed, 1);
+	char url[64];
+	snprintf(url, sizeof(url), "%s:x", v5.scheme);
+	ASSERT_EQ(inbox_store_known_url(url), 1);
+	ASSERT_EQ(inbox_store_known_url("conf-nothing:x"), 0);
+	ASSERT_EQ(inbox_store_known_url(is_pg ? "postgres://h/db" : "sqlite:x"),
+	          1);
+	/* A handle of the older backend (the real connection behind it):
+	 * the admin API and the operator's SQL refuse it. */
+	e.st->vt = &v5;
+	inbox_admin_stats as;
+	ASSERT_EQ(inbox_admin_stats_read(e.st, "x", &as), INBOX_ERR_STATE);
+	ASSERT_CONTAINS(inbox_store_errmsg(e.st), "version 5");
+	inbox_admin_record *r = NULL;
+	ASSERT_EQ(inbox_admin_inspect(e.st, "x", "k", &r), INBOX_ERR_STATE);
+	ASSERT_EQ(inbox_store_exec_setup(e.st, "SELECT 1"), INBOX_ERR_STATE);
+	ASSERT_EQ(inbox_store_check_sql(e.st, "SELECT 1", NULL),
+	          INBOX_ERR_STATE);
+	e.st->vt = real;
+	ASSERT_OK(inbox_admin_stats_read(e.st, "x", &as));
+	env_teardown(&e);
+}
+
 int main(int argc, char **argv)
 {
 	URL = argc > 1 ? argv[1] : getenv("INBOX_TEST_STORE_URL");
@@ -1816,5 +2089,10 @@ int main(int argc, char **argv)
 	RUN(many_statements_in_a_batch);
 	RUN(invalid_options_are_refused);
 	RUN(unmigrated_store_is_refused_by_consumers);
+	RUN(setup_sql_runs_and_reports_errors);
+	RUN(setup_sql_of_processes_starting_together);
+	RUN(check_sql_prepares_without_running);
+	RUN(admin_dialect_spells_every_expression);
+	RUN(registration_checks_what_a_vtable_claims);
 	return test_summary();
 }
