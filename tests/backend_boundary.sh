@@ -1,0 +1,106 @@
+#!/bin/sh
+# The stores' and sources' contracts are the only way to a backend (issue
+# 12, move 1): outside src/store/ and src/source/, no code in src/,
+# include/ or bindings/ (their tests aside)
+#   1. writes a backend's kind or scheme as a string ("postgresql",
+#      "sqlite:", 'kafka', ...): that is code branching on the backend, or
+#      knowing a URL form the registry should tell it;
+#   2. includes a client library's header (libpq-fe.h, sqlite3.h,
+#      librdkafka/, amqp.h, hiredis/, nats/);
+#   3. calls a store's native() handle (inbox_txn_pgconn/_sqlite3 in
+#      src/core/txn.c, which hand it out by its C type, aside);
+#   4. names a store's table in SQL (inbox__table_name) other than the
+#      admin API's templates (src/core/admin.c), whose dialect comes from
+#      the backend.
+# Comments are not code: they may name backends. The exceptions below are
+# each a file and what it may say, with the reason.
+#   backend_boundary.sh SOURCE_DIR
+set -u
+src=${1:-.}
+cd "$src" || exit 1
+passed=0
+failed=0
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; echo "$2" | sed 's/^/  /'; failed=$((failed + 1)); }
+
+# The kinds and schemes: the built-in ones, and any a backend's vtable
+# names (designated or positional initializers).
+kinds="postgresql postgres sqlite jsonl kafka amqp redis nats"
+found=$(grep -rhoE '\.(scheme|kind|alias) *= *"[a-z][a-z0-9+.-]*"|_VERSION, *"[a-z][a-z0-9+.-]*"' \
+	src/store src/source 2>/dev/null | sed 's/.*"\(.*\)"/\1/')
+kinds=$(printf '%s\n' $kinds $found | sort -u | tr '\n' '|' | sed 's/|$//')
+[ -n "$kinds" ] || { echo "no backend kinds found"; exit 1; }
+
+files=$(find src include bindings -type f \( -name '*.c' -o -name '*.h' \
+	-o -name '*.cc' -o -name '*.cpp' -o -name '*.js' -o -name '*.mjs' \
+	-o -name '*.ts' \) -not -path 'src/store/*' -not -path 'src/source/*' \
+	-not -path '*/node_modules/*' -not -path '*/test/*' \
+	-not -path '*/tests/*' -not -path '*/build*/*' 2>/dev/null | sort)
+[ -n "$files" ] || { echo "no sources under $src"; exit 1; }
+
+# Exceptions, "FILE|REGEX" (the REGEX matched against the hit):
+#  - src/core/url.c: the secret scrubber recognises the URL forms of the
+#    built-in backends before any is opened (a URL that fails to open is
+#    still scrubbed from every error);
+#  - src/cli/http.c: an in-memory SQLite database is private to its
+#    connection, so the HTTP monitor cannot read it from another one;
+#  - src/cli/cmd_demo.c: the demo builds its own SQLite URL (it never
+#    compares one);
+#  - src/cli/version.c: inbox --version prints the client libraries'
+#    run-time versions.
+allowed='src/core/url.c|"(postgresql|postgres|amqp|jsonl|sqlite)"
+src/cli/http.c|"sqlite::memory:"
+src/cli/cmd_demo.c|"sqlite:%s"
+src/cli/version.c|include'
+
+allowed_hit() { # FILE HIT
+	printf '%s\n' "$allowed" | while IFS='|' read -r f re; do
+		[ "$f" = "$1" ] && printf '%s\n' "$2" | grep -qE -- "$re" && echo y
+	done | grep -q y
+}
+
+# Code without comments (/* */ across lines, //), line numbers kept.
+code() {
+	perl -0777 -pe 's{/\*.*?\*/}{ my $c = $&; $c =~ s/[^\n]//g; $c }gse;
+		s{(^|[^:"\x27])//[^\n]*}{$1}g' "$1"
+}
+
+check() { # NAME REGEX [hits are printed as FILE:LINE:TEXT]
+	name=$1
+	re=$2
+	out=""
+	for f in $files; do
+		hits=$(code "$f" | grep -nE -- "$re")
+		[ -n "$hits" ] || continue
+		bad=$(printf '%s\n' "$hits" | while IFS= read -r h; do
+			for m in $(printf '%s\n' "$h" | grep -oE -- "$re" |
+				tr ' ' '\001'); do
+				m=$(printf '%s' "$m" | tr '\001' ' ')
+				allowed_hit "$f" "$m" || { echo "$f:$h"; break; }
+			done
+		done)
+		[ -n "$bad" ] && out="$out$bad
+"
+	done
+	if [ -n "$out" ]; then
+		fail "$name" "$out"
+	else
+		ok "$name"
+	fi
+}
+
+check "no backend kind or scheme as a string outside the backends ($kinds)" \
+	"[\"'](${kinds})(:[^\"']*)?[\"']"
+check "no client library header outside the backends" \
+	'#[[:space:]]*include[[:space:]]*[<"](libpq-fe\.h|libpq/|postgres_ext\.h|sqlite3\.h|librdkafka/|rdkafka\.h|amqp\.h|amqp_[a-z_]*\.h|rabbitmq-c/|hiredis/|hiredis\.h|nats/|nats\.h)'
+files_no_txn=$(printf '%s\n' $files | grep -v '^src/core/txn\.c$')
+files_save=$files
+files=$files_no_txn
+check "no store's native handle outside the backends" \
+	'(->|\.)native[[:space:]]*\('
+files=$(printf '%s\n' $files_save | grep -vE '^src/core/(admin\.c|sql\.c|internal\.h)$')
+check "no store table named in SQL outside the backends and the admin templates" \
+	'inbox__table_name[[:space:]]*\('
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
