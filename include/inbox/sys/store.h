@@ -17,6 +17,14 @@
  * inbox_outbox_counts to fill, for instance, is the core's, copied out
  * at the caller's version).
  *
+ * Everything the library and the inbox command know of a store goes
+ * through this vtable: nothing outside a backend compares its kind or
+ * scheme, includes its client library or writes its dialect
+ * (tests/backend_boundary.sh). A store built into the library is its
+ * folder, src/store/NAME/, and one line in src/store/builtin.c; one built
+ * outside calls inbox_store_register() before the first open (the inbox
+ * command then accepts its scheme in a configuration too).
+ *
  * Tables (each name preceded by the configured prefix, quoted):
  *   inbox(consumer, key, fingerprint, status, attempts, fence,
  *         lease_until, message_id, created_at, processed_at, updated_at)
