@@ -4,11 +4,14 @@
 
 #include "core/internal.h"
 
-extern const inbox_store_vtable inbox__pg_vtable;
-extern const inbox_store_vtable inbox__sqlite_vtable;
+/* One line per store: its vtable. */
+#define INBOX__STORES(X)                                                       \
+	X(inbox__pg_vtable)                                                    \
+	X(inbox__sqlite_vtable)
+
+#define INBOX__DECLARE(vt) extern const inbox_store_vtable vt;
+#define INBOX__ENTRY(vt)   &vt,
+INBOX__STORES(INBOX__DECLARE)
 
 const inbox_store_vtable *const inbox__builtin_stores[] = {
-    &inbox__pg_vtable,
-    &inbox__sqlite_vtable,
-    NULL,
-};
+    INBOX__STORES(INBOX__ENTRY) NULL};
