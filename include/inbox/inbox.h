@@ -303,7 +303,9 @@ INBOX_API const char *inbox_store_errmsg(const inbox_store *st);
 /* SQLSTATE (PostgreSQL) or extended result code name (SQLite) of the last
  * error, or "". */
 INBOX_API const char *inbox_store_errcode(const inbox_store *st);
-/* "postgresql" or "sqlite". */
+/* The backend's kind, for display: "postgresql", "sqlite", or a
+ * registered backend's (inbox/sys/store.h). Code that needs a store's
+ * capability asks for it (inbox_store_check_sql(), ...), never the kind. */
 INBOX_API const char *inbox_store_kind(const inbox_store *st);
 
 /* The identity of the handle's current connection to the database: 1

@@ -32,8 +32,7 @@ static void register_builtins(void)
 }
 
 /* Does vt open scheme s (its first n bytes; SIZE_MAX: all of it)? */
-static int inbox__store_has_scheme(const inbox_store_vtable *vt, const char *s,
-                                   size_t n)
+static int has_scheme(const inbox_store_vtable *vt, const char *s, size_t n)
 {
 	if (n == SIZE_MAX)
 		n = strlen(s);
@@ -69,10 +68,9 @@ int inbox_store_register(const inbox_store_vtable *vt)
 	    (!vt->sql_expr || !vt->exec_setup || !vt->check_sql))
 		return INBOX_ERR_INVALID;
 	for (int i = 0; i < nregistered; i++)
-		if (inbox__store_has_scheme(registry[i], vt->scheme,
-		                            SIZE_MAX) ||
+		if (has_scheme(registry[i], vt->scheme, SIZE_MAX) ||
 		    (vt->version >= 6 && vt->alias &&
-		     inbox__store_has_scheme(registry[i], vt->alias, SIZE_MAX)))
+		     has_scheme(registry[i], vt->alias, SIZE_MAX)))
 			return INBOX_ERR_INVALID;
 	if (nregistered == MAX_STORES)
 		return INBOX_ERR_INVALID;
@@ -87,7 +85,7 @@ static const inbox_store_vtable *find_scheme(const char *url)
 		return NULL;
 	size_t n = (size_t)(colon - url);
 	for (int i = 0; i < nregistered; i++)
-		if (inbox__store_has_scheme(registry[i], url, n))
+		if (has_scheme(registry[i], url, n))
 			return registry[i];
 	return NULL;
 }
