@@ -42,14 +42,11 @@ files=$(find src include bindings -type f \( -name '*.c' -o -name '*.h' \
 #  - src/core/url.c: the secret scrubber recognises the URL forms of the
 #    built-in backends before any is opened (a URL that fails to open is
 #    still scrubbed from every error);
-#  - src/cli/http.c: an in-memory SQLite database is private to its
-#    connection, so the HTTP monitor cannot read it from another one;
 #  - src/cli/cmd_demo.c: the demo builds its own SQLite URL (it never
 #    compares one);
 #  - src/cli/version.c: inbox --version prints the client libraries'
 #    run-time versions.
 allowed='src/core/url.c|"(postgresql|postgres|amqp|jsonl|sqlite)"
-src/cli/http.c|"sqlite::memory:"
 src/cli/cmd_demo.c|"sqlite:%s"
 src/cli/version.c|include'
 

@@ -24,6 +24,7 @@
 
 #include <inbox/admin.h>
 #include <inbox/metrics.h>
+#include <inbox/sys/store.h>
 
 #include "cli/cli.h"
 #include "core/buf.h"
@@ -241,8 +242,7 @@ static void refresh(cli_http *h, mon *m, int full)
 	m->read_full = full;
 	/* A private in-memory database cannot be read from another
 	 * connection: nothing to check, no numbers to show. */
-	if (!strncmp(cli_consumer_store(h->cfg, m->cc),
-	             "sqlite::memory:", 15)) {
+	if (inbox_store_url_private(cli_consumer_store(h->cfg, m->cc))) {
 		m->store_ok = 1;
 		m->read_full = 0;
 		return;

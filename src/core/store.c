@@ -106,6 +106,17 @@ int inbox_store_known_url(const char *url)
 	return find_scheme(url) != NULL;
 }
 
+int inbox_store_url_private(const char *url)
+{
+	if (!url)
+		return 0;
+	register_builtins();
+	const inbox_store_vtable *vt = find_scheme(url);
+	if (!vt || vt->version < 6 || !vt->url_private)
+		return 0;
+	return vt->url_private(url) ? 1 : 0;
+}
+
 static int valid_ident(const char *s, int allow_empty)
 {
 	if (!s || !*s)

@@ -2031,6 +2031,14 @@ TEST(registration_checks_what_a_vtable_claims)
 	snprintf(url, sizeof(url), "%s:x", v5.scheme);
 	ASSERT_EQ(inbox_store_known_url(url), 1);
 	ASSERT_EQ(inbox_store_known_url("conf-nothing:x"), 0);
+	/* a database private to its connection: the backend says so */
+	ASSERT_EQ(inbox_store_url_private(URL), 0);
+	ASSERT_EQ(inbox_store_url_private("sqlite::memory:"), 1);
+	ASSERT_EQ(inbox_store_url_private("sqlite::memory:?sync=off"), 1);
+	ASSERT_EQ(inbox_store_url_private("sqlite:/tmp/memory.db"), 0);
+	ASSERT_EQ(inbox_store_url_private("postgresql://h/db"), 0);
+	ASSERT_EQ(inbox_store_url_private("conf-nothing::memory:"), 0);
+	ASSERT_EQ(inbox_store_url_private(NULL), 0);
 	ASSERT_EQ(inbox_store_known_url(is_pg ? "postgres://h/db" : "sqlite:x"),
 	          1);
 	/* A handle of the older backend (the real connection behind it):

@@ -127,8 +127,9 @@ struct inbox_store {
 
 /* 1: the inbox; 2: + the outbox slots; 3: + seal; 4: + connection_id;
  * 5: + set_limits; 6: + flags, alias, native_type, sql_expr, exec_setup,
- * check_sql (what the admin API and declared effects need, so that no
- * code outside a backend branches on its kind). */
+ * check_sql, url_private (what the admin API, declared effects and the
+ * inbox command need, so that no code outside a backend branches on its
+ * kind). */
 #define INBOX_STORE_VTABLE_VERSION 6
 
 /* inbox_store_vtable.flags (version 6). */
@@ -370,6 +371,11 @@ struct inbox_store_vtable {
 	 * (see inbox_store_check_sql); *nparams, when nparams is not NULL,
 	 * the number of $n parameters it takes. Errors as exec_setup. */
 	int (*check_sql)(inbox_store *st, const char *sql, int *nparams);
+
+	/* Optional. 1 when `url` (of this backend's scheme) names a database
+	 * private to its connection (SQLite's :memory:): another handle
+	 * opened on it sees a different, empty one. NULL: never. */
+	int (*url_private)(const char *url);
 };
 
 /* Returned by a store backend's calls only (never by the public API):
@@ -394,6 +400,10 @@ INBOX_API const char *inbox_store_scheme(size_t i);
 /* 1 if a registered store opens url (its scheme, or alias, before ':'),
  * else 0. Nothing is opened or checked beyond the scheme. */
 INBOX_API int inbox_store_known_url(const char *url);
+/* 1 if url names a database private to the connection that opens it (see
+ * url_private: a second handle would not see the first one's data), else
+ * 0 (also for a URL no store takes). */
+INBOX_API int inbox_store_url_private(const char *url);
 
 /* Helpers for backends. */
 /* Set st's errcode and errmsg, the message scrubbed of st's secrets (see

@@ -2,6 +2,7 @@
  * (vtable version 6): the dialect of the admin SQL, the operator's setup
  * SQL, and a statement check by preparing. */
 #include <stdio.h>
+#include <string.h>
 
 #include "core/internal.h"
 #include "store/sqlite/sqlite_store.h"
@@ -65,4 +66,12 @@ int inbox__sq_check_sql(inbox_store *st, const char *sql, int *nparams)
 		*nparams = stmt ? sqlite3_bind_parameter_count(stmt) : 0;
 	sqlite3_finalize(stmt);
 	return err;
+}
+
+/* sqlite::memory: (any query after it): each connection has its own. */
+int inbox__sq_url_private(const char *url)
+{
+	const char *p = strchr(url, ':');
+	p = p ? p + 1 : url;
+	return strcspn(p, "?") == 8 && strncmp(p, ":memory:", 8) == 0;
 }

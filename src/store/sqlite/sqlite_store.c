@@ -365,4 +365,5 @@ const inbox_store_vtable inbox__sqlite_vtable = {
     .sql_expr = inbox__sq_sql_expr,
     .exec_setup = inbox__sq_exec_setup,
     .check_sql = inbox__sq_check_sql,
+    .url_private = inbox__sq_url_private,
 };

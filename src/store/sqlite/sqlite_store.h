@@ -153,6 +153,7 @@ int inbox__sq_sql_expr(inbox_store *st, inbox_sql_expr e, const char *arg,
                        char *out, size_t len);
 int inbox__sq_exec_setup(inbox_store *st, const char *sql);
 int inbox__sq_check_sql(inbox_store *st, const char *sql, int *nparams);
+int inbox__sq_url_private(const char *url);
 
 extern const inbox_store_vtable inbox__sqlite_vtable;
 
