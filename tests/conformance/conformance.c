@@ -1969,6 +1969,24 @@ TEST(admin_dialect_spells_every_expression)
 	env_teardown(&e);
 }
 
+/* The admin API reads outside transactions only: inside one (the
+ * caller's), a read would see its uncommitted rows, or wait on them. */
+TEST(admin_reads_refuse_an_open_transaction)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	inbox_admin_stats as;
+	inbox_admin_generations g;
+	ASSERT_OK(inbox_admin_stats_read(e.st, "c", &as));
+	ASSERT_OK(e.st->vt->begin(e.st));
+	ASSERT_TRUE(e.st->in_txn);
+	ASSERT_EQ(inbox_admin_stats_read(e.st, "c", &as), INBOX_ERR_STATE);
+	ASSERT_EQ(inbox_admin_generations_read(e.st, &g), INBOX_ERR_STATE);
+	e.st->vt->rollback(e.st);
+	ASSERT_OK(inbox_admin_stats_read(e.st, "c", &as));
+	env_teardown(&e);
+}
+
 static int dummy_open(inbox_store **out, const char *url,
                       const inbox_store_options *o)
 {
@@ -2101,6 +2119,7 @@ int main(int argc, char **argv)
 	RUN(setup_sql_of_processes_starting_together);
 	RUN(check_sql_prepares_without_running);
 	RUN(admin_dialect_spells_every_expression);
+	RUN(admin_reads_refuse_an_open_transaction);
 	RUN(registration_checks_what_a_vtable_claims);
 	return test_summary();
 }
