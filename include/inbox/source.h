@@ -66,8 +66,11 @@ INBOX_API void inbox_source_close(inbox_source *src);
  * deliveries and everything they point to stay valid until the next
  * settle() or close(). *n = 0 on timeout. Returns INBOX_OK, or an error
  * (the source may recover on a later call: a lost broker connection is
- * retried inside). Reaching the end of a non-following file returns
- * INBOX_OK with *n = 0 and sets *eof (may be NULL) to 1. */
+ * retried inside); on an error nothing is handed out (*n = 0). Reaching
+ * the end of a non-following file returns INBOX_OK with *n = 0 and sets
+ * *eof (may be NULL) to 1. Each delivery's source_token is set to a
+ * number unique in the process, by which settle() knows the batch.
+ * INBOX_ERR_STATE: the batch of the last poll is not settled yet. */
 INBOX_API int inbox_source_poll(inbox_source *src, inbox_delivery *out,
                                 size_t max, size_t *n, int timeout_ms,
                                 int *eof);
@@ -75,9 +78,18 @@ INBOX_API int inbox_source_poll(inbox_source *src, inbox_delivery *out,
 /* After the batch's transaction committed: for each delivery of the last
  * poll, ack it if inbox_outcome_ackable(res[i].outcome), else arrange its
  * redelivery after retry_delay_ms. `res` NULL means the transaction failed:
- * redeliver them all. Every polled batch must be settled before the next
- * poll. res is read by res[0].version (as inbox_consumer_process_batch()
- * left it); an unknown version is INBOX_ERR_INVALID, nothing settled. */
+ * redeliver them all. Every polled batch must be settled, whole and in
+ * the order polled (`d` and `n` as poll gave them), before the next poll;
+ * settling an empty poll (n = 0) is a no-op.
+ * Errors kept the same way by every source:
+ *   INBOX_ERR_STATE    no batch in hand (settle without a poll, twice,
+ *                      or after an empty poll with n > 0); nothing done.
+ *   INBOX_ERR_INVALID  d/n are not the batch of the last poll (another
+ *                      batch's or handle's deliveries, a part, another
+ *                      order): nothing is acked, the whole batch in hand
+ *                      is redelivered, and the batch is settled.
+ * Otherwise the source's own errors (SOURCE, NOMEM): the batch is settled
+ * all the same (what could not be acked comes again). */
 INBOX_API int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
                                   const inbox_result *res, size_t n);
 

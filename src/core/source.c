@@ -1,4 +1,9 @@
-/* Source registry and URL dispatch. */
+/*
+ * Source registry, URL dispatch, and the poll/settle contract: kept here
+ * once for every backend (the way nng's framework serializes and checks
+ * a transport's entry points), so a backend's poll and settle only do the
+ * broker's work. See <inbox/sys/source.h>.
+ */
 #include <inbox/sys/source.h>
 
 #include <pthread.h>
@@ -30,8 +35,8 @@ static void register_builtins(void)
 
 int inbox_source_register(const inbox_source_vtable *vt)
 {
-	if (!vt || vt->version < 1 || !vt->scheme || !vt->open || !vt->close ||
-	    !vt->poll || !vt->settle)
+	if (!vt || vt->version != INBOX_SOURCE_VTABLE_VERSION || !vt->scheme ||
+	    !vt->open || !vt->close || !vt->poll || !vt->settle)
 		return INBOX_ERR_INVALID;
 	for (int i = 0; i < nregistered; i++)
 		if (strcmp(registry[i]->scheme, vt->scheme) == 0)
@@ -104,6 +109,10 @@ void inbox_source_close(inbox_source *src)
 	inbox__secrets_free(sec);
 }
 
+/* Tokens unique in the process: a delivery of another batch, or of
+ * another handle, never matches the batch in hand. */
+static uint64_t next_token = 1;
+
 int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
                       size_t *n, int timeout_ms, int *eof)
 {
@@ -115,9 +124,49 @@ int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		eof = &dummy;
 	*eof = 0;
 	src->errmsg[0] = '\0';
+	if (src->batch_n > 0) {
+		inbox_source_seterr(src,
+		                    "%s: poll before the previous batch was "
+		                    "settled (%zu deliveries in hand)",
+		                    src->vt->scheme, src->batch_n);
+		return INBOX_ERR_STATE;
+	}
 	int rc = src->vt->poll(src, out, max, n, timeout_ms, eof);
+	if (rc < 0 && *n > 0) /* not the contract: give them back */
+		src->vt->settle(src, NULL, *n);
+	if (rc < 0 || *n > max) {
+		if (rc >= 0) {
+			inbox_source_seterr(
+			    src,
+			    "%s: poll handed out %zu deliveries "
+			    "for at most %zu",
+			    src->vt->scheme, *n, max);
+			rc = INBOX_ERR_SOURCE;
+		}
+		*n = 0;
+		scrub(src);
+		return rc;
+	}
+	if (*n > 0) {
+		src->batch_n = *n;
+		src->batch_token =
+		    __atomic_fetch_add(&next_token, *n, __ATOMIC_RELAXED);
+		for (size_t i = 0; i < *n; i++)
+			out[i].source_token = src->batch_token + i;
+	}
 	scrub(src);
 	return rc;
+}
+
+static int batch_matches(const inbox_source *src, const inbox_delivery *d,
+                         size_t n)
+{
+	if (n != src->batch_n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (d[i].source_token != src->batch_token + i)
+			return 0;
+	return 1;
 }
 
 int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
@@ -125,10 +174,35 @@ int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
 {
 	if (!src || (n > 0 && !d))
 		return INBOX_ERR_INVALID;
-	if (res && n > 0 &&
-	    inbox__vcheck(INBOX__V_RESULT, res->version, NULL, 0) < 0)
+	src->errmsg[0] = '\0';
+	size_t k = src->batch_n;
+	if (k == 0) {
+		if (n == 0)
+			return INBOX_OK;
+		inbox_source_seterr(src, "%s: settle without a polled batch",
+		                    src->vt->scheme);
+		return INBOX_ERR_STATE;
+	}
+	if (res && inbox__vcheck(INBOX__V_RESULT, res->version, src->errmsg,
+	                         sizeof(src->errmsg)) < 0) {
+		/* results this library cannot read: ack nothing */
+		src->batch_n = 0;
+		src->vt->settle(src, NULL, k);
 		return INBOX_ERR_INVALID;
-	int rc = src->vt->settle(src, d, res, n);
+	}
+	int match = batch_matches(src, d, n);
+	src->batch_n = 0; /* settled, whatever the backend answers */
+	if (!match) {
+		/* Not what was handed out: ack nothing, redeliver it all. */
+		src->vt->settle(src, NULL, k);
+		inbox_source_seterr(src,
+		                    "%s: settle does not match the last poll "
+		                    "(%zu deliveries, %zu polled): nothing "
+		                    "acked, all redelivered",
+		                    src->vt->scheme, n, k);
+		return INBOX_ERR_INVALID;
+	}
+	int rc = src->vt->settle(src, res, k);
 	scrub(src);
 	return rc;
 }

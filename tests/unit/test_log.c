@@ -119,8 +119,7 @@ static int flaky_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	return INBOX_OK;
 }
 
-static int flaky_settle(inbox_source *src, const inbox_delivery *d,
-                        const inbox_result *res, size_t n)
+static int flaky_settle(inbox_source *src, const inbox_result *res, size_t n)
 {
 	return INBOX_OK;
 }

@@ -238,7 +238,7 @@ TEST(each_once_with_positions)
 			snprintf(pos, sizeof(pos), "%s/%d", stream, k);
 			ASSERT_STREQ(d[i].position, pos);
 			ASSERT_EQ(d[i].delivery_count, 1);
-			ASSERT_EQ(d[i].source_token, i);
+			ASSERT_EQ(d[i].source_token, d[0].source_token + i);
 			ASSERT_TRUE(d[i].timestamp_ms >= wall - 5000 &&
 			            d[i].timestamp_ms <= wall + 60000);
 			ASSERT_CONTAINS(d[i].headers, "\"Nats-Msg-Id\":\"m-");

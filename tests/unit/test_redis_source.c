@@ -225,7 +225,7 @@ TEST(each_once_with_positions)
 			ASSERT_EQ(d[i].delivery_count, 1);
 			ASSERT_TRUE(d[i].id == NULL);
 			ASSERT_TRUE(d[i].headers == NULL);
-			ASSERT_EQ(d[i].source_token, i);
+			ASSERT_EQ(d[i].source_token, d[0].source_token + i);
 			ASSERT_TRUE(d[i].timestamp_ms > wall - 60000 &&
 			            d[i].timestamp_ms < wall + 60000);
 			seen++;

@@ -11,6 +11,28 @@
  * before a backend sees them: a backend gets them in this library's
  * layout. A refused delivery carries its reason in
  * inbox_delivery.refused (<inbox/inbox.h>), its id NULL.
+ *
+ * The poll/settle contract is kept by the framework (src/core/source.c),
+ * not by the backends: every call goes through inbox_source_poll and
+ * inbox_source_settle, which check the order (one batch in hand at a
+ * time), check that a settle names exactly the batch of the last poll,
+ * and answer INBOX_ERR_STATE / INBOX_ERR_INVALID themselves, without
+ * calling the backend (a mismatched settle calls it with res NULL: the
+ * whole batch is redelivered). The framework also owns every delivery's
+ * `source_token` (a number unique in the process, so a delivery of
+ * another batch or another handle is recognised); a backend's own
+ * bookkeeping is by position in the batch. So a backend's poll and settle
+ * only do the broker's work:
+ *   - poll is called only when no batch is in hand; it hands out at most
+ *     `max` deliveries (*n is 0 and *eof 0 on entry). On an error it
+ *     hands out nothing (*n = 0): what it took stays the broker's.
+ *   - settle is called once for each poll that handed out n > 0
+ *     deliveries, with that n; res is NULL (redeliver them all) or holds
+ *     the result of the i-th delivery of that poll at res[i].
+ *
+ * Version 2 (this one): settle lost its `d` argument and the backends'
+ * source_token, the contract moved into the framework. A version 1 vtable
+ * is refused by inbox_source_register.
  */
 #ifndef INBOX_SYS_SOURCE_H
 #define INBOX_SYS_SOURCE_H
@@ -33,9 +55,15 @@ struct inbox_source {
 	 * message, the client library's own texts included. A backend never
 	 * touches it. */
 	struct inbox__secrets *secrets;
+	/* The batch in hand, kept by the framework (a backend never touches
+	 * it): how many deliveries the last poll handed out and not yet
+	 * settled (0: none), and the source_token of the first of them (the
+	 * others follow it by one). */
+	size_t batch_n;
+	uint64_t batch_token;
 };
 
-#define INBOX_SOURCE_VTABLE_VERSION 1
+#define INBOX_SOURCE_VTABLE_VERSION 2
 
 struct inbox_source_vtable {
 	unsigned version;   /* INBOX_SOURCE_VTABLE_VERSION */
@@ -47,14 +75,17 @@ struct inbox_source_vtable {
 	int (*open)(inbox_source **out, const char *url,
 	            const inbox_source_options *opts);
 	void (*close)(inbox_source *src);
-	/* See inbox_source_poll. */
+	/* See inbox_source_poll and the contract above: called with no
+	 * batch in hand; need not set source_token. */
 	int (*poll)(inbox_source *src, inbox_delivery *out, size_t max,
 	            size_t *n, int timeout_ms, int *eof);
-	/* See inbox_source_settle. */
-	int (*settle)(inbox_source *src, const inbox_delivery *d,
-	              const inbox_result *res, size_t n);
+	/* See inbox_source_settle and the contract above: n is the size of
+	 * the batch in hand (> 0), res NULL or its n results in poll order. */
+	int (*settle)(inbox_source *src, const inbox_result *res, size_t n);
 };
 
+/* INBOX_ERR_INVALID: a slot missing, a version other than
+ * INBOX_SOURCE_VTABLE_VERSION, a scheme taken, the registry full. */
 INBOX_API int inbox_source_register(const inbox_source_vtable *vt);
 /* The scheme of the i-th registered source (the built-in ones first), or
  * NULL past the last ("jsonl", "kafka", ...; static strings). */

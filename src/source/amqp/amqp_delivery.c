@@ -289,5 +289,4 @@ void inbox__amqp_describe(const amqp_source *s, const amqp_slot *sl,
 	    p->timestamp < (uint64_t)(INT64_MAX / 1000))
 		d->timestamp_ms = (int64_t)p->timestamp * 1000;
 	d->delivery_count = sl->count;
-	d->source_token = e->delivery_tag;
 }

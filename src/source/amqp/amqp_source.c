@@ -168,12 +168,6 @@ static int am_poll(inbox_source *src, inbox_delivery *out, size_t max,
 {
 	amqp_source *s = (amqp_source *)src;
 	(void)eof; /* a queue never ends */
-	if (s->polled) {
-		inbox__source_seterr(src,
-		                     "amqp: poll before the previous batch "
-		                     "was settled");
-		return INBOX_ERR_STATE;
-	}
 	int64_t deadline =
 	    inbox__src_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int rc = ensure_connected(s, deadline);
@@ -222,7 +216,6 @@ static int am_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		        (s->pend.n - k) * sizeof(*s->pend.v));
 	s->pend.n -= k;
 	*n = k;
-	s->polled = k > 0;
 	return INBOX_OK;
 }
 
@@ -231,17 +224,6 @@ static int am_poll(inbox_source *src, inbox_delivery *out, size_t max,
 /* ------------------------------------------------------------------ */
 
 enum { ACT_NACK = AMQP_ACT_HOLD + 1 }; /* requeue at once (res NULL) */
-
-static int batch_matches(const amqp_source *s, const inbox_delivery *d,
-                         size_t n)
-{
-	if (n != s->batch.n)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (d[i].source_token != s->batch.v[i]->env.delivery_tag)
-			return 0;
-	return 1;
-}
 
 static void classify(amqp_source *s, const inbox_result *res)
 {
@@ -372,29 +354,14 @@ static int finish_batch(amqp_source *s)
 	return rc;
 }
 
-static int am_settle(inbox_source *src, const inbox_delivery *d,
-                     const inbox_result *res, size_t n)
+/* The batch is s->batch (the framework checked it); res NULL requeues
+ * it. */
+static int am_settle(inbox_source *src, const inbox_result *res, size_t n)
 {
 	amqp_source *s = (amqp_source *)src;
 	int rc = INBOX_OK;
 	size_t dlx_failed = 0;
-	if (!s->polled) {
-		if (n == 0)
-			return INBOX_OK;
-		inbox__source_seterr(src,
-		                     "amqp: settle without a polled batch");
-		return INBOX_ERR_STATE;
-	}
-	s->polled = 0;
-	if (!batch_matches(s, d, n)) {
-		/* Not what we handed out: ack nothing, requeue the batch. */
-		inbox__source_seterr(src,
-		                     "amqp: settle does not match the last "
-		                     "poll (%zu deliveries, %zu polled)",
-		                     n, s->batch.n);
-		rc = INBOX_ERR_INVALID;
-		res = NULL;
-	}
+	(void)n; /* == s->batch.n */
 	classify(s, res);
 	int prc = publish_copies(s, res, &dlx_failed);
 	int lost = !s->conn;

@@ -88,7 +88,7 @@
  *   delivery_count = 1 + earlier rounds through the retry queue
  *   (x-inbox-attempts, else the x-death counts of the retry queue) +
  *   earlier deliveries of this copy (the quorum queues' x-delivery-count,
- *   else 1 if redelivered), source_token = the delivery tag.
+ *   else 1 if redelivered).
  *
  * Settle
  *   After the batch committed: ackable outcomes are acked (one
@@ -203,7 +203,6 @@ typedef struct amqp_source {
 	amqp_slots held;  /* requeue mode: waiting for their nack */
 	amqp_slot *free_slots;
 	size_t nfree;
-	int polled; /* a batch awaits settle */
 } amqp_source;
 
 /* amqp_url.c: parse the URL into s (parse only: no connection).

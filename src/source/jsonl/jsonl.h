@@ -31,7 +31,7 @@
  *     id = NULL (the consumer takes it from the payload; the refusal of
  *     an over-size line), headers = NULL,
  *     position = "PATH:LINE" ("stdin:LINE"), LINE 1-based,
- *     timestamp_ms = 0, source_token = byte offset of the line start,
+ *     timestamp_ms = 0,
  *     delivery_count = 1, +1 each time the line is delivered again in this
  *     process (after RETRY, IN_PROGRESS or a failed batch).
  *
@@ -134,7 +134,6 @@ typedef struct jl_source {
 	inbox__buf refused; /* refusals (over-size lines) of that batch */
 
 	size_t inflight;  /* lines of q delivered by the last poll */
-	int polled;       /* a poll's batch awaits settle */
 	int64_t retry_at; /* monotonic ms before which q is not redelivered */
 
 	/* Durable progress (jsonl_checkpoint.c). */

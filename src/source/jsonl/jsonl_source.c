@@ -175,7 +175,6 @@ static int deliver(jl_source *s, inbox_delivery *out, size_t k)
 		out[i].payload_len = l->len;
 		out[i].position = pp;
 		out[i].delivery_count = l->count;
-		out[i].source_token = l->off;
 		pp += w + 1;
 		if (l->over) { /* the refusals, in the lines' order */
 			inbox__src_set_id(&out[i], why);
@@ -183,7 +182,6 @@ static int deliver(jl_source *s, inbox_delivery *out, size_t k)
 		}
 	}
 	s->inflight = k;
-	s->polled = 1;
 	return INBOX_OK;
 }
 
@@ -191,11 +189,6 @@ static int jl_poll(inbox_source *src, inbox_delivery *out, size_t max,
                    size_t *n, int timeout_ms, int *eof)
 {
 	jl_source *s = (jl_source *)src;
-	if (s->polled) {
-		inbox__source_seterr(src, "jsonl: poll before the previous "
-		                          "batch was settled");
-		return INBOX_ERR_STATE;
-	}
 	inbox__jl_compact(s);
 	int rc0 = inbox__jl_ckpt_tick(s);
 	if (rc0 < 0)
@@ -238,39 +231,12 @@ static int jl_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	return rc;
 }
 
-static int batch_matches(const jl_source *s, const inbox_delivery *d, size_t n)
-{
-	if (n != s->inflight)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (d[i].source_token != s->q[i].off)
-			return 0;
-	return 1;
-}
-
-static int jl_settle(inbox_source *src, const inbox_delivery *d,
-                     const inbox_result *res, size_t n)
+/* The batch is the first n queued lines (the framework checked it). */
+static int jl_settle(inbox_source *src, const inbox_result *res, size_t n)
 {
 	jl_source *s = (jl_source *)src;
 	int rc = INBOX_OK;
-	if (!s->polled) {
-		if (n == 0)
-			return INBOX_OK;
-		inbox__source_seterr(src, "jsonl: settle without a polled "
-		                          "batch");
-		return INBOX_ERR_STATE;
-	}
-	size_t k = s->inflight;
-	if (!batch_matches(s, d, n)) {
-		/* Not what we handed out: take nothing as acked. */
-		inbox__source_seterr(src,
-		                     "jsonl: settle does not match the "
-		                     "last poll (%zu deliveries, %zu "
-		                     "polled)",
-		                     n, k);
-		rc = INBOX_ERR_INVALID;
-		res = NULL;
-	}
+	size_t k = n < s->inflight ? n : s->inflight;
 	size_t acked = 0;
 	while (res && acked < k && inbox_outcome_ackable(res[acked].outcome))
 		acked++;
@@ -281,7 +247,6 @@ static int jl_settle(inbox_source *src, const inbox_delivery *d,
 		int delay = src->opts.retry_delay_ms;
 		s->retry_at = inbox__src_mono_ms() + (delay > 0 ? delay : 0);
 	}
-	s->polled = 0;
 	s->inflight = 0;
 	if (acked == 0)
 		return rc;

@@ -98,7 +98,7 @@
  *   "TOPIC/PARTITION/OFFSET", timestamp_ms = the message timestamp (0 if
  *   unavailable), delivery_count = 1, plus one for each earlier delivery
  *   of that offset by this process (after a RETRY, IN_PROGRESS or failed
- *   batch), source_token = slot index.
+ *   batch).
  *
  * Progress
  *   settle(): per partition, in offset order, the prefix of the batch whose
@@ -219,7 +219,6 @@ typedef struct kafka_source {
 	 * batch that cannot be settled could never be polled past). */
 	kafka_settle_part *sparts;
 	size_t nbatch; /* slots of the batch in hand */
-	int polled;    /* a batch awaits settle */
 
 	kafka_part *parts; /* indexed by partition id */
 	size_t nparts;

@@ -23,7 +23,6 @@ void inbox__kafka_drop_batch(kafka_source *ks)
 			ks->slots[i].msg = NULL;
 		}
 	ks->nbatch = 0;
-	ks->polled = 0;
 }
 
 static int partition_list1(rd_kafka_topic_partition_list_t **l,
@@ -249,7 +248,6 @@ static void to_delivery(kafka_source *ks, size_t i, inbox_delivery *d)
 	d->timestamp_ms =
 	    tstype != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE && ts > 0 ? ts : 0;
 	d->delivery_count = s->count;
-	d->source_token = (uint64_t)i;
 }
 
 static int grow_slots(kafka_source *ks, size_t want)
@@ -285,13 +283,7 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
                       size_t *n, int timeout_ms, int *eof)
 {
 	kafka_source *ks = (kafka_source *)src;
-	(void)eof; /* a topic never ends */
-	*n = 0;
-	if (ks->polled) {
-		inbox__source_seterr(src, "kafka: settle the previous batch "
-		                          "before polling again");
-		return INBOX_ERR_STATE;
-	}
+	(void)eof;       /* a topic never ends */
 	if (ks->fatal) { /* the handle is dead: nothing will come */
 		inbox__kafka_note_fatal(ks); /* its reason, not a later one */
 		return INBOX_ERR_CONFIG;
@@ -342,7 +334,6 @@ int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	for (size_t i = 0; i < ks->nbatch; i++)
 		to_delivery(ks, i, &out[i]);
 	*n = ks->nbatch;
-	ks->polled = ks->nbatch > 0;
 	if (*n == 0 && ks->fatal) {
 		inbox__kafka_note_fatal(ks);
 		return INBOX_ERR_CONFIG;

@@ -11,8 +11,7 @@
 
 #include "source/kafka/kafka.h"
 
-int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
-                        const inbox_result *res, size_t n);
+int inbox__kafka_settle(inbox_source *src, const inbox_result *res, size_t n);
 void inbox__kafka_drop_batch(kafka_source *ks);
 int inbox__kafka_seek_back(kafka_source *ks, int32_t p, int64_t offset);
 
@@ -27,30 +26,6 @@ static settle_part *find_or_add(settle_part *sp, size_t *nsp, int32_t p)
 	sp[*nsp].stop = INT64_MAX;
 	sp[*nsp].next = -1;
 	return &sp[(*nsp)++];
-}
-
-/* Mark the slots named by d[] with their ackability; slots not named
- * stay unackable (redelivered). */
-static int mark(kafka_source *ks, const inbox_delivery *d,
-                const inbox_result *res, size_t n)
-{
-	for (size_t i = 0; i < ks->nbatch; i++)
-		ks->slots[i].ack = 0;
-	if (!res)
-		return INBOX_OK;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t t = d[i].source_token;
-		if (t >= ks->nbatch) {
-			inbox__source_seterr(
-			    &ks->base,
-			    "kafka: settle: delivery %zu is not "
-			    "from the last poll",
-			    i);
-			return INBOX_ERR_INVALID;
-		}
-		ks->slots[t].ack = inbox_outcome_ackable(res[i].outcome);
-	}
-	return INBOX_OK;
 }
 
 /* Store and asynchronously commit the advanced partitions. */
@@ -146,17 +121,14 @@ static int redeliver(kafka_source *ks, settle_part *sp, size_t nsp)
 	return rc;
 }
 
-int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
-                        const inbox_result *res, size_t n)
+/* The batch is ks->slots[0..nbatch), delivery i from slot i (the
+ * framework checked it); res NULL redelivers it all. */
+int inbox__kafka_settle(inbox_source *src, const inbox_result *res, size_t n)
 {
 	kafka_source *ks = (kafka_source *)src;
-	if (!ks->polled)
-		return n == 0 ? INBOX_OK : INBOX_ERR_STATE;
-	/* Deliveries not from the last poll: redeliver the whole batch. */
-	int bad = mark(ks, d, res, n);
-	if (bad < 0)
-		for (size_t i = 0; i < ks->nbatch; i++)
-			ks->slots[i].ack = 0;
+	(void)n; /* == ks->nbatch */
+	for (size_t i = 0; i < ks->nbatch; i++)
+		ks->slots[i].ack = res && inbox_outcome_ackable(res[i].outcome);
 	settle_part *sp = ks->sparts; /* nslots >= nbatch long */
 	size_t nsp = 0;
 	/* The first unackable offset of each partition... */
@@ -176,5 +148,5 @@ int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
 	int r1 = store_and_commit(ks, sp, nsp);
 	int r2 = redeliver(ks, sp, nsp);
 	inbox__kafka_drop_batch(ks);
-	return bad < 0 ? bad : r1 < 0 ? r1 : r2;
+	return r1 < 0 ? r1 : r2;
 }

@@ -13,8 +13,7 @@
 
 int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,
                       size_t *n, int timeout_ms, int *eof);
-int inbox__kafka_settle(inbox_source *src, const inbox_delivery *d,
-                        const inbox_result *res, size_t n);
+int inbox__kafka_settle(inbox_source *src, const inbox_result *res, size_t n);
 void inbox__kafka_drop_batch(kafka_source *ks);
 
 /* Served by rd_kafka_consumer_poll() (the main queue is forwarded to the

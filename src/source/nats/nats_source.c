@@ -319,7 +319,6 @@ static int fill(nats_source *ns, size_t i, natsMsg *m, inbox_delivery *d)
 		jsMsgMetaData_Destroy(md);
 	}
 	d->id = sl->id;
-	d->source_token = i;
 	return INBOX_OK;
 }
 
@@ -330,11 +329,6 @@ static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
 {
 	nats_source *ns = (nats_source *)src;
 	(void)eof; /* a stream never ends */
-	if (ns->polled) {
-		inbox__source_seterr(src, "nats: poll before the previous "
-		                          "batch was settled");
-		return INBOX_ERR_STATE;
-	}
 	if (max > INT_MAX)
 		max = INT_MAX;
 	if (grow_slots(ns, max) < 0)
@@ -411,23 +405,10 @@ static int ns_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		if (sl->position_at >= 0)
 			out[i].position = sl->text.data + sl->position_at;
 	}
-	if (k > 0) {
-		ns->polled = 1;
+	if (k > 0)
 		inbox__nats_ka_begin(ns);
-	}
 	*n = k;
 	return INBOX_OK;
-}
-
-static int batch_matches(const nats_source *ns, const inbox_delivery *d,
-                         size_t n)
-{
-	if (n != ns->nbatch)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (d[i].source_token != i)
-			return 0;
-	return 1;
 }
 
 /* Send what settles slot i: a nak (no answer expected), or an ack or
@@ -557,28 +538,14 @@ static int settle_collect(nats_source *ns, int wait)
 	return 1;
 }
 
-static int ns_settle(inbox_source *src, const inbox_delivery *d,
-                     const inbox_result *res, size_t n)
+/* The batch is ns->slots[0..nbatch) (the framework checked it); res NULL
+ * naks it all. */
+static int ns_settle(inbox_source *src, const inbox_result *res, size_t n)
 {
 	nats_source *ns = (nats_source *)src;
 	int rc = INBOX_OK;
-	if (!ns->polled) {
-		if (n == 0)
-			return INBOX_OK;
-		inbox__source_seterr(src, "nats: settle without a polled "
-		                          "batch");
-		return INBOX_ERR_STATE;
-	}
+	(void)n; /* == ns->nbatch */
 	inbox__nats_ka_end(ns);
-	if (!batch_matches(ns, d, n)) {
-		inbox__source_seterr(src,
-		                     "nats: settle does not match the "
-		                     "last poll (%zu deliveries, %zu "
-		                     "polled): all redelivered",
-		                     n, ns->nbatch);
-		rc = INBOX_ERR_INVALID;
-		res = NULL;
-	}
 	/* What is still unanswered of the batch before (a poll that
 	 * failed) is given up: one batch outstanding at a time. */
 	if (ns->ack_nslots > 0 && settle_collect(ns, 0) && rc == INBOX_OK)
@@ -611,7 +578,6 @@ static int ns_settle(inbox_source *src, const inbox_delivery *d,
 		rc = INBOX_ERR_SOURCE;
 	}
 	ns->nbatch = 0;
-	ns->polled = 0;
 	return rc;
 }
 

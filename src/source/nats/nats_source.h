@@ -61,7 +61,7 @@
  *   = "STREAM/SEQ" (the stream sequence), timestamp_ms = the time the
  *   stream stored the message, delivery_count = the server's NumDelivered
  *   (so the consumer's max_deliveries sees deliveries across restarts
- *   and every client of the durable), source_token = index in the batch.
+ *   and every client of the durable).
  *
  * Settle
  *   APPLIED, DUPLICATE, STALE: the double ack (what AckSync does): the
@@ -162,7 +162,6 @@ typedef struct nats_source {
 	size_t *ack_slot; /* ack_slot[seq - first of the batch] = slot */
 	size_t nslots;    /* allocated (slots and ack_slot) */
 	size_t nbatch;    /* slots of the batch in hand */
-	int polled;
 
 	/* InProgress keeper (nats_keepalive.c). */
 	pthread_t ka_thread;

@@ -81,7 +81,6 @@
  *   delivery_count  1 for new entries; for our own pending and claimed
  *             entries Redis's delivery counter (XPENDING), which feeds the
  *             consumer's max_deliveries (never its attempts).
- *   source_token    the slot index in the batch.
  *
  * Entries deleted from the stream while pending (XDEL, XTRIM) cannot be
  * processed but are never dropped silently: each becomes a tombstone
@@ -205,7 +204,6 @@ typedef struct redis_source {
 	rs_slot *slots;
 	size_t capslots;
 	size_t nbatch;
-	int polled;
 
 	inbox__buf argbuf; /* scratch for command arguments */
 } redis_source;
@@ -245,8 +243,7 @@ int inbox__redis_slot_from_entry(redis_source *rs, rs_slot *slot,
 int inbox__redis_slot_tombstone(redis_source *rs, rs_slot *slot,
                                 const char *entry_id, size_t idlen);
 /* Point d at slot's data. */
-void inbox__redis_slot_deliver(const rs_slot *slot, inbox_delivery *d,
-                               uint64_t token);
+void inbox__redis_slot_deliver(const rs_slot *slot, inbox_delivery *d);
 /* ms part of an entry id, 0 if implausible as a time. */
 int64_t inbox__redis_id_ms(const char *entry_id);
 

@@ -240,14 +240,12 @@ int inbox__redis_slot_from_entry(redis_source *rs, rs_slot *slot,
 	return rc;
 }
 
-void inbox__redis_slot_deliver(const rs_slot *slot, inbox_delivery *d,
-                               uint64_t token)
+void inbox__redis_slot_deliver(const rs_slot *slot, inbox_delivery *d)
 {
 	const char *t = slot->text.data;
 	*d = (inbox_delivery){0};
 	d->position = t + slot->position_at;
 	d->delivery_count = slot->count;
-	d->source_token = token;
 	if (slot->deleted) {
 		inbox__src_set_id(d, t + slot->id_at);
 		d->payload = "";

@@ -368,11 +368,6 @@ int inbox__redis_poll(inbox_source *src, inbox_delivery *out, size_t max,
                       size_t *n, int timeout_ms, int *eof)
 {
 	redis_source *rs = (redis_source *)src;
-	if (rs->polled) {
-		inbox__source_seterr(src, "redis: poll before the previous "
-		                          "batch was settled");
-		return INBOX_ERR_STATE;
-	}
 	release_batch(rs);
 	int rc = ensure_slots(rs, max);
 	if (rc == INBOX_OK)
@@ -390,8 +385,7 @@ int inbox__redis_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		return rc;
 	}
 	for (size_t i = 0; i < rs->nbatch; i++)
-		inbox__redis_slot_deliver(&rs->slots[i], &out[i], i);
+		inbox__redis_slot_deliver(&rs->slots[i], &out[i]);
 	*n = rs->nbatch;
-	rs->polled = rs->nbatch > 0;
 	return INBOX_OK;
 }

@@ -71,17 +71,6 @@ static int rs_open(inbox_source **out, const char *url,
 	return INBOX_OK;
 }
 
-static int batch_matches(const redis_source *rs, const inbox_delivery *d,
-                         size_t n)
-{
-	if (n != rs->nbatch)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (d[i].source_token != i)
-			return 0;
-	return 1;
-}
-
 /* One XACK STREAM GROUP ID... for the ackable slots still pending. */
 static int ack(redis_source *rs, const inbox_result *res)
 {
@@ -108,29 +97,12 @@ static int ack(redis_source *rs, const inbox_result *res)
 	return rc;
 }
 
-static int rs_settle(inbox_source *src, const inbox_delivery *d,
-                     const inbox_result *res, size_t n)
+/* The batch is rs->slots[0..nbatch) (the framework checked it). */
+static int rs_settle(inbox_source *src, const inbox_result *res, size_t n)
 {
 	redis_source *rs = (redis_source *)src;
 	int rc = INBOX_OK;
-	if (!rs->polled) {
-		if (n == 0)
-			return INBOX_OK;
-		inbox__source_seterr(src, "redis: settle without a polled "
-		                          "batch");
-		return INBOX_ERR_STATE;
-	}
-	if (!batch_matches(rs, d, n)) {
-		/* Not what we handed out: take nothing as acked. */
-		inbox__source_seterr(src,
-		                     "redis: settle does not match the "
-		                     "last poll (%zu deliveries, %zu "
-		                     "polled)",
-		                     n, rs->nbatch);
-		rc = INBOX_ERR_INVALID;
-		res = NULL;
-	}
-	rs->polled = 0;
+	(void)n; /* == rs->nbatch */
 	for (size_t i = 0; i < rs->nbatch; i++) {
 		const rs_slot *s = &rs->slots[i];
 		if (res && inbox_outcome_ackable(res[i].outcome))
