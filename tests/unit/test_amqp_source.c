@@ -1030,51 +1030,6 @@ TEST(deleted_queue_redeclared)
 	inbox_source_close(s);
 }
 
-TEST(settle_contract)
-{
-	char q[96];
-	name(q, sizeof(q), "contract");
-	ASSERT_OK(declare(q));
-	ASSERT_OK(publish_range(q, 0, 2));
-	inbox_source *s = NULL;
-	ASSERT_OK(open_src(&s, q, NULL, 10, 1000));
-	inbox_delivery d[4];
-	size_t n = 0;
-	ASSERT_EQ(inbox_source_settle(s, d, NULL, 0), INBOX_OK);
-	ASSERT_EQ(inbox_source_settle(s, d, NULL, 1), INBOX_ERR_STATE);
-	int64_t end = now_ms() + 5000;
-	while (n == 0 && now_ms() < end)
-		ASSERT_OK(inbox_source_poll(s, d, 4, &n, 200, NULL));
-	ASSERT_TRUE(n >= 1);
-	size_t m = 0;
-	ASSERT_EQ(inbox_source_poll(s, d, 4, &m, 10, NULL), INBOX_ERR_STATE);
-	char polled[4][64];
-	for (size_t i = 0; i < n; i++)
-		snprintf(polled[i], sizeof(polled[i]), "%s",
-		         d[i].id ? d[i].id : "");
-	/* A batch that does not match: nothing acked, all requeued. */
-	inbox_delivery wrong = d[0];
-	wrong.source_token += 1000;
-	ASSERT_EQ(inbox_source_settle(s, &wrong, NULL, 1), INBOX_ERR_INVALID);
-	seen got[2];
-	ASSERT_EQ(collect(s, got, 2, 5000, INBOX_APPLIED, 10), 2);
-	/* The polled ones come back redelivered; the other may have been
-	 * pushed to the channel already (then it comes first, once). */
-	ASSERT_TRUE(strcmp(got[0].id, got[1].id) != 0);
-	for (int i = 0; i < 2; i++) {
-		ASSERT_TRUE(!strcmp(got[i].id, "m-0") ||
-		            !strcmp(got[i].id, "m-1"));
-		int was_polled = 0;
-		for (size_t j = 0; j < n; j++)
-			was_polled |= !strcmp(got[i].id, polled[j]);
-		if (was_polled)
-			ASSERT_EQ(got[i].count, 2);
-	}
-	ASSERT_TRUE(quiet(s, 300));
-	inbox_source_close(s);
-	ASSERT_EQ(ready(q), 0);
-}
-
 /* ------------------------------------------------------------------ */
 /* End to end: inbox_run with the SQLite store                          */
 /* ------------------------------------------------------------------ */
@@ -1241,7 +1196,6 @@ int main(void)
 	RUN(loss_during_settle_redelivers);
 	RUN(loss_while_idle_reconnects);
 	RUN(deleted_queue_redeclared);
-	RUN(settle_contract);
 	RUN(runner_sqlite_end_to_end);
 	cleanup();
 	amqp_connection_close(pc, AMQP_REPLY_SUCCESS);

@@ -480,30 +480,6 @@ TEST(payload_truncated_and_no_id)
 	pub_close(&p);
 }
 
-TEST(settle_contract)
-{
-	char stream[64];
-	new_stream(stream, sizeof(stream));
-	inbox_source *src = NULL;
-	ASSERT_OK(open_src(&src, stream, "ack_wait=1s", 100, 0));
-	inbox_delivery d[8];
-	/* settling nothing is fine; settling without a poll is not */
-	ASSERT_OK(inbox_source_settle(src, d, NULL, 0));
-	memset(d, 0, sizeof(d));
-	ASSERT_EQ(inbox_source_settle(src, d, NULL, 1), INBOX_ERR_STATE);
-	pub p;
-	ASSERT_OK(pub_open(&p));
-	ASSERT_OK(publish(&p, stream, "s-1", "{}"));
-	size_t n = poll_for(src, d, 8, 1, 3000);
-	ASSERT_EQ(n, 1);
-	size_t m = 0;
-	ASSERT_EQ(inbox_source_poll(src, d + 1, 4, &m, 10, NULL),
-	          INBOX_ERR_STATE);
-	ASSERT_OK(settle_all(src, d, n, INBOX_STALE));
-	inbox_source_close(src);
-	pub_close(&p);
-}
-
 /* A private nats-server with a user and a password (which needs
  * percent-encoding in the URL). */
 static pid_t start_auth_server(int port, char *dir, size_t len)
@@ -661,7 +637,6 @@ int main(void)
 	RUN(term_for_dead_letters);
 	RUN(in_progress_keeps_ack_wait);
 	RUN(payload_truncated_and_no_id);
-	RUN(settle_contract);
 	RUN(default_durable_name);
 	RUN(credentials);
 	RUN(headers_as_json);

@@ -378,32 +378,6 @@ TEST(failed_batch_redelivered)
 	inbox_source_close(s);
 }
 
-TEST(settle_contract)
-{
-	char st[96];
-	name(st, sizeof(st), "contract");
-	ASSERT_OK(xadd_payload(st, "{\"id\":1}", NULL));
-	inbox_source *s = NULL;
-	ASSERT_OK(open_src(&s, st, "consumer=a", 50, 0));
-	inbox_delivery d[4];
-	inbox_result res[4] = {INBOX_RESULT_INIT};
-	ASSERT_OK(inbox_source_settle(s, d, NULL, 0));
-	size_t n = poll_some(s, d, 4, 2000);
-	ASSERT_EQ(n, 1);
-	size_t m;
-	ASSERT_EQ(inbox_source_poll(s, d + 1, 3, &m, 10, NULL),
-	          INBOX_ERR_STATE);
-	/* a batch that is not the one handed out acks nothing */
-	set_all(res, 2, INBOX_APPLIED);
-	ASSERT_EQ(inbox_source_settle(s, d, res, 2), INBOX_ERR_INVALID);
-	ASSERT_EQ(pending(st, "g"), 1);
-	n = poll_some(s, d, 4, 2000);
-	ASSERT_EQ(n, 1);
-	ASSERT_OK(inbox_source_settle(s, d, res, 1));
-	ASSERT_EQ(pending(st, "g"), 0);
-	inbox_source_close(s);
-}
-
 /* A member that dies with entries in hand: another takes them over once
  * idle for claim_idle; the delivery counter says 2. */
 TEST(takeover_of_dead_member)
@@ -897,7 +871,6 @@ int main(void)
 	RUN(payload_truncated);
 	RUN(retry_redelivers_with_count);
 	RUN(failed_batch_redelivered);
-	RUN(settle_contract);
 	RUN(takeover_of_dead_member);
 	RUN(restart_same_name_redelivers_own);
 	RUN(deleted_while_pending_own);
