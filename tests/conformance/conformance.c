@@ -746,6 +746,99 @@ TEST(lease_fail_then_retry)
 }
 
 /* ---- saga: a repeated reply advances the state once ---- */
+/* ---- the store slots themselves (vtable level) ---- */
+
+#define SLOT_FP                                                                \
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+/* One claim in its own call; the transaction must be open. */
+static int slot_claim(inbox_store *st, const char *key, int64_t lease_ms,
+                      inbox_claim *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->key = key;
+	c->fingerprint = SLOT_FP;
+	return st->vt->claim(st, "c", c, 1, INBOX_ST_PROCESSING, lease_ms);
+}
+
+/* claim/reclaim/extend/finish: a lease expires, is taken over with the
+ * next fence, and the stale holder is fenced out of extend and finish;
+ * a valid lease is neither expired nor taken. (Was written twice, in
+ * test_sqlite_store and test_pg_store.) */
+TEST(slot_lease_and_fence)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	inbox_store *st = e.st;
+	const inbox_store_vtable *vt = st->vt;
+	inbox_claim c;
+	int64_t n = -1, fence = 0;
+	int taken = -1;
+	int32_t attempts = 0;
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(slot_claim(st, "k", 100, &c));
+	ASSERT_EQ(c.is_new, 1);
+	ASSERT_OK(slot_claim(st, "long", 60000, &c));
+	ASSERT_EQ(c.is_new, 1);
+	ASSERT_OK(vt->commit(st));
+	ASSERT_EQ(count(st, e.inbox_tbl,
+	                "processed_at IS NULL AND lease_until IS NOT NULL"),
+	          2);
+	/* within its lease: seen in progress, not taken */
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(slot_claim(st, "k", 100, &c));
+	ASSERT_EQ(c.is_new, 0);
+	ASSERT_EQ(c.status, INBOX_ST_PROCESSING);
+	ASSERT_EQ(c.lease_expired, 0);
+	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_PROCESSING, 30000, &taken,
+	                      &attempts, &fence));
+	ASSERT_EQ(taken, 0);
+	ASSERT_OK(vt->commit(st));
+	sleep_ms(200);
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(slot_claim(st, "k", 100, &c));
+	ASSERT_EQ(c.is_new, 0);
+	ASSERT_EQ(c.status, INBOX_ST_PROCESSING);
+	ASSERT_EQ(c.lease_expired, 1);
+	ASSERT_EQ(c.fence, 1);
+	/* a valid lease is neither expired nor taken */
+	ASSERT_OK(slot_claim(st, "long", 100, &c));
+	ASSERT_EQ(c.lease_expired, 0);
+	ASSERT_OK(vt->reclaim(st, "c", "long", INBOX_ST_PROCESSING, 1000,
+	                      &taken, &attempts, &fence));
+	ASSERT_EQ(taken, 0);
+	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_PROCESSING, 30000, &taken,
+	                      &attempts, &fence));
+	ASSERT_EQ(taken, 1);
+	ASSERT_EQ(fence, 2);
+	ASSERT_EQ(attempts, 2);
+	ASSERT_OK(vt->commit(st));
+	/* the stale holder (fence 1) is fenced out */
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(vt->extend(st, "c", "k", 1, 30000, &n));
+	ASSERT_EQ(n, 0);
+	ASSERT_OK(vt->finish(st, "c", "k", 1, INBOX_ST_PROCESSING,
+	                     INBOX_ST_COMPLETED, 0, &n));
+	ASSERT_EQ(n, 0);
+	ASSERT_OK(vt->finish(st, "c", "k", 1, INBOX_ST_NONE, INBOX_ST_COMPLETED,
+	                     0, &n));
+	ASSERT_EQ(n, 0);
+	ASSERT_OK(vt->extend(st, "c", "k", 2, 30000, &n));
+	ASSERT_EQ(n, 1);
+	ASSERT_OK(vt->finish(st, "c", "k", 2, INBOX_ST_PROCESSING,
+	                     INBOX_ST_COMPLETED, 0, &n));
+	ASSERT_EQ(n, 1);
+	ASSERT_OK(vt->extend(st, "c", "k", 2, 30000, &n)); /* not processing */
+	ASSERT_EQ(n, 0);
+	ASSERT_OK(vt->commit(st));
+	ASSERT_EQ(count(st, e.inbox_tbl,
+	                "key = 'k' AND consumer = 'c' AND status = "
+	                "'completed' AND lease_until IS NULL AND processed_at "
+	                "IS NOT NULL AND fence = 2 AND attempts = 2"),
+	          1);
+	env_teardown(&e);
+}
+
 TEST(saga_step_advances_once)
 {
 	env e;
@@ -2097,6 +2190,7 @@ int main(int argc, char **argv)
 	RUN(purge_in_bounded_batches);
 	RUN(lease_expires_and_is_taken_over);
 	RUN(lease_fail_then_retry);
+	RUN(slot_lease_and_fence);
 	RUN(saga_step_advances_once);
 	RUN(business_key_merges_ids);
 	RUN(batch_with_failures_commits_the_rest);

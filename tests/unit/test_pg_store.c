@@ -418,63 +418,6 @@ TEST(reclaim_concurrent)
 	inbox_store_close(st);
 }
 
-TEST(lease_expiry_and_fence)
-{
-	inbox_store *st = open_store();
-	ASSERT_TRUE(st != NULL);
-	inbox_claim cl;
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(claim1(st, "ls", &cl, "L", FP_A, INBOX_ST_PROCESSING, 100));
-	ASSERT_EQ(cl.is_new, 1);
-	ASSERT_OK(VT(st)->commit(st));
-
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(claim1(st, "ls", &cl, "L", FP_A, INBOX_ST_PROCESSING, 100));
-	ASSERT_EQ(cl.is_new, 0);
-	ASSERT_EQ(cl.status, INBOX_ST_PROCESSING);
-	ASSERT_EQ(cl.lease_expired, 0);
-	int taken = -1;
-	int32_t att = 0;
-	int64_t fence = 0, rows = -1;
-	ASSERT_OK(VT(st)->reclaim(st, "ls", "L", INBOX_ST_PROCESSING, 30000,
-	                          &taken, &att, &fence));
-	ASSERT_EQ(taken, 0); /* the lease is still valid */
-	ASSERT_OK(VT(st)->commit(st));
-
-	sleep_ms(200);
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(claim1(st, "ls", &cl, "L", FP_A, INBOX_ST_PROCESSING, 100));
-	ASSERT_EQ(cl.is_new, 0);
-	ASSERT_EQ(cl.status, INBOX_ST_PROCESSING);
-	ASSERT_EQ(cl.lease_expired, 1);
-	ASSERT_EQ(cl.fence, 1);
-	ASSERT_OK(VT(st)->reclaim(st, "ls", "L", INBOX_ST_PROCESSING, 30000,
-	                          &taken, &att, &fence));
-	ASSERT_EQ(taken, 1);
-	ASSERT_EQ(fence, 2);
-	ASSERT_EQ(att, 2);
-	ASSERT_OK(VT(st)->commit(st));
-
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->extend(st, "ls", "L", 1, 60000, &rows));
-	ASSERT_EQ(rows, 0); /* fenced out */
-	ASSERT_OK(VT(st)->extend(st, "ls", "L", 2, 60000, &rows));
-	ASSERT_EQ(rows, 1);
-	ASSERT_OK(VT(st)->finish(st, "ls", "L", 1, INBOX_ST_NONE,
-	                         INBOX_ST_COMPLETED, 0, &rows));
-	ASSERT_EQ(rows, 0);
-	ASSERT_OK(VT(st)->finish(st, "ls", "L", 2, INBOX_ST_PROCESSING,
-	                         INBOX_ST_COMPLETED, 0, &rows));
-	ASSERT_EQ(rows, 1);
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE key = 'L' AND "
-	                    "consumer = 'ls' AND lease_until IS NULL AND "
-	                    "processed_at IS NOT NULL AND fence = 2%s",
-	                    NULL)),
-	          1);
-	inbox_store_close(st);
-}
-
 TEST(dead_letter_binary_payload)
 {
 	inbox_store *st = open_store();
@@ -1947,7 +1890,6 @@ int main(void)
 	RUN(claim_concurrent);
 	RUN(reclaim_failed);
 	RUN(reclaim_concurrent);
-	RUN(lease_expiry_and_fence);
 	RUN(dead_letter_binary_payload);
 	RUN(dead_letter_dedup);
 	RUN(upgrade_from_v3);

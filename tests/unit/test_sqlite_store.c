@@ -511,71 +511,6 @@ TEST(reclaim_failed)
 	inbox_store_close(st);
 }
 
-TEST(lease_and_fence)
-{
-	inbox_store *st = open_db("lease.db");
-	ASSERT_TRUE(st != NULL);
-	const inbox_store_vtable *vt = VT(st);
-	inbox_claim c;
-	int64_t n = -1, fence = 0;
-	int taken = -1;
-	int32_t attempts = 0;
-
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(claim1(st, "c", "k", FP_A, INBOX_ST_PROCESSING, 100, &c));
-	ASSERT_EQ(c.is_new, 1);
-	ASSERT_OK(
-	    claim1(st, "c", "long", FP_A, INBOX_ST_PROCESSING, 60000, &c));
-	ASSERT_EQ(c.is_new, 1);
-	ASSERT_OK(vt->commit(st));
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox WHERE "
-	                         "processed_at IS NULL AND lease_until > 0"),
-	          2);
-
-	sleep_ms(200);
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(claim1(st, "c", "k", FP_A, INBOX_ST_PROCESSING, 100, &c));
-	ASSERT_EQ(c.is_new, 0);
-	ASSERT_EQ(c.status, INBOX_ST_PROCESSING);
-	ASSERT_EQ(c.lease_expired, 1);
-	ASSERT_EQ(c.fence, 1);
-	/* a valid lease is neither expired nor taken */
-	ASSERT_OK(claim1(st, "c", "long", FP_A, INBOX_ST_PROCESSING, 100, &c));
-	ASSERT_EQ(c.lease_expired, 0);
-	ASSERT_OK(vt->reclaim(st, "c", "long", INBOX_ST_PROCESSING, 1000,
-	                      &taken, &attempts, &fence));
-	ASSERT_EQ(taken, 0);
-
-	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_PROCESSING, 30000, &taken,
-	                      &attempts, &fence));
-	ASSERT_EQ(taken, 1);
-	ASSERT_EQ(fence, 2);
-	ASSERT_EQ(attempts, 2);
-	/* the stale holder (fence 1) is fenced out */
-	ASSERT_OK(vt->finish(st, "c", "k", 1, INBOX_ST_PROCESSING,
-	                     INBOX_ST_COMPLETED, 0, &n));
-	ASSERT_EQ(n, 0);
-	ASSERT_OK(vt->extend(st, "c", "k", 1, 30000, &n));
-	ASSERT_EQ(n, 0);
-	ASSERT_OK(vt->extend(st, "c", "k", 2, 30000, &n));
-	ASSERT_EQ(n, 1);
-	ASSERT_OK(vt->finish(st, "c", "k", 2, INBOX_ST_PROCESSING,
-	                     INBOX_ST_COMPLETED, 0, &n));
-	ASSERT_EQ(n, 1);
-	ASSERT_OK(vt->extend(st, "c", "k", 2, 30000, &n)); /* not processing */
-	ASSERT_EQ(n, 0);
-	ASSERT_OK(vt->commit(st));
-
-	rows r;
-	ASSERT_OK(q(st,
-	            "SELECT status, lease_until IS NULL AND processed_at "
-	            "IS NOT NULL, fence, attempts FROM inbox WHERE key = 'k'",
-	            0, NULL, &r));
-	ASSERT_STREQ(r.first[0], "completed");
-	ASSERT_STREQ(r.second, "1");
-	inbox_store_close(st);
-}
-
 TEST(dead_letter_blob)
 {
 	inbox_store *st = open_db("dlq.db");
@@ -1095,7 +1030,6 @@ int main(void)
 	RUN(reentrant_query);
 	RUN(savepoints);
 	RUN(reclaim_failed);
-	RUN(lease_and_fence);
 	RUN(dead_letter_blob);
 	RUN(dead_letter_dedup);
 	RUN(upgrade_from_v3);
