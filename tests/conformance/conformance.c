@@ -839,6 +839,80 @@ TEST(slot_lease_and_fence)
 	env_teardown(&e);
 }
 
+/* finish/reclaim on a FAILED record: finish only from the expected status
+ * and fence (0: any), reclaim takes a failed record once (attempts and
+ * fence + 1), never a completed or a missing one. (Was written twice, in
+ * test_sqlite_store and test_pg_store.) */
+TEST(slot_reclaim_failed)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	inbox_store *st = e.st;
+	const inbox_store_vtable *vt = st->vt;
+	inbox_claim c;
+	int64_t n = -1, fence = 0;
+	int taken = -1;
+	int32_t attempts = 0;
+	ASSERT_OK(vt->begin(st));
+	memset(&c, 0, sizeof(c));
+	c.key = "k";
+	c.fingerprint = SLOT_FP;
+	ASSERT_OK(vt->claim(st, "c", &c, 1, INBOX_ST_COMPLETED, 0));
+	ASSERT_EQ(c.is_new, 1);
+	/* wrong expected status, wrong fence: nothing */
+	ASSERT_OK(vt->finish(st, "c", "k", 0, INBOX_ST_PROCESSING,
+	                     INBOX_ST_FAILED, 0, &n));
+	ASSERT_EQ(n, 0);
+	ASSERT_OK(
+	    vt->finish(st, "c", "k", 7, INBOX_ST_NONE, INBOX_ST_FAILED, 0, &n));
+	ASSERT_EQ(n, 0);
+	ASSERT_OK(vt->finish(st, "c", "k", 1, INBOX_ST_COMPLETED,
+	                     INBOX_ST_FAILED, 3, &n));
+	ASSERT_EQ(n, 1);
+	ASSERT_OK(vt->commit(st));
+	ASSERT_EQ(count(st, e.inbox_tbl,
+	                "key = 'k' AND status = 'failed' AND processed_at IS "
+	                "NULL"),
+	          1);
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(slot_claim(st, "k", 0, &c));
+	ASSERT_EQ(c.is_new, 0);
+	ASSERT_EQ(c.status, INBOX_ST_FAILED);
+	ASSERT_EQ(c.attempts, 3);
+	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_COMPLETED, 0, &taken,
+	                      &attempts, &fence));
+	ASSERT_EQ(taken, 1);
+	ASSERT_EQ(attempts, 4);
+	ASSERT_EQ(fence, 2);
+	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_COMPLETED, 0, &taken,
+	                      &attempts, &fence));
+	ASSERT_EQ(taken, 0);
+	ASSERT_OK(vt->commit(st));
+	ASSERT_EQ(count(st, e.inbox_tbl,
+	                "key = 'k' AND status = 'completed' AND processed_at "
+	                "IS NOT NULL"),
+	          1);
+	ASSERT_OK(vt->begin(st));
+	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_COMPLETED, 0, &taken,
+	                      &attempts, &fence));
+	ASSERT_EQ(taken, 0);
+	ASSERT_OK(vt->reclaim(st, "c", "missing", INBOX_ST_COMPLETED, 0, &taken,
+	                      &attempts, &fence));
+	ASSERT_EQ(taken, 0);
+	/* finish with expect: only from the expected status */
+	ASSERT_OK(
+	    vt->finish(st, "c", "k", 0, INBOX_ST_FAILED, INBOX_ST_DEAD, 0, &n));
+	ASSERT_EQ(n, 0);
+	ASSERT_OK(vt->finish(st, "c", "k", 2, INBOX_ST_COMPLETED, INBOX_ST_DEAD,
+	                     7, &n));
+	ASSERT_EQ(n, 1);
+	ASSERT_OK(vt->commit(st));
+	ASSERT_EQ(count(st, e.inbox_tbl,
+	                "key = 'k' AND status = 'dead' AND attempts = 7"),
+	          1);
+	env_teardown(&e);
+}
+
 TEST(saga_step_advances_once)
 {
 	env e;
@@ -2191,6 +2265,7 @@ int main(int argc, char **argv)
 	RUN(lease_expires_and_is_taken_over);
 	RUN(lease_fail_then_retry);
 	RUN(slot_lease_and_fence);
+	RUN(slot_reclaim_failed);
 	RUN(saga_step_advances_once);
 	RUN(business_key_merges_ids);
 	RUN(batch_with_failures_commits_the_rest);

@@ -312,57 +312,6 @@ TEST(claim_concurrent)
 	inbox_store_close(st);
 }
 
-TEST(reclaim_failed)
-{
-	inbox_store *st = open_store();
-	ASSERT_TRUE(st != NULL);
-	inbox_claim cl;
-	int64_t rows = -1;
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(claim1(st, "rc", &cl, "R", FP_A, INBOX_ST_COMPLETED, 0));
-	ASSERT_EQ(cl.is_new, 1);
-	ASSERT_OK(VT(st)->finish(st, "rc", "R", 0, INBOX_ST_NONE,
-	                         INBOX_ST_FAILED, 1, &rows));
-	ASSERT_EQ(rows, 1);
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE key = 'R' AND "
-	                    "consumer = 'rc' AND processed_at IS NULL%s",
-	                    NULL)),
-	          1);
-
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(claim1(st, "rc", &cl, "R", FP_A, INBOX_ST_COMPLETED, 0));
-	ASSERT_EQ(cl.is_new, 0);
-	ASSERT_EQ(cl.status, INBOX_ST_FAILED);
-	int taken = 0;
-	int32_t att = 0;
-	int64_t fence = 0;
-	ASSERT_OK(VT(st)->reclaim(st, "rc", "R", INBOX_ST_COMPLETED, 0, &taken,
-	                          &att, &fence));
-	ASSERT_EQ(taken, 1);
-	ASSERT_EQ(att, 2);
-	ASSERT_EQ(fence, 2);
-	ASSERT_OK(VT(st)->commit(st));
-
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->reclaim(st, "rc", "R", INBOX_ST_COMPLETED, 0, &taken,
-	                          &att, &fence));
-	ASSERT_EQ(taken, 0);
-	/* finish with expect: only from the expected status. */
-	ASSERT_OK(VT(st)->finish(st, "rc", "R", 0, INBOX_ST_FAILED,
-	                         INBOX_ST_DEAD, 0, &rows));
-	ASSERT_EQ(rows, 0);
-	ASSERT_OK(VT(st)->finish(st, "rc", "R", 2, INBOX_ST_COMPLETED,
-	                         INBOX_ST_DEAD, 7, &rows));
-	ASSERT_EQ(rows, 1);
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(scalar(tq("SELECT attempts FROM %s WHERE key = 'R' AND "
-	                    "consumer = 'rc' AND status = 'dead'%s",
-	                    NULL)),
-	          7);
-	inbox_store_close(st);
-}
-
 /* Two takers of one failed record: the row lock makes the second wait,
  * re-check, and lose. */
 TEST(reclaim_concurrent)
@@ -1888,7 +1837,6 @@ int main(void)
 	RUN(claim_new_then_duplicate);
 	RUN(claim_repeated_key_in_input);
 	RUN(claim_concurrent);
-	RUN(reclaim_failed);
 	RUN(reclaim_concurrent);
 	RUN(dead_letter_binary_payload);
 	RUN(dead_letter_dedup);

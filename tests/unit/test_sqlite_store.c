@@ -453,64 +453,6 @@ TEST(savepoints)
 	inbox_store_close(st);
 }
 
-TEST(reclaim_failed)
-{
-	inbox_store *st = open_db("reclaim.db");
-	ASSERT_TRUE(st != NULL);
-	const inbox_store_vtable *vt = VT(st);
-	inbox_claim c;
-	int64_t n = -1, fence = 0;
-	int taken = -1;
-	int32_t attempts = 0;
-
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(claim1(st, "c", "k", FP_A, INBOX_ST_COMPLETED, 0, &c));
-	ASSERT_EQ(c.is_new, 1);
-	/* wrong expected status, wrong fence: nothing */
-	ASSERT_OK(vt->finish(st, "c", "k", 0, INBOX_ST_PROCESSING,
-	                     INBOX_ST_FAILED, 0, &n));
-	ASSERT_EQ(n, 0);
-	ASSERT_OK(
-	    vt->finish(st, "c", "k", 7, INBOX_ST_NONE, INBOX_ST_FAILED, 0, &n));
-	ASSERT_EQ(n, 0);
-	ASSERT_OK(vt->finish(st, "c", "k", 1, INBOX_ST_COMPLETED,
-	                     INBOX_ST_FAILED, 3, &n));
-	ASSERT_EQ(n, 1);
-	ASSERT_OK(vt->commit(st));
-
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(claim1(st, "c", "k", FP_A, INBOX_ST_COMPLETED, 0, &c));
-	ASSERT_EQ(c.is_new, 0);
-	ASSERT_EQ(c.status, INBOX_ST_FAILED);
-	ASSERT_EQ(c.attempts, 3);
-	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_COMPLETED, 0, &taken,
-	                      &attempts, &fence));
-	ASSERT_EQ(taken, 1);
-	ASSERT_EQ(attempts, 4);
-	ASSERT_EQ(fence, 2);
-	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_COMPLETED, 0, &taken,
-	                      &attempts, &fence));
-	ASSERT_EQ(taken, 0);
-	ASSERT_OK(vt->commit(st));
-
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(vt->reclaim(st, "c", "k", INBOX_ST_COMPLETED, 0, &taken,
-	                      &attempts, &fence));
-	ASSERT_EQ(taken, 0);
-	ASSERT_OK(vt->reclaim(st, "c", "missing", INBOX_ST_COMPLETED, 0, &taken,
-	                      &attempts, &fence));
-	ASSERT_EQ(taken, 0);
-	ASSERT_OK(vt->rollback(st));
-	rows r;
-	ASSERT_OK(q(st,
-	            "SELECT status, processed_at IS NOT NULL FROM inbox "
-	            "WHERE key = 'k'",
-	            0, NULL, &r));
-	ASSERT_STREQ(r.first[0], "completed");
-	ASSERT_STREQ(r.second, "1");
-	inbox_store_close(st);
-}
-
 TEST(dead_letter_blob)
 {
 	inbox_store *st = open_db("dlq.db");
@@ -1029,7 +971,6 @@ int main(void)
 	RUN(statement_cache);
 	RUN(reentrant_query);
 	RUN(savepoints);
-	RUN(reclaim_failed);
 	RUN(dead_letter_blob);
 	RUN(dead_letter_dedup);
 	RUN(upgrade_from_v3);
