@@ -475,7 +475,7 @@ static size_t poll_batch(inbox_source *s, inbox_delivery *d, size_t max, int ms)
 
 static void outcomes(inbox_result *res, size_t n, inbox_outcome o)
 {
-	memset(res, 0, n * sizeof(*res));
+	TEST_RESULTS_INIT(res, n);
 	for (size_t i = 0; i < n; i++)
 		res[i].outcome = o;
 }

@@ -110,7 +110,7 @@ TEST(order_is_kept_without_the_backend)
 	ASSERT_TRUE(s);
 	inbox_delivery d[4], e[4];
 	inbox_result res[4];
-	memset(res, 0, sizeof(res));
+	TEST_RESULTS_INIT(res, 4);
 	size_t n = 0;
 	ASSERT_EQ(inbox_source_settle(s, d, res, 1), INBOX_ERR_STATE);
 	ASSERT_EQ(last->settles, 0);
@@ -148,7 +148,7 @@ TEST(mismatch_redelivers_the_batch_in_hand)
 	ASSERT_TRUE(s);
 	inbox_delivery d[4], old[4];
 	inbox_result res[4];
-	memset(res, 0, sizeof(res));
+	TEST_RESULTS_INIT(res, 4);
 	for (int i = 0; i < 4; i++)
 		res[i].outcome = INBOX_APPLIED;
 	size_t n = 0;
@@ -172,6 +172,32 @@ TEST(mismatch_redelivers_the_batch_in_hand)
 	ASSERT_EQ(inbox_source_settle(s, d, res, 3), INBOX_ERR_INVALID);
 	ASSERT_EQ(last->acked, 3);
 	ASSERT_EQ(last->settles, 4);
+	inbox_source_close(s);
+}
+
+/* Results of a version this library does not know (0: never set) are
+ * not read: nothing acked, the batch redelivered, INVALID with the
+ * reason. */
+TEST(unversioned_results_ack_nothing)
+{
+	inbox_source *s = open_fake();
+	ASSERT_TRUE(s);
+	inbox_delivery d[4];
+	inbox_result res[4];
+	memset(res, 0, sizeof(res));
+	for (int i = 0; i < 4; i++)
+		res[i].outcome = INBOX_APPLIED;
+	size_t n = 0;
+	last->give = 2;
+	ASSERT_OK(inbox_source_poll(s, d, 4, &n, 0, NULL));
+	ASSERT_EQ(inbox_source_settle(s, d, res, 2), INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_source_errmsg(s), "version");
+	ASSERT_EQ(last->settles, 1);
+	ASSERT_EQ(last->settled_null, 1);
+	ASSERT_EQ(last->acked, 0);
+	/* the batch is settled: the next poll is allowed */
+	ASSERT_OK(inbox_source_poll(s, d, 4, &n, 0, NULL));
+	ASSERT_OK(inbox_source_settle(s, d, NULL, 2));
 	inbox_source_close(s);
 }
 
@@ -202,6 +228,7 @@ int main(void)
 	RUN(registry_checks);
 	RUN(order_is_kept_without_the_backend);
 	RUN(mismatch_redelivers_the_batch_in_hand);
+	RUN(unversioned_results_ack_nothing);
 	RUN(failed_poll_hands_out_nothing);
 	return test_summary();
 }
