@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/node.h"
 #include "schema_bombs.h"
 

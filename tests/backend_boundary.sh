@@ -10,7 +10,7 @@
 #   3. calls a store's native() handle (inbox_txn_pgconn/_sqlite3 in
 #      src/core/txn.c, which hand it out by its C type, aside);
 #   4. names a store's table in SQL (inbox__table_name) other than the
-#      admin API's templates (src/core/admin.c), whose dialect comes from
+#      admin API's templates (src/admin/admin.c), whose dialect comes from
 #      the backend.
 # Comments are not code: they may name backends. The exceptions below are
 # each a file and what it may say, with the reason.
@@ -39,14 +39,14 @@ files=$(find src include bindings -type f \( -name '*.c' -o -name '*.h' \
 [ -n "$files" ] || { echo "no sources under $src"; exit 1; }
 
 # Exceptions, "FILE|REGEX" (the REGEX matched against the hit):
-#  - src/core/url.c: the secret scrubber recognises the URL forms of the
+#  - src/base/url.c: the secret scrubber recognises the URL forms of the
 #    built-in backends before any is opened (a URL that fails to open is
 #    still scrubbed from every error);
 #  - src/cli/cmd_demo.c: the demo builds its own SQLite URL (it never
 #    compares one);
 #  - src/cli/version.c: inbox --version prints the client libraries'
 #    run-time versions.
-allowed='src/core/url.c|"(postgresql|postgres|amqp|jsonl|sqlite)"
+allowed='src/base/url.c|"(postgresql|postgres|amqp|jsonl|sqlite)"
 src/cli/cmd_demo.c|"sqlite:%s"
 src/cli/version.c|include'
 

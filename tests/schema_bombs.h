@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 
 /* What a bomb's message is, when the validation does not stop at a limit:
  * valid, or a violation. */

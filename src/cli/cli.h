@@ -73,7 +73,7 @@ int cli_is_help(const char *arg);
 const char *cli_redact(const char *url, char *buf, size_t len);
 
 /* Remove from msg (in place, a buffer of cap bytes) every secret of url
- * in any spelling (core/secret.h): defence in depth, the handles' errmsg
+ * in any spelling (base/secret.h): defence in depth, the handles' errmsg
  * is scrubbed already. */
 void cli_scrub(char *msg, size_t cap, const char *url);
 

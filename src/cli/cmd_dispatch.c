@@ -17,12 +17,12 @@
 
 #include <inbox/outbox.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/dispatch.h"
 #include "cli/http.h"
 #include "cli/open.h"
 #include "core/internal.h"
-#include "core/log.h"
 
 const char cli_dispatch_usage[] =
     "usage: inbox dispatch CONFIG [--consumer NAME] [--once | --drain]\n"

@@ -19,10 +19,10 @@
 
 #include <inbox/admin.h>
 
+#include "base/json.h"
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
-#include "core/json.h"
 
 const char cli_dlq_usage[] =
     "usage: inbox dlq list CONFIG [--consumer NAME] [--pending] [--limit N]\n"

@@ -29,12 +29,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/dispatch.h"
 #include "cli/http.h"
 #include "cli/open.h"
 #include "core/internal.h"
-#include "core/log.h"
 
 const char cli_run_usage[] =
     "usage: inbox run CONFIG [--consumer NAME] [--drain-timeout DURATION] "

@@ -16,10 +16,10 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "base/buf.h"
+#include "base/json.h"
 #include "cli/cli.h"
 #include "cli/http.h"
-#include "core/buf.h"
-#include "core/json.h"
 
 typedef struct ctx {
 	yaml_document_t doc;

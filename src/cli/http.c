@@ -26,11 +26,11 @@
 #include <inbox/metrics.h>
 #include <inbox/sys/store.h>
 
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/url.h"
 #include "cli/cli.h"
-#include "core/buf.h"
 #include "core/internal.h"
-#include "core/log.h"
-#include "core/url.h"
 
 /* Seconds a store reading is reused. */
 #define READ_EVERY_S 1.0

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
-#include "core/log.h"
 
 /* Everything before the fields: {"ts":...,"level":...,["consumer":...,]
  * "event":"..." */

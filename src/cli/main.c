@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "cli/cli.h"
-#include "core/json.h"
 
 static const cli_command commands[] = {
     {"run", cli_cmd_run, "consume messages as the config file declares",
@@ -71,7 +71,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	cli_argv0 = argv[0];
-	/* Before any thread: it replaces jansson's allocator (core/json.c). */
+	/* Before any thread: it replaces jansson's allocator (base/json.c). */
 	inbox__json_alloc_init();
 	if (argc < 2) {
 		usage(stderr);

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "cli/http.h"
 #include "core/internal.h"
-#include "core/log.h"
 
 int cli_load(cli_config *cfg, const char *path)
 {

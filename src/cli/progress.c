@@ -6,9 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "cli/cli.h"
 #include "core/internal.h"
-#include "core/json.h"
 
 void cli_progress_init(cli_progress *p)
 {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/secret.h"
 #include "cli/cli.h"
-#include "core/secret.h"
 
 const char *cli_argv0 = "inbox";
 

@@ -11,8 +11,8 @@
 #include <inbox/source.h>
 #include <inbox/sys/store.h>
 
+#include "base/log.h"
 #include "core/internal.h"
-#include "core/log.h"
 
 /* The end of a field: the size of a version whose last field it is. */
 #define END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))

@@ -4,9 +4,9 @@
 
 #include <jansson.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
+#include "base/json.h"
 #include "core/internal.h"
-#include "core/json.h"
 
 /* A string allocated for inbox_msg_get(), freed with the message. */
 typedef struct inbox__str {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "core/internal.h"
-#include "core/json.h"
 
 #define KEY_MAX 512
 

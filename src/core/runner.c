@@ -9,9 +9,9 @@
 
 #include <inbox/sys/source.h>
 
+#include "base/log.h"
 #include "core/abi.h"
 #include "core/internal.h"
-#include "core/log.h"
 
 static void sleep_ms(int ms, volatile sig_atomic_t *stop)
 {

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/secret.h"
 #include "core/internal.h"
-#include "core/secret.h"
 
 #define MAX_SOURCES 8
 

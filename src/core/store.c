@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
+#include "base/secret.h"
 #include "core/internal.h"
-#include "core/json.h"
-#include "core/secret.h"
 
 #define MAX_STORES 8
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "core/internal.h"
 
 /* ---- static SQL checks --------------------------------------------- */

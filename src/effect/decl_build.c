@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "core/internal.h"
-#include "core/json.h"
-#include "core/outbox.h"
+#include "outbox/outbox.h"
 
 /* Values in one body template, and how deep it nests: what the config
  * reader allows too. */

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/buf.h"
-#include "core/json.h"
+#include "base/buf.h"
+#include "base/json.h"
 
 void inbox__decl_outbox_effect(inbox_outbox_effect *e,
                                const inbox__decl_outbox *s)

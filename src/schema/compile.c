@@ -17,7 +17,7 @@
 
 #include "schema/compile.h"
 
-#include "core/url.h"
+#include "base/url.h"
 
 /* ---- errors ----------------------------------------------------------- */
 

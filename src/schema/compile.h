@@ -3,7 +3,7 @@
 #ifndef INBOX_SCHEMA_COMPILE_H
 #define INBOX_SCHEMA_COMPILE_H
 
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/node.h"
 
 typedef struct pending_ref {

@@ -6,7 +6,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/node.h"
 
 static const struct {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "schema/schema.h"
 
 typedef struct sch_node sch_node;

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/node.h"
 
 /* The C stack a validation may use. The parser bounds the depth of a

@@ -7,7 +7,7 @@
 
 #include <inbox/inbox.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "source/common.h"
 
 static const char hexdig[] = "0123456789abcdef";

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 
 /* Milliseconds on the monotonic clock (for deadlines and backoff only). */
 int64_t inbox__src_mono_ms(void);

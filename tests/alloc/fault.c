@@ -13,7 +13,7 @@
 #include <openssl/crypto.h>
 #include <sqlite3.h>
 
-#include "core/json.h"
+#include "base/json.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);

@@ -11,7 +11,7 @@
 
 #include <inbox/inbox.h>
 
-#include "core/json.h"
+#include "base/json.h"
 
 #define CHECK(c)                                                               \
 	do {                                                                   \

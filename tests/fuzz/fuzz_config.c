@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "cli/config.h"
-#include "core/json.h"
 
 #define CHECK(c)                                                               \
 	do {                                                                   \

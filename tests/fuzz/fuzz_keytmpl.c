@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 
 #define CHECK(c)                                                               \
 	do {                                                                   \

@@ -14,7 +14,7 @@
 
 #include <inbox/inbox.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/node.h"
 
 #define CHECK(c)                                                               \

@@ -1,7 +1,7 @@
 /*
  * Fuzz target: the source URL parsers and the definition of what is
  * secret in a URL. The input, as a C string, goes to the shared pieces of
- * src/core/url.c and to the parse-only entry point of every source
+ * src/base/url.c and to the parse-only entry point of every source
  * (src/source/NAME/NAME_url.c). Checked:
  *   - a split gives the URL back: SCHEME "://" [USERINFO "@"] HOSTS
  *     ["/" PATH] ["?" QUERY] ["#" FRAGMENT], its user info ending where the
@@ -31,7 +31,7 @@
 
 #include <inbox/inbox.h>
 
-#include "core/url.h"
+#include "base/url.h"
 #include "source/amqp/amqp_source.h"
 #include "source/jsonl/jsonl.h"
 #include "source/kafka/kafka.h"
@@ -338,7 +338,7 @@ static int scheme_ok(const char *url, const char *sep)
 /* Whatever each client library takes for the password is hidden. The
  * rules are those of their parsers (libpq conninfo_uri_parse_options,
  * cnats natsUrl_Create, rabbitmq-c amqp_parse_url), written here
- * independently of src/core/url.c. */
+ * independently of src/base/url.c. */
 static void check_coverage(const char *url, const char *mark)
 {
 	const char *sep = strstr(url, "://");

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/node.h"
 
 typedef enum { RUN, REFUSED } kind;

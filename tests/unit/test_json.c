@@ -15,7 +15,7 @@
 
 #include <inbox/inbox.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "test.h"
 
 /* Canonical form of a JSON text, or "<error: reason>"; static buffer. */

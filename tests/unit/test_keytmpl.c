@@ -1,7 +1,7 @@
 /* Key templates: compile errors, rendering, limits. */
 #include <inbox/inbox.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "test.h"
 
 static char err[256];

@@ -20,7 +20,7 @@
 #include <inbox/inbox.h>
 #include <inbox/sys/source.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "test.h"
 
 static char tmpdir[256];

@@ -16,7 +16,7 @@
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "store/postgres/pg_store.h"
 #include "test.h"
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "effect/effect.h"
+#include "outbox/engine.h"
 #include "test.h"
 
 static char tmpdir[256];

@@ -9,7 +9,7 @@
 
 #include <inbox/inbox.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/schema.h"
 #include "test.h"
 

@@ -32,7 +32,7 @@
 #include "schema_bombs.h"
 #include "test.h"
 #ifndef BOMB_PUBLIC_ONLY
-#include "core/json.h"
+#include "base/json.h"
 #include "schema/node.h"
 #endif
 

@@ -1,7 +1,7 @@
 /*
- * What is secret in a URL (core/url.h), its redaction, the refusal of
+ * What is secret in a URL (base/url.h), its redaction, the refusal of
  * URLs the client libraries would split differently, and the scrubbing of
- * error texts (core/secret.h) — the libraries' own texts included, on
+ * error texts (base/secret.h) — the libraries' own texts included, on
  * error paths that need no server: a closed port, a URL libpq cannot
  * parse, a property librdkafka refuses.
  */
@@ -13,8 +13,8 @@
 #include <inbox/sys/source.h>
 #include <inbox/sys/store.h>
 
-#include "core/secret.h"
-#include "core/url.h"
+#include "base/secret.h"
+#include "base/url.h"
 #include "test.h"
 
 /* The canary: a password no fixed text contains any 4 bytes of. */

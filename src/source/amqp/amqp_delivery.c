@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "source/amqp/amqp_source.h"
 
 #define MAX_DEPTH 16

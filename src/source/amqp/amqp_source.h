@@ -126,7 +126,7 @@
 
 #include <inbox/sys/source.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "source/common.h"
 
 #define AMQP_CH_CONSUME 1 /* the consuming channel */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/url.h"
+#include "base/url.h"
 #include "source/amqp/amqp_source.h"
 
 static int int_param(amqp_source *s, const char *name, const char *value,

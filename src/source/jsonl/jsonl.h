@@ -75,7 +75,7 @@
 
 #include <inbox/sys/source.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "source/common.h"
 
 #define JL_READ_BUF (64 * 1024)

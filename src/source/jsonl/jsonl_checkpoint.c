@@ -34,8 +34,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "core/internal.h"
-#include "core/log.h"
 #include "source/jsonl/jsonl.h"
 
 #define SLOT  512

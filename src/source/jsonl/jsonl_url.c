@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/url.h"
+#include "base/url.h"
 #include "source/jsonl/jsonl.h"
 
 static int parse_bool(const char *v, int *out)

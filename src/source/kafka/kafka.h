@@ -157,7 +157,7 @@
 
 #include <inbox/sys/source.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "source/common.h"
 
 /* Offsets of one partition delivered but not settled as ackable: the

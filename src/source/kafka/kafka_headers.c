@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "source/kafka/kafka.h"
 
 int inbox__kafka_header_id(inbox__buf *out, rd_kafka_headers_t *hdrs,

@@ -12,8 +12,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "core/json.h"
-#include "core/log.h"
+#include "base/json.h"
+#include "base/log.h"
 #include "source/kafka/kafka.h"
 
 /* Kafka's rule for a group.instance.id (as for a topic name): 1 to 249

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "source/kafka/kafka.h"
 
 static void part_init(kafka_part *kp)

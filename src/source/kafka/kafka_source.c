@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/buf.h"
-#include "core/json.h"
-#include "core/log.h"
-#include "core/secret.h"
+#include "base/buf.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/secret.h"
 #include "source/kafka/kafka.h"
 
 int inbox__kafka_poll(inbox_source *src, inbox_delivery *out, size_t max,

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/url.h"
+#include "base/url.h"
 #include "source/kafka/kafka.h"
 
 /* Properties the source sets itself and refuses to take from the URL. */

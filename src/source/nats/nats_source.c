@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/json.h"
-#include "core/log.h"
+#include "base/json.h"
+#include "base/log.h"
 #include "source/nats/nats_source.h"
 
 #define MSG_ID_HEADER "Nats-Msg-Id"

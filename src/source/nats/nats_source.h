@@ -108,7 +108,7 @@
 
 #include <inbox/sys/source.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "source/common.h"
 
 /* A polled message waiting for settle. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "source/nats/nats_source.h"
 
 /* Header names and values are NUL-terminated here. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/url.h"
+#include "base/url.h"
 #include "source/nats/nats_source.h"
 
 #define SCHEME "nats://"

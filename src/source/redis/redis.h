@@ -130,7 +130,7 @@
 
 #include <inbox/sys/source.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "source/common.h"
 
 /* "18446744073709551615-18446744073709551615" + NUL fits. */

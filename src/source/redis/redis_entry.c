@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "source/redis/redis.h"
 
 static void slot_reset(rs_slot *slot)

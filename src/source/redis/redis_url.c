@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/url.h"
+#include "base/url.h"
 #include "source/redis/redis.h"
 
 #define MAX_ID 999999999999999999LL

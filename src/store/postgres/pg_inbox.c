@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"
+#include "base/json.h"
 #include "store/postgres/pg_store.h"
 
 /* Longest lease accepted (ms): beyond it, now() + lease overflows. */

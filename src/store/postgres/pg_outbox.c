@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/outbox.h"
+#include "outbox/outbox.h"
 #include "store/postgres/pg_outbox.h"
 
 #define UNDONE "('pending', 'in_flight', 'failed', 'unknown')"

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/url.h"
+#include "base/log.h"
+#include "base/url.h"
 #include "store/postgres/pg_outbox.h"
 #include "store/postgres/pg_store.h"
 

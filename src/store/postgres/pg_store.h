@@ -38,7 +38,7 @@
 #include <libpq-fe.h>
 #include <stdint.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "core/internal.h"
 
 /* Schema version this library creates. */

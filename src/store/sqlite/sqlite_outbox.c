@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "core/outbox.h"
+#include "outbox/outbox.h"
 #include "store/sqlite/sqlite_outbox.h"
 #include "store/sqlite/sqlite_store.h"
 

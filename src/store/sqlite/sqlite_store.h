@@ -16,7 +16,7 @@
 
 #include <inbox/sys/store.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 
 /* The schema version this library creates (sqlite_schema.c). */
 #define SQ_SCHEMA_VERSION INBOX__SCHEMA_VERSION

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/admin_sql.h"
+#include "admin/admin_sql.h"
 
 static int first_int(int ncols, const char *const *v, void *payload)
 {

@@ -1,10 +1,10 @@
 /* Texts no output may show, and scrubbing them out (see secret.h). */
-#include "core/secret.h"
+#include "base/secret.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/url.h"
+#include "base/url.h"
 
 struct inbox__secrets {
 	size_t n, cap;

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/admin_sql.h"
+#include "admin/admin_sql.h"
+#include "base/url.h"
 #include "core/consumer.h"
-#include "core/url.h"
 
 #define DL_COLUMNS                                                             \
 	"id, consumer, key, message_id, {len:payload}, headers, position,"     \

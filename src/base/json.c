@@ -7,7 +7,7 @@
  * Number.prototype.toString of the IEEE-754 double (integers are converted
  * to double first, as I-JSON requires).
  */
-#include "core/json.h"
+#include "base/json.h"
 
 #include <inbox/inbox.h>
 

@@ -1,16 +1,16 @@
 /* The dispatcher's insides, shared by dispatcher.c (options, claims,
  * decisions, commits) and engine.c (the calls, driven by libcurl's multi
  * interface). */
-#ifndef INBOX_EFFECT_DISPATCHER_H
-#define INBOX_EFFECT_DISPATCHER_H
+#ifndef INBOX_OUTBOX_DISPATCHER_H
+#define INBOX_OUTBOX_DISPATCHER_H
 
 #include <inbox/outbox.h>
 
 #include <pthread.h>
 #include <signal.h>
 
-#include "core/buf.h"
-#include "effect/effect.h"
+#include "base/buf.h"
+#include "outbox/engine.h"
 
 /* Time kept for the store work of a row and for the clocks' disagreement. */
 #define INBOX__ROW_MARGIN_MS   500

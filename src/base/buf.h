@@ -1,6 +1,6 @@
 /* A growable byte buffer, always NUL-terminated when data != NULL. */
-#ifndef INBOX_CORE_BUF_H
-#define INBOX_CORE_BUF_H
+#ifndef INBOX_BASE_BUF_H
+#define INBOX_BASE_BUF_H
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/json.h"
+#include "base/log.h"
 #include "core/abi.h"
-#include "core/buf.h"
-#include "core/json.h"
-#include "core/log.h"
 
 typedef enum kind {
 	K_COUNTER,    /* uint64_t in inbox_stats */

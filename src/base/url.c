@@ -1,5 +1,5 @@
 /* URL syntax shared by the sources and by inbox_redact_url (see url.h). */
-#include "core/url.h"
+#include "base/url.h"
 
 #include <ctype.h>
 #include <limits.h>

@@ -15,10 +15,10 @@
  * What is secret in a URL is defined once, below (inbox__url_secrets),
  * and applied to every output: inbox_redact_url hides it, and the
  * sources' and stores' error texts, the client libraries' included, are
- * scrubbed of it (core/secret.h).
+ * scrubbed of it (base/secret.h).
  */
-#ifndef INBOX_CORE_URL_H
-#define INBOX_CORE_URL_H
+#ifndef INBOX_BASE_URL_H
+#define INBOX_BASE_URL_H
 
 #include <stddef.h>
 #include <stdint.h>

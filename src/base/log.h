@@ -3,8 +3,8 @@
  * inbox__log(); nothing here writes anywhere: with no callback installed
  * an event is dropped before it is formatted.
  */
-#ifndef INBOX_CORE_LOG_H
-#define INBOX_CORE_LOG_H
+#ifndef INBOX_BASE_LOG_H
+#define INBOX_BASE_LOG_H
 
 #include <inbox/log.h>
 

@@ -5,7 +5,7 @@
  * writes nowhere.
  */
 #define _GNU_SOURCE /* a writer-preferring rwlock, below */
-#include "core/log.h"
+#include "base/log.h"
 
 #include <inbox/inbox.h>
 #include <pthread.h>

@@ -34,10 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "core/internal.h"
-#include "core/json.h"
-#include "core/outbox.h"
-#include "effect/dispatcher.h"
+#include "outbox/dispatcher.h"
+#include "outbox/outbox.h"
 
 #define DEFAULT_LEASE_MS 60000
 #define FINISH_TRIES     4

@@ -1,14 +1,14 @@
-/* Internal names shared by the files of src/effect/: the HTTP transfers of
+/* Internal names shared by the files of src/outbox/: the HTTP transfers of
  * outbox effects (http.c), the providers' limits and breakers
  * (provider.c), and the dispatcher (dispatcher.c, engine.c). */
-#ifndef INBOX_EFFECT_EFFECT_H
-#define INBOX_EFFECT_EFFECT_H
+#ifndef INBOX_OUTBOX_ENGINE_H
+#define INBOX_OUTBOX_ENGINE_H
 
 #include <inbox/outbox.h>
 
 #include <stdint.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 
 /* Default header carrying the idempotency key. */
 #define INBOX__KEY_HEADER "Idempotency-Key"

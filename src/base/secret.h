@@ -1,6 +1,6 @@
 /*
  * The texts no output may show: the secrets of a source's or a store's
- * URL (what is secret is defined once, in core/url.h) and whatever else a
+ * URL (what is secret is defined once, in base/url.h) and whatever else a
  * backend knows to be one. Scrubbed from every error message before it
  * reaches a handle's errmsg (inbox__source_seterr, inbox__store_seterr),
  * the client libraries' own texts included, and by the CLI from what it
@@ -9,8 +9,8 @@
  * A set is built while a handle is opened and only read afterwards, so
  * any number of threads may scrub with it at once.
  */
-#ifndef INBOX_CORE_SECRET_H
-#define INBOX_CORE_SECRET_H
+#ifndef INBOX_BASE_SECRET_H
+#define INBOX_BASE_SECRET_H
 
 #include <stddef.h>
 

@@ -3,13 +3,13 @@
  * RFC 8785 canonical JSON, SHA-256 fingerprints, key templates.
  * Shared between the core, the stores' callers and the daemon.
  */
-#ifndef INBOX_CORE_JSON_H
-#define INBOX_CORE_JSON_H
+#ifndef INBOX_BASE_JSON_H
+#define INBOX_BASE_JSON_H
 
 #include <jansson.h>
 #include <stddef.h>
 
-#include "buf.h"
+#include "base/buf.h"
 
 /* 1 if [s, s+len) is well-formed UTF-8 (no overlongs, no surrogates, no
  * code points above U+10FFFF), else 0. */

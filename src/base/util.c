@@ -11,9 +11,9 @@
 
 #include <inbox/inbox.h>
 
-#include "core/internal.h"
-#include "core/json.h"
-#include "core/url.h"
+#include "base/json.h"
+#include "base/url.h"
+#include "base/util.h"
 
 /* ------------------------------------------------------------------ */
 /* Errors and outcomes                                                  */
@@ -241,7 +241,7 @@ static int add_span(size_t from, size_t to, void *payload)
 	return 0;
 }
 
-/* Every secret (see core/url.h) replaced by "***"; overlapping or
+/* Every secret (see base/url.h) replaced by "***"; overlapping or
  * touching spans become one. */
 char *inbox_redact_url(const char *url)
 {

@@ -48,7 +48,7 @@
 #include <time.h>
 
 #include "core/internal.h"
-#include "effect/dispatcher.h"
+#include "outbox/dispatcher.h"
 
 #define COMMIT_DELAY_MS 5
 #define COMMIT_MAX      64

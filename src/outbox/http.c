@@ -29,9 +29,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/json.h"
-#include "core/secret.h"
-#include "effect/effect.h"
+#include "base/json.h"
+#include "base/secret.h"
+#include "outbox/engine.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc = CURLE_FAILED_INIT;

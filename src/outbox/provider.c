@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "effect/effect.h"
+#include "outbox/engine.h"
 
 /* Longest name kept ("https://" + a 253-character host + ":65535"). */
 #define NAME_MAX_LEN 300

@@ -10,7 +10,7 @@
 
 #include <inbox/outbox.h>
 
-#include "core/admin_sql.h"
+#include "admin/admin_sql.h"
 
 int64_t inbox__admin_num(const char *v)
 {

@@ -16,12 +16,12 @@
  *   {hex:COL}    a BLOB/bytea column as hex text
  *   {len:COL}    its length in bytes
  */
-#ifndef INBOX_CORE_ADMIN_SQL_H
-#define INBOX_CORE_ADMIN_SQL_H
+#ifndef INBOX_ADMIN_ADMIN_SQL_H
+#define INBOX_ADMIN_ADMIN_SQL_H
 
 #include <inbox/admin.h>
 
-#include "core/buf.h"
+#include "base/buf.h"
 #include "core/internal.h"
 
 /* Windows longer than this (seconds) are clamped: far beyond any real

@@ -1,7 +1,7 @@
 /*
  * The outbox, as handlers and tools see it: idempotency keys, declaring an
  * effect inside the inbox's transaction, and the counters an operator
- * reads. The dispatcher that performs the rows is in src/effect/.
+ * reads. The dispatcher that performs the rows is in src/outbox/.
  */
 #include <inbox/outbox.h>
 
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/consumer.h"
-#include "core/outbox.h"
+#include "outbox/outbox.h"
 
 static const char *const state_names[] = {
     "none", "pending", "in_flight", "done", "failed", "unknown", "dead"};

@@ -1,7 +1,7 @@
 /* Internal names of the outbox shared between the core, the stores and
- * the dispatcher (src/effect/). The public API is <inbox/outbox.h>. */
-#ifndef INBOX_CORE_OUTBOX_H
-#define INBOX_CORE_OUTBOX_H
+ * the dispatcher (src/outbox/). The public API is <inbox/outbox.h>. */
+#ifndef INBOX_OUTBOX_OUTBOX_H
+#define INBOX_OUTBOX_OUTBOX_H
 
 #include <inbox/outbox.h>
 #include <inbox/sys/store.h>
