@@ -95,7 +95,7 @@ files_save=$files
 files=$files_no_txn
 check "no store's native handle outside the backends" \
 	'(->|\.)native[[:space:]]*\('
-files=$(printf '%s\n' $files_save | grep -vE '^src/core/(admin\.c|sql\.c|internal\.h)$')
+files=$(printf '%s\n' $files_save | grep -vE '^src/(admin/admin\.c|core/sql\.c|core/internal\.h)$')
 check "no store table named in SQL outside the backends and the admin templates" \
 	'inbox__table_name[[:space:]]*\('
 
