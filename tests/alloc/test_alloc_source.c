@@ -31,17 +31,11 @@
 
 #include <inbox/source.h>
 
+#include "../clock.h"
 #include "fault.h"
 #include "test.h"
 
 static char tmpdir[] = "/tmp/inbox-alloc-src-XXXXXX";
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- bookkeeping shared by both sources ---- */
 

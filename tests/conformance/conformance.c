@@ -19,6 +19,7 @@
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
+#include "../clock.h"
 #include "test.h"
 
 static const char *URL;
@@ -141,12 +142,6 @@ typedef struct hctx {
 	int sleep_ms;
 	int calls;
 } hctx;
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 /* Creates an invoice from /data/orderId and /data/totalCents. Negative
  * totals are rejected (permanent), as a business rule would. */
@@ -2055,13 +2050,6 @@ TEST(check_sql_prepares_without_running)
 	ASSERT_OK(inbox_store_check_sql(e.st, "SELECT 1", NULL));
 	ASSERT_EQ(inbox_store_check_sql(e.st, NULL, NULL), INBOX_ERR_INVALID);
 	env_teardown(&e);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The expression e with arg, through the backend, into out. */

@@ -24,17 +24,11 @@
 
 #include <inbox/source.h>
 
+#include "../clock.h"
 #include "test.h"
 
 #define MAX_PAYLOAD 256 /* the sources' max_payload here */
 #define RETRY_MS    200 /* their retry_delay_ms */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int seq;        /* places made so far */
 static char tag[64];   /* unique per run */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../clock.h"
 #include <librdkafka/rdkafka.h>
 
 #define MAX_HEADERS 16
@@ -158,13 +159,6 @@ static int produce_line(rd_kafka_t *rk, const opts *o, char *line)
 	}
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* With a rate, wait until message n (from 0) is due, serving delivery
  * reports meanwhile. */
 static void pace(rd_kafka_t *rk, const opts *o, int64_t start, long n)
@@ -173,7 +167,7 @@ static void pace(rd_kafka_t *rk, const opts *o, int64_t start, long n)
 		return;
 	int64_t due = start + (int64_t)n * 1000 / o->rate;
 	int64_t now;
-	while ((now = mono_ms()) < due)
+	while ((now = now_ms()) < due)
 		rd_kafka_poll(rk, (int)(due - now));
 }
 
@@ -222,7 +216,7 @@ int main(int argc, char **argv)
 	ssize_t len;
 	long produced = 0, lineno = 0;
 	int rc = 0;
-	int64_t start = mono_ms();
+	int64_t start = now_ms();
 	while (rc == 0 && (len = getline(&line, &cap, in)) >= 0) {
 		lineno++;
 		while (len > 0 &&

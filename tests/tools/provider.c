@@ -64,6 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../clock.h"
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -287,13 +288,6 @@ static enum MHD_Result answer(struct MHD_Connection *c, unsigned status,
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
 }
 
 /* The Retry-After header of the next answer: N seconds, or the HTTP-date

@@ -22,6 +22,7 @@
 
 #include <inbox/source.h>
 
+#include "../clock.h"
 #include "source/amqp/amqp_source.h"
 #include "test.h"
 
@@ -31,19 +32,6 @@ static char prefix[64];
 static char tmpdir[256];
 static char *made[64]; /* queues and exchanges to delete at the end */
 static int nmade;
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 /* ------------------------------------------------------------------ */
 /* The test's own client                                                 */

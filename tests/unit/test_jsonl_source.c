@@ -15,6 +15,7 @@
 
 #include <inbox/source.h>
 
+#include "../clock.h"
 #include "source/jsonl/jsonl.h"
 #include "test.h"
 
@@ -133,12 +134,6 @@ static void outcomes(inbox_result *res, size_t n, inbox_outcome o)
 		res[i] = (inbox_result)INBOX_RESULT_INIT;
 		res[i].outcome = o;
 	}
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
 }
 
 /* ------------------------------------------------------------------ */

@@ -26,6 +26,7 @@
 #include <inbox/inbox.h>
 #include <inbox/source.h>
 
+#include "../clock.h"
 #include "source/kafka/kafka.h"
 #include "test.h"
 
@@ -38,13 +39,6 @@ static rd_kafka_mock_cluster_t *mock;
 static rd_kafka_t *producer; /* a separate, ordinary client */
 static char bootstrap[512];
 static char tmpdir[] = "/tmp/inbox-kafka-XXXXXX";
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int start_cluster(void)
 {

@@ -21,18 +21,12 @@
 
 #include <inbox/sys/source.h>
 
+#include "../clock.h"
 #include "source/nats/nats_source.h"
 #include "test.h"
 
 static const char *NATS_URL; /* nats://127.0.0.1:PORT */
 static int seq;
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void new_stream(char *out, size_t len)
 {

@@ -21,6 +21,7 @@
 #include <inbox/outbox.h>
 #include <inbox/sys/store.h>
 
+#include "../clock.h"
 #include "test.h"
 
 static const char *URL;
@@ -246,12 +247,6 @@ static long count_rows(const env *e, const char *table, const char *where)
 {
 	return atol(scalar(e->st, "SELECT count(*) FROM %s%s%s", table,
 	                   where ? " WHERE " : "", where ? where : ""));
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
 }
 
 /* ---- a handler declaring effects ------------------------------------ */

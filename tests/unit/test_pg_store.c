@@ -17,6 +17,7 @@
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
+#include "../clock.h"
 #include "store/postgres/pg_store.h"
 #include "test.h"
 
@@ -27,13 +28,6 @@ static const char *url;
 static char prefix[48]; /* unique per run: pgt<pid>_ */
 static char schema[48]; /* for the schema test */
 static PGconn *admin;   /* a second connection: checks, locks, kills */
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 static double now_s(void)
 {

@@ -16,19 +16,13 @@
 #include <hiredis/hiredis.h>
 #include <inbox/source.h>
 
+#include "../clock.h"
 #include "test.h"
 
 static const char *REDIS_URL; /* redis://127.0.0.1:PORT */
 static redisContext *rc;      /* the test's own connection */
 static char prefix[64];       /* unique per run */
 static char tmpdir[256];
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int connect_test(void)
 {

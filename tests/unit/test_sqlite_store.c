@@ -13,6 +13,7 @@
 
 #include <inbox/admin.h>
 
+#include "../clock.h"
 #include "store/sqlite/sqlite_store.h"
 #include "test.h"
 
@@ -52,13 +53,6 @@ static inbox_store *open_db(const char *name)
 static const inbox_store_vtable *VT(inbox_store *st)
 {
 	return st->vt;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 /* Collects the first column of every row (up to 16) and the second of the

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../clock.h"
 #include <nats/nats.h>
 
 static natsConnection *nc;
@@ -71,12 +72,6 @@ static void ensure_stream(const char *stream)
 	natsStatus s = js_AddStream(NULL, js, &sc, NULL, &jerr);
 	if (s != NATS_OK)
 		die("add stream", s);
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
 }
 
 static int publish_file(const char *stream, const char *path,
