@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <inbox/admin.h>
 #include <inbox/metrics.h>
@@ -394,10 +395,25 @@ TEST(result_array)
 	inbox_source_options so = INBOX_SOURCE_OPTIONS_INIT;
 	so.consumer = "abi";
 	inbox_source *src = NULL;
-	ASSERT_OK(inbox_source_open(&src, "jsonl:/dev/null", &so));
+	char path[] = "/tmp/inbox-abi-XXXXXX";
+	int fd = mkstemp(path);
+	ASSERT_TRUE(fd >= 0);
+	ASSERT_EQ(write(fd, "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n", 24), 24);
+	close(fd);
+	char url[64], ck[80];
+	snprintf(ck, sizeof(ck), "%s.ck", path);
+	snprintf(url, sizeof(url), "jsonl:%s?checkpoint=%s", path, ck);
+	ASSERT_OK(inbox_source_open(&src, url, &so));
+	inbox_delivery sd[3];
+	size_t n = 0;
+	ASSERT_OK(inbox_source_poll(src, sd, 3, &n, 0, NULL));
+	ASSERT_EQ(n, 3);
 	res[0].version = 0;
-	ASSERT_EQ(inbox_source_settle(src, d, res, 3), INBOX_ERR_INVALID);
+	ASSERT_EQ(inbox_source_settle(src, sd, res, 3), INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_source_errmsg(src), "version");
 	inbox_source_close(src);
+	unlink(path);
+	unlink(ck);
 	free(res);
 	inbox_consumer_close(c);
 	inbox_store_close(st);

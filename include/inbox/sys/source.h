@@ -12,7 +12,7 @@
  * layout. A refused delivery carries its reason in
  * inbox_delivery.refused (<inbox/inbox.h>), its id NULL.
  *
- * The poll/settle contract is kept by the framework (src/core/source.c),
+ * The poll/settle contract is kept by the framework (the library's core),
  * not by the backends: every call goes through inbox_source_poll and
  * inbox_source_settle, which check the order (one batch in hand at a
  * time), check that a settle names exactly the batch of the last poll,

@@ -21,7 +21,8 @@
  * through this vtable: nothing outside a backend compares its kind or
  * scheme, includes its client library or writes its dialect
  * (tests/backend_boundary.sh). A store built into the library is its
- * folder, src/store/NAME/, and one line in src/store/builtin.c; one built
+ * folder in the source tree and one line in its list of built-in stores
+ * (docs/abi.md, "Backends"); one built
  * outside calls inbox_store_register() before the first open (the inbox
  * command then accepts its scheme in a configuration too).
  *
