@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/open.h"
 
@@ -54,33 +55,15 @@ static int migrate_one(const cli_config *cfg, const cli_consumer *c)
 	return rc;
 }
 
+static int migrate_each(const cli_config *cfg, const cli_consumer *c,
+                        void *payload)
+{
+	(void)payload;
+	return migrate_one(cfg, c);
+}
+
 int cli_cmd_migrate(int argc, char **argv)
 {
-	const char *path = NULL, *only = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
-			only = argv[++i];
-		} else if (argv[i][0] == '-' || path) {
-			cli_error("migrate: unexpected argument \"%s\"",
-			          argv[i]);
-			fputs(cli_migrate_usage, stderr);
-			return CLI_EXIT_USAGE;
-		} else {
-			path = argv[i];
-		}
-	}
-	if (!path) {
-		fputs(cli_migrate_usage, stderr);
-		return CLI_EXIT_USAGE;
-	}
-	cli_config cfg;
-	const cli_consumer *sel;
-	int rc = cli_load_selected(&cfg, path, only, &sel);
-	if (rc)
-		return rc;
-	for (int i = 0; i < cfg.nconsumers && rc == 0; i++)
-		if (!sel || sel == &cfg.consumers[i])
-			rc = migrate_one(&cfg, &cfg.consumers[i]);
-	cli_config_free(&cfg);
-	return rc;
+	return cli_each_consumer("migrate", argc, argv, NULL, cli_migrate_usage,
+	                         migrate_each, NULL);
 }

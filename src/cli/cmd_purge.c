@@ -6,14 +6,13 @@
  * the window used is the one the consumer registered (what the running
  * daemon promises), never a shorter one.
  */
-#include <ctype.h>
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <inbox/admin.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
@@ -121,57 +120,27 @@ static int purge_one(const cli_config *cfg, const cli_consumer *c, int batch,
 	return 0;
 }
 
+typedef struct purge_args {
+	int dry_run;
+	long long batch, seal_rows;
+} purge_args;
+
+static int purge_each(const cli_config *cfg, const cli_consumer *c,
+                      void *payload)
+{
+	const purge_args *a = payload;
+	return purge_one(cfg, c, (int)a->batch, a->dry_run, a->seal_rows);
+}
+
 int cli_cmd_purge(int argc, char **argv)
 {
-	const char *path = NULL, *only = NULL;
-	int dry_run = 0;
-	long batch = 1000;
-	long long seal_rows = 1000000;
-	for (int i = 1; i < argc; i++) {
-		char *end;
-		if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
-			only = argv[++i];
-		} else if (!strcmp(argv[i], "--dry-run")) {
-			dry_run = 1;
-		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-			batch = strtol(argv[++i], &end, 10);
-			if (*end || batch < 1 || batch > 100000) {
-				cli_error("--batch: \"%s\" is not a number "
-				          "between 1 and 100000",
-				          argv[i]);
-				return CLI_EXIT_USAGE;
-			}
-		} else if (!strcmp(argv[i], "--seal-rows") && i + 1 < argc) {
-			errno = 0;
-			seal_rows = strtoll(argv[++i], &end, 10);
-			if (!isdigit((unsigned char)argv[i][0]) || *end ||
-			    errno) {
-				cli_error("--seal-rows: \"%s\" is not a "
-				          "number",
-				          argv[i]);
-				return CLI_EXIT_USAGE;
-			}
-		} else if (argv[i][0] == '-' || path) {
-			cli_error("purge: unexpected argument \"%s\"", argv[i]);
-			fputs(cli_purge_usage, stderr);
-			return CLI_EXIT_USAGE;
-		} else {
-			path = argv[i];
-		}
-	}
-	if (!path) {
-		fputs(cli_purge_usage, stderr);
-		return CLI_EXIT_USAGE;
-	}
-	cli_config cfg;
-	const cli_consumer *sel;
-	int rc = cli_load_selected(&cfg, path, only, &sel);
-	if (rc)
-		return rc;
-	for (int i = 0; i < cfg.nconsumers && rc == 0; i++)
-		if (!sel || sel == &cfg.consumers[i])
-			rc = purge_one(&cfg, &cfg.consumers[i], (int)batch,
-			               dry_run, seal_rows);
-	cli_config_free(&cfg);
-	return rc;
+	purge_args a = {0, 1000, 1000000};
+	const cli_opt opts[] = {
+	    {"--dry-run", CLI_OPT_FLAG, &a.dry_run, 0, 0},
+	    {"--batch", CLI_OPT_INT, &a.batch, 1, 100000},
+	    {"--seal-rows", CLI_OPT_INT, &a.seal_rows, 0, LLONG_MAX},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0},
+	};
+	return cli_each_consumer("purge", argc, argv, opts, cli_purge_usage,
+	                         purge_each, &a);
 }

@@ -5,11 +5,11 @@
  * daemon's in-memory counters.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <inbox/admin.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
@@ -201,35 +201,19 @@ static int stats_one(const cli_config *cfg, const cli_consumer *c, int json)
 	return 0;
 }
 
+static int stats_each(const cli_config *cfg, const cli_consumer *c,
+                      void *payload)
+{
+	return stats_one(cfg, c, *(const int *)payload);
+}
+
 int cli_cmd_stats(int argc, char **argv)
 {
-	const char *path = NULL, *only = NULL;
 	int json = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
-			only = argv[++i];
-		} else if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (argv[i][0] == '-' || path) {
-			cli_error("stats: unexpected argument \"%s\"", argv[i]);
-			fputs(cli_stats_usage, stderr);
-			return CLI_EXIT_USAGE;
-		} else {
-			path = argv[i];
-		}
-	}
-	if (!path) {
-		fputs(cli_stats_usage, stderr);
-		return CLI_EXIT_USAGE;
-	}
-	cli_config cfg;
-	const cli_consumer *sel;
-	int rc = cli_load_selected(&cfg, path, only, &sel);
-	if (rc)
-		return rc;
-	for (int i = 0; i < cfg.nconsumers && rc == 0; i++)
-		if (!sel || sel == &cfg.consumers[i])
-			rc = stats_one(&cfg, &cfg.consumers[i], json);
-	cli_config_free(&cfg);
-	return rc;
+	const cli_opt opts[] = {
+	    {"--json", CLI_OPT_FLAG, &json, 0, 0},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0},
+	};
+	return cli_each_consumer("stats", argc, argv, opts, cli_stats_usage,
+	                         stats_each, &json);
 }
