@@ -399,6 +399,7 @@ static int read_stats(demo *d, demo_stats *s)
 {
 	inbox_store *st = NULL;
 	memset(s, 0, sizeof(*s));
+	s->a.version = INBOX_ADMIN_STATS_VERSION;
 	int rc = open_billing(d, &st);
 	if (rc == INBOX_OK)
 		rc = inbox_admin_stats_read(st, CONSUMER, &s->a);

@@ -2130,8 +2130,8 @@ TEST(admin_reads_refuse_an_open_transaction)
 {
 	env e;
 	ASSERT_OK(env_setup(&e));
-	inbox_admin_stats as;
-	inbox_admin_generations g;
+	inbox_admin_stats as = INBOX_ADMIN_STATS_INIT;
+	inbox_admin_generations g = INBOX_ADMIN_GENERATIONS_INIT;
 	ASSERT_OK(inbox_admin_stats_read(e.st, "c", &as));
 	ASSERT_OK(e.st->vt->begin(e.st));
 	ASSERT_TRUE(e.st->in_txn);
@@ -2217,7 +2217,7 @@ TEST(registration_checks_what_a_vtable_claims)
 	/* A handle of the older backend (the real connection behind it):
 	 * the admin API and the operator's SQL refuse it. */
 	e.st->vt = &v5;
-	inbox_admin_stats as;
+	inbox_admin_stats as = INBOX_ADMIN_STATS_INIT;
 	ASSERT_EQ(inbox_admin_stats_read(e.st, "x", &as), INBOX_ERR_STATE);
 	ASSERT_CONTAINS(inbox_store_errmsg(e.st), "version 5");
 	inbox_admin_record *r = NULL;

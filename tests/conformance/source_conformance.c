@@ -502,7 +502,7 @@ static void drain(inbox_source *s, tally *t, int ms, const int *want,
 				t->seen[k]++;
 			else
 				t->other++;
-			memset(&res[i], 0, sizeof(res[i]));
+			res[i] = (inbox_result)INBOX_RESULT_INIT;
 			res[i].outcome = decide ? decide(k) : INBOX_APPLIED;
 		}
 		r = inbox_source_settle(s, d, res, n);
@@ -725,7 +725,7 @@ TEST(refused_deliveries_are_answered)
 		inbox_result res[8];
 		size_t n = poll_batch(s, d, 8, 200);
 		for (size_t i = 0; i < n; i++) {
-			memset(&res[i], 0, sizeof(res[i]));
+			res[i] = (inbox_result)INBOX_RESULT_INIT;
 			res[i].outcome = INBOX_APPLIED;
 			const char *why = refusal(&d[i]);
 			if (why) {
