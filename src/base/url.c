@@ -245,6 +245,30 @@ int inbox__url_int_param(long long *out, inbox_source *src, const char *who,
 	return INBOX_OK;
 }
 
+int inbox__url_duration_param(int64_t *out, inbox_source *src, const char *who,
+                              const char *name, const char *v, int64_t bare_ms,
+                              int64_t min_ms, int64_t max_ms)
+{
+	int64_t ms = -1;
+	long long x;
+	size_t n = strlen(v);
+	if (n > 0 && strspn(v, "0123456789") == n) {
+		if (inbox__url_int(&x, v, n, 0, LLONG_MAX) == 0 &&
+		    x <= INT64_MAX / bare_ms)
+			ms = (int64_t)x * bare_ms;
+	} else if (inbox__url_duration_ms(&ms, v, 1) < 0) {
+		ms = -1;
+	}
+	if (ms < min_ms || ms > max_ms)
+		return fail(src, who,
+		            "bad value for %s: '%.40s' (a duration from %lldms "
+		            "to %lldms: 500ms, 30s, 5m; a bare number is %s)",
+		            name, v, (long long)min_ms, (long long)max_ms,
+		            bare_ms == 1000 ? "seconds" : "milliseconds");
+	*out = ms;
+	return INBOX_OK;
+}
+
 /* One half of a parameter, decoded or copied. */
 static int param_part(char **out, const char *p, size_t n, unsigned flags)
 {

@@ -168,6 +168,16 @@ int inbox__url_int_param(long long *out, inbox_source *src, const char *who,
                          const char *name, const char *v, long long min,
                          long long max);
 
+/* A time-valued parameter, in milliseconds: a duration with a unit, as
+ * the config takes them ("500ms", "30s", "5m", "1h"), or a bare integer
+ * in `bare_ms` milliseconds (1 for a parameter that was in milliseconds,
+ * 1000 for one in seconds: a bare number keeps its old meaning). Outside
+ * [min_ms, max_ms] or unreadable: INBOX_ERR_URL with "WHO: bad value for
+ * NAME: 'V' (a duration in min..max: ...)". */
+int inbox__url_duration_param(int64_t *out, inbox_source *src, const char *who,
+                              const char *name, const char *v, int64_t bare_ms,
+                              int64_t min_ms, int64_t max_ms);
+
 /* inbox__url_params flags. */
 #define INBOX__URL_NEED_EQ 2u /* a parameter without '=' is an error */
 #define INBOX__URL_RAW     4u /* keys and values as written: no decoding */

@@ -11,6 +11,23 @@
 #include "cli/cli.h"
 #include "cli/open.h"
 
+int cli_parse_seconds(const char *s, double *secs)
+{
+	int64_t ms;
+	char *end;
+	/* Plain seconds: digits and a fraction (never inf, nan, hex). */
+	double v = strtod(s, &end);
+	if (isdigit((unsigned char)*s) && !strpbrk(s, "xXeE") && !*end &&
+	    v < 1e9) {
+		*secs = v;
+		return 0;
+	}
+	if (cli_parse_duration_ms(s, &ms) < 0)
+		return -1;
+	*secs = (double)ms / 1000.0;
+	return 0;
+}
+
 /* The option named a, or NULL. */
 static const cli_opt *find_opt(const cli_opt *opts, const char *a)
 {

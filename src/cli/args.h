@@ -20,6 +20,11 @@ typedef struct cli_opt {
 	long long min, max;
 } cli_opt;
 
+/* A command-line duration in seconds: "30s", "500ms", "5m" (the config's
+ * syntax) or plain seconds ("10", "0.5"). 0 or -1. Every duration flag of
+ * every command takes it (--drain-timeout, --connect-timeout, --timeout). */
+int cli_parse_seconds(const char *s, double *secs);
+
 /* The work on one consumer: 0 or an exit code (the loop stops at one). */
 typedef int (*cli_consumer_fn)(const cli_config *cfg, const cli_consumer *c,
                                void *payload);

@@ -18,6 +18,7 @@
 #include <inbox/outbox.h>
 
 #include "base/log.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/dispatch.h"
 #include "cli/http.h"
@@ -457,17 +458,12 @@ static int parse_args(int argc, char **argv, const char **path,
                       double *connect_s)
 {
 	for (int i = 1; i < argc; i++) {
-		int64_t ms;
 		if (!strcmp(argv[i], "--connect-timeout") && i + 1 < argc) {
-			if (!strcmp(argv[++i], "0")) {
-				*connect_s = 0;
-			} else if (cli_parse_duration_ms(argv[i], &ms) < 0) {
+			if (cli_parse_seconds(argv[++i], connect_s) < 0) {
 				cli_error("--connect-timeout: \"%s\" is not a "
 				          "duration (0, 30s, 5m)",
 				          argv[i]);
 				return CLI_EXIT_USAGE;
-			} else {
-				*connect_s = (double)ms / 1000.0;
 			}
 			continue;
 		}
@@ -490,13 +486,12 @@ static int parse_args(int argc, char **argv, const char **path,
 		} else if (!strcmp(argv[i], "--consumer") && i + 1 < argc) {
 			*only = argv[++i];
 		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
-			if (cli_parse_duration_ms(argv[++i], &ms) < 0) {
+			if (cli_parse_seconds(argv[++i], timeout_s) < 0) {
 				cli_error("--timeout: \"%s\" is not a duration "
 				          "(30s, 500ms, 2m)",
 				          argv[i]);
 				return CLI_EXIT_USAGE;
 			}
-			*timeout_s = (double)ms / 1000.0;
 		} else if (argv[i][0] == '-' || *path) {
 			cli_error("dispatch: unexpected argument \"%s\"",
 			          argv[i]);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/dispatch.h"
 #include "cli/http.h"
@@ -376,23 +377,6 @@ static int open_all(const cli_config *cfg, worker *ws, int n, cli_waiter *wt)
 	return 0;
 }
 
-static int parse_drain(const char *s, double *secs)
-{
-	int64_t ms;
-	char *end;
-	/* Plain seconds: digits and a fraction (never inf, nan, hex). */
-	double v = strtod(s, &end);
-	if (isdigit((unsigned char)*s) && !strpbrk(s, "xXeE") && !*end &&
-	    v < 1e9) {
-		*secs = v;
-		return 0;
-	}
-	if (cli_parse_duration_ms(s, &ms) < 0)
-		return -1;
-	*secs = (double)ms / 1000.0;
-	return 0;
-}
-
 static void install_signals(void)
 {
 	struct sigaction sa;
@@ -556,7 +540,7 @@ int cli_cmd_run(int argc, char **argv)
 			only = argv[++i];
 		} else if (!strcmp(argv[i], "--drain-timeout") &&
 		           i + 1 < argc) {
-			if (parse_drain(argv[++i], &drain_s) < 0) {
+			if (cli_parse_seconds(argv[++i], &drain_s) < 0) {
 				cli_error("--drain-timeout: \"%s\" is not a "
 				          "duration (10, 10s, 500ms)",
 				          argv[i]);
@@ -564,7 +548,7 @@ int cli_cmd_run(int argc, char **argv)
 			}
 		} else if (!strcmp(argv[i], "--connect-timeout") &&
 		           i + 1 < argc) {
-			if (parse_drain(argv[++i], &connect_s) < 0) {
+			if (cli_parse_seconds(argv[++i], &connect_s) < 0) {
 				cli_error("--connect-timeout: \"%s\" is not a "
 				          "duration (0, 30s, 5m)",
 				          argv[i]);

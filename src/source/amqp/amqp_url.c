@@ -17,6 +17,19 @@ static int int_param(amqp_source *s, const char *name, const char *value,
 	return rc;
 }
 
+/* A time: a duration ("30s") or a bare number of `bare_ms` ms; *out in
+ * the parameter's own unit (seconds when bare_ms is 1000, else ms). */
+static int time_param(amqp_source *s, const char *name, const char *value,
+                      int64_t bare_ms, int64_t min_ms, int64_t max_ms, int *out)
+{
+	int64_t ms;
+	int rc = inbox__url_duration_param(&ms, &s->base, "amqp", name, value,
+	                                   bare_ms, min_ms, max_ms);
+	if (rc == INBOX_OK)
+		*out = (int)(bare_ms == 1000 ? (ms + 999) / 1000 : ms);
+	return rc;
+}
+
 /* A queue or exchange name: 1..255 bytes. */
 static int set_name(amqp_source *s, char **dst, const char *name,
                     const char *value)
@@ -68,13 +81,14 @@ static int apply_param(const char *name, const char *value, void *payload)
 	if (strcmp(name, "declare") == 0)
 		return int_param(s, name, value, 0, 1, &s->declare);
 	if (strcmp(name, "heartbeat") == 0)
-		return int_param(s, name, value, 0, 65535, &s->heartbeat);
+		return time_param(s, name, value, 1000, 0, 65535000,
+		                  &s->heartbeat);
 	if (strcmp(name, "connect_timeout_ms") == 0)
-		return int_param(s, name, value, 1, 600000,
-		                 &s->connect_timeout_ms);
+		return time_param(s, name, value, 1, 1, 600000,
+		                  &s->connect_timeout_ms);
 	if (strcmp(name, "confirm_timeout_ms") == 0)
-		return int_param(s, name, value, 1, 600000,
-		                 &s->confirm_timeout_ms);
+		return time_param(s, name, value, 1, 1, 600000,
+		                  &s->confirm_timeout_ms);
 	inbox__source_seterr(&s->base,
 	                     "amqp: unknown URL parameter \"%.60s\" "
 	                     "(known: prefetch, retry, retry_queue, dlx, "

@@ -47,18 +47,9 @@ static int apply_param(const char *k, const char *v, void *payload)
 		}
 		return inbox__url_set_str(&s->ckpt, v);
 	}
-	if (strcmp(k, "checkpoint_sync") == 0) {
-		int64_t ms = 0;
-		if (v && inbox__url_duration_ms(&ms, v, 0) == 0 && ms >= 0) {
-			s->ck_sync_ms = ms;
-			return INBOX_OK;
-		}
-		inbox__source_seterr(b,
-		                     "jsonl: bad value for checkpoint_sync: "
-		                     "'%s' (a duration: 0, 200ms, 1s, ...)",
-		                     v ? v : "");
-		return INBOX_ERR_URL;
-	}
+	if (strcmp(k, "checkpoint_sync") == 0)
+		return inbox__url_duration_param(&s->ck_sync_ms, b, "jsonl", k,
+		                                 v ? v : "", 1, 0, 86400000);
 	if (strcmp(k, "from") == 0) {
 		if (!v)
 			v = "";

@@ -76,7 +76,6 @@ static int apply_param(const char *name, const char *value, void *payload)
 {
 	url_state *u = payload;
 	kafka_source *ks = u->ks;
-	long long x;
 	int rc;
 	if (strcmp(name, "group") == 0) {
 		if (!*value) {
@@ -119,10 +118,11 @@ static int apply_param(const char *name, const char *value, void *payload)
 		              : INBOX_OK;
 	}
 	if (strcmp(name, "open_timeout_ms") == 0) {
-		rc = inbox__url_int_param(&x, &ks->base, "kafka", name, value,
-		                          0, 600000);
+		int64_t ms;
+		rc = inbox__url_duration_param(&ms, &ks->base, "kafka", name,
+		                               value, 1, 0, 600000);
 		if (rc == INBOX_OK)
-			u->open_timeout_ms = (int)x;
+			u->open_timeout_ms = (int)ms;
 		return rc;
 	}
 	if (strncmp(name, "rdkafka.", 8) == 0 && name[8])

@@ -34,7 +34,6 @@ static int bad_value(redis_source *rs, const char *k, const char *hint)
 static int apply_param(const char *k, const char *v, void *payload)
 {
 	redis_source *rs = payload;
-	long long x;
 	if (!v)
 		v = "";
 	if (strcmp(k, "group") == 0 || strcmp(k, "consumer") == 0) {
@@ -43,17 +42,16 @@ static int apply_param(const char *k, const char *v, void *payload)
 		return inbox__url_set_str(
 		    k[0] == 'g' ? &rs->group : &rs->consumer, v);
 	}
-	if (strcmp(k, "claim_idle") == 0) {
-		if (inbox__url_int(&x, v, strlen(v), 1, 86400000LL * 365) < 0)
-			return bad_value(rs, k, "milliseconds > 0");
-		rs->claim_idle_ms = x;
-		return INBOX_OK;
-	}
-	if (strcmp(k, "timeout_ms") == 0) {
-		if (inbox__url_int(&x, v, strlen(v), 1, 3600000) < 0)
-			return bad_value(rs, k, "milliseconds, 1..3600000");
-		rs->timeout_ms = (int)x;
-		return INBOX_OK;
+	if (strcmp(k, "claim_idle") == 0 || strcmp(k, "timeout_ms") == 0) {
+		int64_t ms;
+		int rc = inbox__url_duration_param(
+		    &ms, &rs->base, "redis", k, v, 1, 1,
+		    k[0] == 'c' ? 86400000LL * 365 : 3600000);
+		if (rc == INBOX_OK && k[0] == 'c')
+			rs->claim_idle_ms = ms;
+		else if (rc == INBOX_OK)
+			rs->timeout_ms = (int)ms;
+		return rc;
 	}
 	if (strcmp(k, "drain") == 0) {
 		if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
