@@ -15,6 +15,14 @@ static inline int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The wall clock in ms, to compare with a database's now(). */
+static inline int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static inline void sleep_ms(int64_t ms)
 {
 	if (ms <= 0)

@@ -2078,7 +2078,7 @@ TEST(admin_dialect_spells_every_expression)
 	/* Each one means what it says. {now} is the store's clock. */
 	spell(st, INBOX_SQL_NOW_MS, NULL, ex, sizeof(ex));
 	snprintf(q, sizeof(q), "SELECT %s", ex);
-	int64_t db_now = atoll(scalar(st, "%s", q)), here = now_ms();
+	int64_t db_now = atoll(scalar(st, "%s", q)), here = wall_ms();
 	ASSERT_TRUE(db_now > here - 60000 && db_now < here + 60000);
 	/* A parameter as an integer, compared with an integer. */
 	spell(st, INBOX_SQL_INT_PARAM, "1", ex, sizeof(ex));
@@ -2099,7 +2099,7 @@ TEST(admin_dialect_spells_every_expression)
 	ASSERT_OK(inbox_store_exec(st, q, 0, NULL, NULL));
 	spell(st, INBOX_SQL_MS, "t", ms, sizeof(ms));
 	int64_t t_ms = atoll(scalar(st, "SELECT %s FROM %s", ms, tbl));
-	here = now_ms();
+	here = wall_ms();
 	ASSERT_TRUE(t_ms > here - 60000 && t_ms <= here + 60000);
 	spell(st, INBOX_SQL_CUTOFF, "1", cut, sizeof(cut));
 	snprintf(q, sizeof(q), "SELECT count(*) FROM %s WHERE t > %s", tbl,
