@@ -79,9 +79,34 @@ int cli_try_open_store(const cli_config *cfg, const cli_consumer *c,
 	const char *url = cli_consumer_store(cfg, c);
 	int line = c->store ? c->store_pos.line : cfg->store_pos.line;
 	int rc = inbox_store_open(out, url, &o);
+	char red[512], msg[1024];
+	int v = -1;
+	if (rc == INBOX_OK && o.auto_migrate == 0 &&
+	    inbox_store_schema_version(*out, &v) == INBOX_OK &&
+	    v < INBOX__SCHEMA_VERSION) {
+		/* Read-only commands on a store never migrated (or migrated
+		 * by an older inbox): say so, not "no such table". */
+		if (v == 0)
+			snprintf(msg, sizeof(msg),
+			         "its tables do not exist yet");
+		else
+			snprintf(msg, sizeof(msg),
+			         "its tables are at schema version %d, this "
+			         "inbox needs %d",
+			         v, INBOX__SCHEMA_VERSION);
+		failed(f, INBOX_ERR_SCHEMA, CLI_EXIT_CONNECT,
+		       "%s:%d: consumer \"%s\": store %s: %s", cfg->path, line,
+		       c->name, cli_redact(url, red, sizeof(red)), msg);
+		snprintf(f->hint, sizeof(f->hint),
+		         "run \"inbox migrate %s\" to create or upgrade the "
+		         "tables",
+		         cfg->path);
+		inbox_store_close(*out);
+		*out = NULL;
+		return f->exit_code;
+	}
 	if (rc == INBOX_OK)
 		return 0;
-	char red[512], msg[1024];
 	snprintf(msg, sizeof(msg), "%s",
 	         *out ? inbox_store_errmsg(*out) : inbox_strerror(rc));
 	if (!msg[0])

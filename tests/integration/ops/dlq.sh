@@ -30,6 +30,18 @@ order m-2-again ord-2 c1 999 >>"$src"  # line 5: conflict with ord-2
 printf '{"id":"m-6","data":{"orderId":"ord-6","customer":"c\377","totalCents":6}}\n' >>"$src" # line 6
 for i in 7 8 9; do order "m-$i" "ord-$i" nobody $((100 + i)) >>"$src"; done # more dead letters
 ops_config "$dir/inbox.yaml" "jsonl:$src?checkpoint=$dir/cp"
+# Before the migration the read-only commands say what to do (before:
+# "no such table: inbox" / 'relation "..." does not exist').
+for cmd in stats "dlq list" inspect; do
+	extra=""
+	[ "$cmd" = inspect ] && extra="billing.ops k"
+	# shellcheck disable=SC2086 # the words of cmd and extra
+	"$BIN" $cmd "$dir/inbox.yaml" $extra >"$dir/unmigrated.out" 2>&1
+	expect_eq "$cmd before migrate: exit 4" "$?" 4
+	check "$cmd before migrate: says the tables do not exist, and to migrate" \
+		sh -c "grep -q 'its tables do not exist yet' '$dir/unmigrated.out' &&
+			grep -q 'hint: run \"inbox migrate' '$dir/unmigrated.out'"
+done
 check "migrate" ops_migrate "$dir/inbox.yaml"
 "$BIN" run "$dir/inbox.yaml" --once 2>"$dir/run.log"
 expect_eq "run --once: exit 0" "$?" 0
