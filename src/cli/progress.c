@@ -123,15 +123,23 @@ const char *cli_time_text(int64_t ms, char *buf, size_t len)
 
 const char *cli_age_text(int64_t ms, char *buf, size_t len)
 {
+	/* Two units, never rounded down to the bigger one: 2d23h, not 2d
+	 * (a retention headroom of 2d23h read as 2d is a day wrong). */
+	static const struct {
+		int64_t s;
+		char unit;
+	} u[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
 	int64_t s = (ms < 0 ? -ms : ms) / 1000;
 	const char *sign = ms < 0 ? "-" : "";
-	if (s < 120)
-		snprintf(buf, len, "%s%llds", sign, (long long)s);
-	else if (s < 7200)
-		snprintf(buf, len, "%s%lldm", sign, (long long)(s / 60));
-	else if (s < 172800)
-		snprintf(buf, len, "%s%lldh", sign, (long long)(s / 3600));
+	size_t i = 0;
+	while (i < 3 && s < u[i].s)
+		i++;
+	long long big = (long long)(s / u[i].s);
+	long long small = i < 3 ? (long long)(s % u[i].s / u[i + 1].s) : 0;
+	if (small)
+		snprintf(buf, len, "%s%lld%c%lld%c", sign, big, u[i].unit,
+		         small, u[i + 1].unit);
 	else
-		snprintf(buf, len, "%s%lldd", sign, (long long)(s / 86400));
+		snprintf(buf, len, "%s%lld%c", sign, big, u[i].unit);
 	return buf;
 }

@@ -37,7 +37,8 @@ void cli_json_string(FILE *f, const char *s, size_t len);
 
 /* Epoch milliseconds as "2024-05-01T12:00:00.123Z" ("-" for 0). */
 const char *cli_time_text(int64_t ms, char *buf, size_t len);
-/* A duration in ms as "12s", "5m", "3h", "7d" (rounded down). */
+/* A duration in ms with two units, as "12s", "3m20s", "5h12m", "2d23h",
+ * "7d" (whole seconds; the second unit left out when 0). */
 const char *cli_age_text(int64_t ms, char *buf, size_t len);
 
 #endif
