@@ -6,6 +6,7 @@ FUZZ_SECONDS ?= 60
 TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+PREFIX     ?= /usr/local
 
 .PHONY: all deps deps-fuzz build build-asan build-tsan test test-fast chaos \
 	demo bench fuzz install clean format
@@ -72,8 +73,13 @@ fuzz: deps-fuzz
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzzers
 	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
-install: build
-	cmake --install $(BUILD)
+# Installing never installs packages (no `deps`): PREFIX (default
+# /usr/local) is given at install time, so it is not kept in the build's
+# cache for a later install; DESTDIR (staging, packaging) is honoured.
+install:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
