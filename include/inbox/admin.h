@@ -72,6 +72,17 @@ typedef struct inbox_admin_stats {
 		.version = INBOX_ADMIN_STATS_VERSION                           \
 	}
 
+/* Change the retention window stored for `consumer` (required) to
+ * `seconds` (> 0) on purpose, registering the consumer if it never ran
+ * here; *previous (may be NULL) gets the window it had (0: none). The
+ * window is a promise: a consumer opened with another one is refused
+ * (INBOX_ERR_INVALID, naming both), so every process of the consumer
+ * must be given the new one; a purge never deletes inside the stored
+ * window. Logged (event "retention_changed"). Errors: INVALID, STORE,
+ * TRANSIENT, STATE (a transaction is open). */
+INBOX_API int inbox_admin_set_retention(inbox_store *st, const char *consumer,
+                                        int64_t seconds, int64_t *previous);
+
 /* Read the numbers of `consumer` (required) into the fields of
  * out->version. Errors: INVALID (also an unknown version), STORE,
  * TRANSIENT, STATE (a transaction is open on the store), NOMEM. */

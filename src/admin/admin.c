@@ -11,6 +11,7 @@
 #include <inbox/outbox.h>
 
 #include "admin/admin_sql.h"
+#include "base/log.h"
 
 int64_t inbox__admin_num(const char *v)
 {
@@ -416,4 +417,50 @@ void inbox_admin_record_free(inbox_admin_record *r)
 	free(r->fingerprint);
 	free(r->message_id);
 	free(r);
+}
+
+int inbox_admin_set_retention(inbox_store *st, const char *consumer,
+                              int64_t seconds, int64_t *previous)
+{
+	if (!st)
+		return INBOX_ERR_INVALID;
+	if (!consumer || seconds <= 0 || seconds > INBOX__ADMIN_MAX_WINDOW_S)
+		return inbox__admin_invalid(st, "set retention: a consumer and "
+		                                "a window > 0 are required");
+	if (st->in_txn)
+		return inbox__admin_invalid(st, "set retention: a transaction "
+		                                "is open on the store");
+	int64_t old = 0;
+	int rc = inbox__stored_retention(st, consumer, &old);
+	char win[24];
+	snprintf(win, sizeof(win), "%lld", (long long)seconds);
+	const char *p[2] = {consumer, win};
+	inbox__buf b = INBOX__BUF_INIT;
+	int64_t rows = 0;
+	if (rc == INBOX_OK)
+		rc = inbox__admin_sql(
+		    &b, st,
+		    "UPDATE {consumers} SET retention_seconds ="
+		    " {i:2}, updated_at = {nowts} WHERE name = $1");
+	if (rc == INBOX_OK)
+		rc = inbox_store_exec(st, b.data, 2, p, &rows);
+	if (rc == INBOX_OK && rows == 0) {
+		rc = inbox__admin_sql(
+		    &b, st,
+		    "INSERT INTO {consumers} (name,"
+		    " retention_seconds, created_at, updated_at)"
+		    " VALUES ($1, {i:2}, {nowts}, {nowts})");
+		if (rc == INBOX_OK)
+			rc = inbox_store_exec(st, b.data, 2, p, NULL);
+	}
+	inbox__buf_free(&b);
+	if (rc != INBOX_OK)
+		return rc;
+	if (previous)
+		*previous = old;
+	inbox__log(INBOX_LOG_INFO, consumer,
+	           "\"event\":\"retention_changed\",\"from_s\":%lld,"
+	           "\"to_s\":%lld",
+	           (long long)old, (long long)seconds);
+	return INBOX_OK;
 }

@@ -6,21 +6,29 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <inbox/admin.h>
+
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/open.h"
+#include "cli/progress.h"
 
 const char cli_migrate_usage[] =
-    "usage: inbox migrate CONFIG [--consumer NAME]\n"
+    "usage: inbox migrate CONFIG [--consumer NAME] [--set-retention]\n"
     "\n"
     "For each consumer: create or upgrade the inbox, dead-letter and "
     "consumer\ntables in its store (idempotent, safe to run beside "
     "running daemons), run its\nsetup SQL, and check its effect SQL "
     "against the database. Reads no message.\n"
+    "--set-retention: store the config's retention window for each "
+    "consumer\n(changed on purpose: a consumer started with another window "
+    "than the stored\none is refused, and purge never deletes inside the "
+    "stored window).\n"
     "Exit codes: 0 ok, 2 usage, 3 config error, 4 cannot open/connect "
     "the store.\n";
 
-static int migrate_one(const cli_config *cfg, const cli_consumer *c)
+static int migrate_one(const cli_config *cfg, const cli_consumer *c,
+                       int set_retention)
 {
 	inbox_store *st = NULL;
 	int rc = cli_open_store(cfg, c, 1, &st);
@@ -41,6 +49,26 @@ static int migrate_one(const cli_config *cfg, const cli_consumer *c)
 		inbox_store_close(st);
 		return cli_open_exit_code(err);
 	}
+	int64_t was = 0;
+	if (set_retention && (err = inbox_admin_set_retention(
+	                          st, c->name, c->retention_s, &was)) < 0) {
+		char red[512], msg[1024];
+		snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(st));
+		cli_scrub(msg, sizeof(msg), cli_consumer_store(cfg, c));
+		cli_error(
+		    "consumer \"%s\": setting the retention on %s failed: %s",
+		    c->name,
+		    cli_redact(cli_consumer_store(cfg, c), red, sizeof(red)),
+		    msg);
+		inbox_store_close(st);
+		return cli_open_exit_code(err);
+	}
+	if (set_retention) {
+		char a[32], b[32];
+		printf("%s: retention window %s (was %s)\n", c->name,
+		       cli_age_text(c->retention_s * 1000, a, sizeof(a)),
+		       was ? cli_age_text(was * 1000, b, sizeof(b)) : "none");
+	}
 	rc = cli_prepare_effects(cfg, c, st);
 	if (rc == 0) {
 		char red[512];
@@ -58,12 +86,16 @@ static int migrate_one(const cli_config *cfg, const cli_consumer *c)
 static int migrate_each(const cli_config *cfg, const cli_consumer *c,
                         void *payload)
 {
-	(void)payload;
-	return migrate_one(cfg, c);
+	return migrate_one(cfg, c, *(const int *)payload);
 }
 
 int cli_cmd_migrate(int argc, char **argv)
 {
-	return cli_each_consumer("migrate", argc, argv, NULL, cli_migrate_usage,
-	                         migrate_each, NULL);
+	int set_retention = 0;
+	const cli_opt opts[] = {
+	    {"--set-retention", CLI_OPT_FLAG, &set_retention, 0, 0},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0},
+	};
+	return cli_each_consumer("migrate", argc, argv, opts, cli_migrate_usage,
+	                         migrate_each, &set_retention);
 }

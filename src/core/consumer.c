@@ -70,6 +70,20 @@ static int32_t max_deliveries(const inbox_consumer_options *o)
 	return d > INT32_MAX ? INT32_MAX : (int32_t)d;
 }
 
+/* Seconds as "7d", "36h", "90m", "2s": the largest unit that divides. */
+static const char *window_text(int64_t s, char *buf, size_t len)
+{
+	if (s > 0 && s % 86400 == 0)
+		snprintf(buf, len, "%lldd", (long long)(s / 86400));
+	else if (s > 0 && s % 3600 == 0)
+		snprintf(buf, len, "%lldh", (long long)(s / 3600));
+	else if (s > 0 && s % 60 == 0)
+		snprintf(buf, len, "%lldm", (long long)(s / 60));
+	else
+		snprintf(buf, len, "%llds", (long long)s);
+	return buf;
+}
+
 int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
                         const inbox_consumer_options *o, char *err,
                         size_t errlen)
@@ -184,6 +198,24 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	}
 	if (rc == INBOX_OK)
 		rc = st->vt->register_consumer(st, c->name, c->retention_s);
+	int64_t stored = 0;
+	if (rc == INBOX_OK)
+		rc = inbox__stored_retention(st, c->name, &stored);
+	if (rc == INBOX_OK && stored > 0 && stored != c->retention_s) {
+		/* The window is a promise to every process of the consumer
+		 * (and to the purge): one starting with another may not
+		 * change it. */
+		char want[24], have[24];
+		snprintf(err, errlen,
+		         "retention %s differs from the %s "
+		         "stored in the store; a window is changed on purpose "
+		         "only (inbox migrate --set-retention, or "
+		         "inbox_admin_set_retention())",
+		         window_text(c->retention_s, want, sizeof(want)),
+		         window_text(stored, have, sizeof(have)));
+		inbox_consumer_close(c);
+		return INBOX_ERR_INVALID;
+	}
 	if (rc == INBOX_OK)
 		rc = apply_budget(st, o);
 	if (rc < 0) {

@@ -48,4 +48,10 @@ struct inbox__buf;
 int inbox__table_name(struct inbox__buf *out, const inbox_store *st,
                       const char *name);
 
+/* The retention window stored for `consumer` (NULL: the longest of all),
+ * in seconds; 0 when none is. A plain SELECT through the store's query
+ * slot. */
+int inbox__stored_retention(inbox_store *st, const char *consumer,
+                            int64_t *seconds);
+
 #endif

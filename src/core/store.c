@@ -261,6 +261,24 @@ int inbox_store_purge(inbox_store *st, const char *consumer,
 	if (batch_limit == 0)
 		batch_limit = 1000;
 	inbox__store_clearerr(st);
+	int64_t stored = 0;
+	int rc = retention_seconds > 0
+	             ? inbox__stored_retention(st, consumer, &stored)
+	             : INBOX_OK;
+	if (rc < 0)
+		return rc;
+	if (stored > retention_seconds && retention_seconds > 0) {
+		/* Never below a stored window (with consumer NULL: below the
+		 * longest, which would cut into it for that consumer). */
+		inbox_store_seterr(
+		    st, "",
+		    "purge: a window of %llds is shorter than the "
+		    "%llds stored%s%s%s",
+		    (long long)retention_seconds, (long long)stored,
+		    consumer ? " for consumer \"" : "",
+		    consumer ? consumer : "", consumer ? "\"" : "");
+		return INBOX_ERR_INVALID;
+	}
 	return st->vt->purge(st, consumer, retention_seconds, batch_limit,
 	                     dry_run, deleted ? deleted : &dummy);
 }

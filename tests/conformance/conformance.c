@@ -591,6 +591,74 @@ TEST(replay_after_retention)
 	env_teardown(&e);
 }
 
+/* The retention window is a promise to every process of a consumer and to
+ * the purge: a consumer opened with another window than the stored one is
+ * refused, naming both; it is changed on purpose only
+ * (inbox_admin_set_retention); a purge is never given a shorter one.
+ * (Before, opening a consumer with retention 2s rewrote the stored 1h
+ * window, and the next purge deleted every record older than 2s.) */
+TEST(retention_window_is_a_promise)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	hctx h = {.e = &e};
+	inbox_consumer *c =
+	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
+	ASSERT_TRUE(c != NULL);
+	char js[256];
+	order_json(js, sizeof(js), "e-1", "o-1", 500);
+	inbox_delivery d = delivery(js);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	inbox_consumer_close(c);
+	age_inbox(&e, 60); /* a minute old: inside the hour */
+
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "billing.order-created.v1";
+	o.handler = invoice_handler;
+	o.handler_payload = &h;
+	o.retention_seconds = 2;
+	char err[512] = "";
+	c = NULL;
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_TRUE(c == NULL);
+	ASSERT_CONTAINS(err, "retention 2s differs from the 1h stored");
+	inbox_admin_stats as = INBOX_ADMIN_STATS_INIT;
+	ASSERT_OK(inbox_admin_stats_read(e.st, o.name, &as));
+	ASSERT_EQ(as.retention_seconds, 3600); /* unchanged */
+
+	/* nor can a purge go below it, by consumer or for all */
+	int64_t deleted = -1;
+	ASSERT_EQ(inbox_store_purge(e.st, o.name, 2, 10, 0, &deleted),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_store_errmsg(e.st), "shorter than the 3600s");
+	ASSERT_EQ(inbox_store_purge(e.st, NULL, 2, 10, 0, &deleted),
+	          INBOX_ERR_INVALID);
+	ASSERT_EQ(count(e.st, e.inbox_tbl, NULL), 1);
+	ASSERT_OK(inbox_store_purge(e.st, o.name, 7200, 10, 0, &deleted));
+	ASSERT_EQ(deleted, 0);
+
+	/* changed on purpose: then that window is the one */
+	int64_t was = 0;
+	ASSERT_OK(inbox_admin_set_retention(e.st, o.name, 30, &was));
+	ASSERT_EQ(was, 3600);
+	o.retention_seconds = 30;
+	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)));
+	inbox_consumer_close(c);
+	ASSERT_OK(inbox_store_purge(e.st, o.name, 0, 10, 0, &deleted));
+	ASSERT_EQ(deleted, 1); /* a minute old, the window 30 s */
+	/* a consumer that never ran here is registered by it */
+	ASSERT_OK(inbox_admin_set_retention(e.st, "new.consumer", 86400, &was));
+	ASSERT_EQ(was, 0);
+	ASSERT_OK(inbox_admin_stats_read(e.st, "new.consumer", &as));
+	ASSERT_EQ(as.retention_seconds, 86400);
+	ASSERT_EQ(inbox_admin_set_retention(e.st, "x", 0, NULL),
+	          INBOX_ERR_INVALID);
+	env_teardown(&e);
+}
+
 TEST(purge_in_bounded_batches)
 {
 	env e;
@@ -2249,6 +2317,7 @@ int main(int argc, char **argv)
 	RUN(same_key_different_payload);
 	RUN(out_of_order_versions);
 	RUN(replay_after_retention);
+	RUN(retention_window_is_a_promise);
 	RUN(purge_in_bounded_batches);
 	RUN(lease_expires_and_is_taken_over);
 	RUN(lease_fail_then_retry);

@@ -218,7 +218,9 @@ struct inbox_store_vtable {
 	int (*query)(inbox_store *st, const char *sql, int nparams,
 	             const char *const *params, inbox_row_fn fn, void *payload);
 
-	/* Upsert the consumer registry row (name, retention). */
+	/* Insert the consumer registry row (name, retention) if there is
+	 * none; an existing row is left as it is (the core refuses a window
+	 * other than the stored one; inbox_admin_set_retention changes it). */
 	int (*register_consumer)(inbox_store *st, const char *consumer,
 	                         int64_t retention_seconds);
 

@@ -144,11 +144,10 @@ static const char *const templates[PGQ_COUNT] = {
 	" RETURNING id",
 
 	[PGQ_REGISTER] =
+	/* Never overwrites: a stored window is changed on purpose only
+	 * (inbox_admin_set_retention); the core compares it. */
 	"INSERT INTO {C} AS c (name, retention_seconds) VALUES ($1, $2)"
-	" ON CONFLICT (name) DO UPDATE"
-	" SET retention_seconds = excluded.retention_seconds,"
-	" updated_at = now()"
-	" WHERE c.retention_seconds <> excluded.retention_seconds",
+	" ON CONFLICT (name) DO NOTHING",
 
 	[PGQ_RETENTION] = "SELECT retention_seconds FROM {C} WHERE name = $1",
 

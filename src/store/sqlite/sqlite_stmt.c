@@ -55,9 +55,7 @@ static const char *const fixed_sql[SQ_NFIXED] = {
     [SQ_REGISTER] =
         "INSERT INTO {consumers} (name, retention_seconds, created_at, "
         "updated_at) VALUES (?1, ?2, ?3, ?3) "
-        "ON CONFLICT (name) DO UPDATE SET "
-        "retention_seconds = excluded.retention_seconds, "
-        "updated_at = excluded.updated_at",
+        "ON CONFLICT (name) DO NOTHING",
     [SQ_RETENTION] =
         "SELECT retention_seconds FROM {consumers} WHERE name = ?1",
     [SQ_PURGE_COUNT] =

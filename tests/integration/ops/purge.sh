@@ -40,6 +40,16 @@ q "UPDATE ${tag}inbox SET status = 'processing' WHERE key = 'create-invoice:ord-
 q "UPDATE ${tag}inbox SET status = 'failed' WHERE key = 'create-invoice:ord-52'" >/dev/null
 expect_eq "records before" "$(q "SELECT count(*) FROM ${tag}inbox")" 60
 
+# A copy of the config with `retention: 2s` may not shrink the stored 7d
+# window by starting (before: it rewrote it for everyone, and the next
+# purge deleted every record older than 2s): refused, exit 3, naming both.
+sed 's/^    batch_size: 50$/    batch_size: 50\n    retention: 2s/' "$dir/inbox.yaml" >"$dir/short.yaml"
+"$BIN" run "$dir/short.yaml" --once >"$dir/short.out" 2>&1
+expect_eq "run with another retention: exit 3" "$?" 3
+check "run with another retention: names both windows" \
+	grep -q "retention 2s differs from the 7d stored" "$dir/short.out"
+"$BIN" stats "$dir/short.yaml" --json >"$dir/stats0.json"
+check "the stored window is still 7d" jqok '.retention_s == 604800' "$dir/stats0.json"
 "$BIN" stats "$dir/inbox.yaml" --json >"$dir/stats1.json"
 check "stats: 40 expired, headroom negative" jqok '.expired == 40 and .headroom_s < 0' "$dir/stats1.json"
 
@@ -121,4 +131,16 @@ fi
 expect_eq "purge --batch 0: usage error" "$?" 2
 "$BIN" purge "$dir/inbox.yaml" --consumer nosuch >/dev/null 2>&1
 expect_eq "purge --consumer unknown: usage error" "$?" 2
+# Changed on purpose: migrate --set-retention stores the config's window
+# (logged), then a consumer with it starts; back to 7d the same way.
+"$BIN" migrate "$dir/short.yaml" --set-retention >"$dir/set.out" 2>&1
+expect_eq "migrate --set-retention: exit 0" "$?" 0
+check "migrate --set-retention: says from and to" grep -q "retention window 2s (was 7d)" "$dir/set.out"
+check "migrate --set-retention: logged" grep -q '"event":"retention_changed","from_s":604800,"to_s":2' "$dir/set.out"
+"$BIN" run "$dir/short.yaml" --once >"$dir/short2.out" 2>&1
+expect_eq "then a run with 2s starts: exit 0" "$?" 0
+"$BIN" migrate "$dir/inbox.yaml" --set-retention >/dev/null 2>&1
+expect_eq "back to 7d on purpose: exit 0" "$?" 0
+"$BIN" run "$dir/short.yaml" --once >/dev/null 2>&1
+expect_eq "and 2s is refused again: exit 3" "$?" 3
 summary
