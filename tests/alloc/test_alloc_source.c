@@ -32,6 +32,7 @@
 #include <inbox/source.h>
 
 #include "../clock.h"
+#include "../kafka_mock.h"
 #include "fault.h"
 #include "test.h"
 
@@ -401,41 +402,17 @@ TEST(jsonl_runner)
 	"&rdkafka.session.timeout.ms=6000&rdkafka.heartbeat.interval.ms=300"   \
 	"&rdkafka.log_level=3&rdkafka.fetch.wait.max.ms=10"
 
-static rd_kafka_t *mock_rk, *producer;
-static rd_kafka_mock_cluster_t *mock;
-static char bootstrap[256];
-
 static int start_cluster(void)
 {
-	char err[512];
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_conf_set(conf, "log_level", "3", NULL, 0);
-	mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-	if (!mock_rk)
+	static const char *const conf[] = {"linger.ms", "0", NULL};
+	if (kafka_mock_start(1, conf) < 0)
 		return -1;
-	mock = rd_kafka_mock_cluster_new(mock_rk, 1);
-	if (!mock)
-		return -1;
-	snprintf(bootstrap, sizeof(bootstrap), "%s",
-	         rd_kafka_mock_cluster_bootstraps(mock));
-	if (rd_kafka_mock_topic_create(mock, "alloc", K_PARTS, 1))
-		return -1;
-	conf = rd_kafka_conf_new();
-	rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, NULL, 0);
-	rd_kafka_conf_set(conf, "linger.ms", "0", NULL, 0);
-	rd_kafka_conf_set(conf, "log_level", "3", NULL, 0);
-	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-	return producer ? 0 : -1;
+	return rd_kafka_mock_topic_create(mock, "alloc", K_PARTS, 1) ? -1 : 0;
 }
 
 static void stop_cluster(void)
 {
-	if (producer)
-		rd_kafka_destroy(producer);
-	if (mock)
-		rd_kafka_mock_cluster_destroy(mock);
-	if (mock_rk)
-		rd_kafka_destroy(mock_rk);
+	kafka_mock_stop();
 }
 
 /* Messages [from, to): partition i % K_PARTS, header message-id "m-i"

@@ -25,6 +25,7 @@
 #include <inbox/source.h>
 
 #include "../clock.h"
+#include "../kafka_mock.h"
 #include "test.h"
 
 #define MAX_PAYLOAD 256 /* the sources' max_payload here */
@@ -92,38 +93,17 @@ static int jl_publish(const char *payload, const char *id, size_t id_len)
 
 /* ---- Kafka: librdkafka's mock cluster, one partition a topic ---- */
 
-static rd_kafka_t *mock_rk, *producer;
-static rd_kafka_mock_cluster_t *mock;
-static char bootstrap[512], topic[96];
+static char topic[96];
 
 static int kf_init(void)
 {
-	char err[512];
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_conf_set(conf, "log_level", "3", NULL, 0);
-	mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-	if (!mock_rk || !(mock = rd_kafka_mock_cluster_new(mock_rk, 1)))
-		return -1;
-	snprintf(bootstrap, sizeof(bootstrap), "%s",
-	         rd_kafka_mock_cluster_bootstraps(mock));
-	conf = rd_kafka_conf_new();
-	if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err,
-	                      sizeof(err)) != RD_KAFKA_CONF_OK)
-		return -1;
-	rd_kafka_conf_set(conf, "linger.ms", "5", NULL, 0);
-	rd_kafka_conf_set(conf, "log_level", "3", NULL, 0);
-	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-	return producer ? 0 : -1;
+	static const char *const conf[] = {"linger.ms", "5", NULL};
+	return kafka_mock_start(1, conf);
 }
 
 static void kf_fini(void)
 {
-	if (producer)
-		rd_kafka_destroy(producer);
-	if (mock)
-		rd_kafka_mock_cluster_destroy(mock);
-	if (mock_rk)
-		rd_kafka_destroy(mock_rk);
+	kafka_mock_stop();
 }
 
 static int kf_fresh(void)

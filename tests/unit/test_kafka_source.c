@@ -27,6 +27,7 @@
 #include <inbox/source.h>
 
 #include "../clock.h"
+#include "../kafka_mock.h"
 #include "source/kafka/kafka.h"
 #include "test.h"
 
@@ -34,44 +35,18 @@
 	"&rdkafka.session.timeout.ms=3000&rdkafka.heartbeat.interval.ms=300"   \
 	"&rdkafka.log_level=3"
 
-static rd_kafka_t *mock_rk; /* book-keeping handle of the mock cluster */
-static rd_kafka_mock_cluster_t *mock;
-static rd_kafka_t *producer; /* a separate, ordinary client */
-static char bootstrap[512];
 static char tmpdir[] = "/tmp/inbox-kafka-XXXXXX";
 
 static int start_cluster(void)
 {
-	char err[512];
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_conf_set(conf, "log_level", "3", NULL, 0);
-	mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-	if (!mock_rk)
-		return -1;
-	mock = rd_kafka_mock_cluster_new(mock_rk, 3);
-	if (!mock)
-		return -1;
-	snprintf(bootstrap, sizeof(bootstrap), "%s",
-	         rd_kafka_mock_cluster_bootstraps(mock));
-	conf = rd_kafka_conf_new();
-	if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err,
-	                      sizeof(err)) != RD_KAFKA_CONF_OK)
-		return -1;
-	rd_kafka_conf_set(conf, "linger.ms", "5", NULL, 0);
-	rd_kafka_conf_set(conf, "reconnect.backoff.max.ms", "300", NULL, 0);
-	rd_kafka_conf_set(conf, "log_level", "3", NULL, 0);
-	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-	return producer ? 0 : -1;
+	static const char *const conf[] = {
+	    "linger.ms", "5", "reconnect.backoff.max.ms", "300", NULL};
+	return kafka_mock_start(3, conf);
 }
 
 static void stop_cluster(void)
 {
-	if (producer)
-		rd_kafka_destroy(producer);
-	if (mock)
-		rd_kafka_mock_cluster_destroy(mock);
-	if (mock_rk)
-		rd_kafka_destroy(mock_rk);
+	kafka_mock_stop();
 }
 
 /* Message i of a topic: partition i % parts, header message-id "m-i",
