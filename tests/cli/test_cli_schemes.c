@@ -3,7 +3,7 @@
  * source registered by a third party (before the config is read) is
  * accepted in a config file, an unknown scheme is refused with the
  * registered ones listed, and relative paths are rebased for any URL
- * without an authority, whatever its scheme (src/cli/config.c).
+ * without an authority, whatever its scheme (src/cli/config/).
  */
 #include <stdio.h>
 #include <string.h>

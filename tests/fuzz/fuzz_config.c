@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the daemon's YAML config reader (src/cli/config.c). The
+ * Fuzz target: the daemon's YAML config reader (src/cli/config/). The
  * input is the text of a config file. It loads, or is refused with a
  * message that names the file ("fuzz.yaml:LINE:COL: ..." or "fuzz.yaml:
  * ...") and is valid UTF-8; a loaded config has at least one consumer,
