@@ -329,9 +329,25 @@ static const char *const secret_words[] = {
     "cred", "auth", "jaas",   "config", "signature",
 };
 
+/* Names that hold a secret word but name a file: the path is no secret
+ * (and an error about the file should show which one). The key itself,
+ * its passphrase, rdkafka's ssl.key.pem, stay secret. */
+static int names_a_file(const char *name, size_t n)
+{
+	static const char *const files[] = {"sslkey", "tls_key"};
+	static const char suffix[] = ".location";
+	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++)
+		if (strcasecmp(name, files[i]) == 0)
+			return 1;
+	return n > sizeof(suffix) - 1 &&
+	       strcasecmp(name + n - (sizeof(suffix) - 1), suffix) == 0;
+}
+
 int inbox__secret_name(const char *name)
 {
 	size_t n = strlen(name);
+	if (names_a_file(name, n))
+		return 0;
 	for (size_t w = 0; w < sizeof(secret_words) / sizeof(*secret_words);
 	     w++) {
 		size_t wl = strlen(secret_words[w]);
@@ -391,7 +407,8 @@ static int scheme_in(const char *s, size_t n, const char *const *names)
 }
 
 /* Schemes whose bare user info ("scheme://NAME@host") is a user name. */
-static const char *const bare_name[] = {"postgresql", "postgres", "amqp", NULL};
+static const char *const bare_name[] = {"postgresql", "postgres", "amqp",
+                                        "amqps", NULL};
 /* Schemes with no authority at all: "jsonl://x" is the path "//x". (A
  * "sqlite://u:p@h" is refused by the store, but hidden all the same.) */
 static const char *const no_authority[] = {"jsonl", NULL};

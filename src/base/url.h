@@ -61,7 +61,11 @@ const char *inbox__url_userinfo_end(const char *auth);
  *     '...'). So rdkafka.sasl.password,
  *     rdkafka.ssl.key.password, rdkafka.sasl.oauthbearer.client.secret,
  *     libpq's password and sslpassword, and whatever a new property is
- *     called, as long as its name says what it is.
+ *     called, as long as its name says what it is. Except the names
+ *     of files, whose path is no secret and is worth seeing in an
+ *     error: libpq's sslkey, our tls_key, and every name ending in
+ *     ".location" (rdkafka.ssl.key.location; ssl.key.pem and
+ *     ssl.key.password stay secret).
  * A string that does not start with SCHEME ':' is read as a libpq
  * keyword/value string.
  */

@@ -100,6 +100,47 @@ TEST(redact_url)
 	ASSERT_TRUE(inbox_redact_url(NULL) == NULL);
 }
 
+/* The TLS parameters of every source: a key's passphrase and the key
+ * itself are hidden, the paths of the files are not (an error about a
+ * file should say which one), nor are sslmode and the host names. */
+TEST(redact_tls_params)
+{
+	ASSERT_STREQ(redact("postgresql://app:pw1234@db/x?sslmode=verify-full&"
+	                    "sslrootcert=/etc/ca.pem&sslcert=/etc/c.pem&"
+	                    "sslkey=/etc/c.key&sslpassword=kpass1"),
+	             "postgresql://app:***@db/x?sslmode=verify-full&"
+	             "sslrootcert=/etc/ca.pem&sslcert=/etc/c.pem&"
+	             "sslkey=/etc/c.key&sslpassword=***");
+	ASSERT_STREQ(redact("host=db sslmode=verify-full sslkey=/k.pem "
+	                    "sslpassword='a b' dbname=x"),
+	             "host=db sslmode=verify-full sslkey=/k.pem "
+	             "sslpassword=*** dbname=x");
+	ASSERT_STREQ(redact("amqps://app:pw1234@mq:5671/%2f/q?tls_ca=/ca.pem&"
+	                    "tls_cert=/c.pem&tls_key=/c.key&"
+	                    "tls_key_password=kpass1&tls_hostname=mq"),
+	             "amqps://app:***@mq:5671/%2f/q?tls_ca=/ca.pem&"
+	             "tls_cert=/c.pem&tls_key=/c.key&"
+	             "tls_key_password=***&tls_hostname=mq");
+	ASSERT_STREQ(redact("amqps://app@mq/%2f/q"), "amqps://app@mq/%2f/q");
+	ASSERT_STREQ(redact("nats://tok123456@n:4222/S?tls=1&tls_key=/k.pem"),
+	             "nats://***@n:4222/S?tls=1&tls_key=/k.pem");
+	ASSERT_STREQ(
+	    redact("kafka://b:9093/t?rdkafka.security.protocol=SASL_SSL&"
+	           "rdkafka.ssl.ca.location=/ca.pem&"
+	           "rdkafka.ssl.key.location=/k.pem&"
+	           "rdkafka.ssl.key.password=kpass1&"
+	           "rdkafka.ssl.key.pem=PEMDATA&"
+	           "rdkafka.sasl.username=u&rdkafka.sasl.password=spass1"),
+	    "kafka://b:9093/t?rdkafka.security.protocol=SASL_SSL&"
+	    "rdkafka.ssl.ca.location=/ca.pem&"
+	    "rdkafka.ssl.key.location=/k.pem&"
+	    "rdkafka.ssl.key.password=***&"
+	    "rdkafka.ssl.key.pem=***&"
+	    "rdkafka.sasl.username=u&rdkafka.sasl.password=***");
+	ASSERT_STREQ(redact("rediss://:pw1234@r:6380/s"),
+	             "rediss://:***@r:6380/s");
+}
+
 TEST(redact_returns_copy)
 {
 	const char *u = "kafka://broker:9092";
@@ -385,6 +426,7 @@ int main(void)
 	RUN(ambiguous_urls_refused);
 	RUN(scrub_every_spelling);
 	RUN(secret_names);
+	RUN(redact_tls_params);
 	RUN(postgres_errors_show_no_password);
 	RUN(source_errors_show_no_secret);
 	return test_summary();
