@@ -33,6 +33,35 @@ static void register_builtins(void)
 	pthread_once(&builtins_once, register_builtins_once);
 }
 
+/* The TLS spelling of a built-in source's scheme, handled by that source
+ * (which reads the scheme again): amqps:// by amqp, rediss:// by redis
+ * (which refuses it with the reason). */
+static const char *const tls_alias[][2] = {
+    {"amqps", "amqp"},
+    {"rediss", "redis"},
+};
+
+/* The registered source for url's scheme (before ':'), or NULL. */
+static const inbox_source_vtable *source_for(const char *url)
+{
+	const char *colon = url ? strchr(url, ':') : NULL;
+	if (!colon)
+		return NULL;
+	size_t n = (size_t)(colon - url);
+	const char *scheme = NULL;
+	for (size_t a = 0; a < sizeof(tls_alias) / sizeof(*tls_alias); a++)
+		if (strlen(tls_alias[a][0]) == n &&
+		    strncmp(tls_alias[a][0], url, n) == 0)
+			scheme = tls_alias[a][1];
+	for (int i = 0; i < nregistered; i++) {
+		const char *s = registry[i]->scheme;
+		if (scheme ? strcmp(s, scheme) == 0
+		           : strlen(s) == n && strncmp(s, url, n) == 0)
+			return registry[i];
+	}
+	return NULL;
+}
+
 int inbox_source_register(const inbox_source_vtable *vt)
 {
 	if (!vt || vt->version != INBOX_SOURCE_VTABLE_VERSION || !vt->scheme ||
@@ -73,31 +102,24 @@ int inbox_source_open(inbox_source **out, const char *url,
 	if (!opts->consumer || !*opts->consumer || opts->max_batch == 0)
 		return INBOX_ERR_INVALID;
 	register_builtins();
-	const char *colon = strchr(url, ':');
-	if (!colon)
+	const inbox_source_vtable *vt = source_for(url);
+	if (!vt)
 		return INBOX_ERR_URL;
-	size_t n = (size_t)(colon - url);
-	for (int i = 0; i < nregistered; i++) {
-		const inbox_source_vtable *vt = registry[i];
-		if (strlen(vt->scheme) != n || strncmp(vt->scheme, url, n) != 0)
-			continue;
-		inbox__secrets *sec = NULL;
-		if (inbox__secrets_add_url(&sec, url) < 0) {
-			inbox__secrets_free(sec);
-			return INBOX_ERR_NOMEM;
-		}
-		int rc = vt->open(out, url, opts);
-		if (!*out) {
-			inbox__secrets_free(sec);
-			return rc;
-		}
-		(*out)->vt = vt;
-		(*out)->opts = *opts;
-		(*out)->secrets = sec;
-		scrub(*out);
+	inbox__secrets *sec = NULL;
+	if (inbox__secrets_add_url(&sec, url) < 0) {
+		inbox__secrets_free(sec);
+		return INBOX_ERR_NOMEM;
+	}
+	int rc = vt->open(out, url, opts);
+	if (!*out) {
+		inbox__secrets_free(sec);
 		return rc;
 	}
-	return INBOX_ERR_URL;
+	(*out)->vt = vt;
+	(*out)->opts = *opts;
+	(*out)->secrets = sec;
+	scrub(*out);
+	return rc;
 }
 
 void inbox_source_close(inbox_source *src)
@@ -234,14 +256,6 @@ const char *inbox_source_scheme(size_t i)
 
 int inbox_source_known_url(const char *url)
 {
-	const char *colon = url ? strchr(url, ':') : NULL;
-	if (!colon)
-		return 0;
 	register_builtins();
-	size_t n = (size_t)(colon - url);
-	for (int i = 0; i < nregistered; i++)
-		if (strlen(registry[i]->scheme) == n &&
-		    strncmp(registry[i]->scheme, url, n) == 0)
-			return 1;
-	return 0;
+	return source_for(url) != NULL;
 }

@@ -15,6 +15,7 @@
 
 #include <hiredis/hiredis.h>
 #include <inbox/source.h>
+#include <inbox/sys/source.h>
 
 #include "../clock.h"
 #include "test.h"
@@ -166,6 +167,23 @@ TEST(url_errors)
 			TEST_FAIL_("%s: no errmsg", bad[i]);
 		inbox_source_close(s);
 	}
+}
+
+/* rediss:// reaches the Redis source (not "unknown scheme"), which
+ * refuses it and says why and what to do, without the password. */
+TEST(rediss_refused_with_reason)
+{
+	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
+	o.consumer = "c";
+	inbox_source *s = NULL;
+	int r =
+	    inbox_source_open(&s, "rediss://:pw9Xq2Lm@127.0.0.1:6380/st", &o);
+	ASSERT_EQ(r, INBOX_ERR_URL);
+	ASSERT_CONTAINS(inbox_source_errmsg(s), "hiredis 0.14 has no TLS");
+	ASSERT_CONTAINS(inbox_source_errmsg(s), "stunnel");
+	ASSERT_TRUE(strstr(inbox_source_errmsg(s), "pw9X") == NULL);
+	inbox_source_close(s);
+	ASSERT_TRUE(inbox_source_known_url("rediss://h/s"));
 }
 
 TEST(password_never_in_errmsg)
@@ -859,6 +877,7 @@ int main(void)
 		return 1;
 	}
 	RUN(url_errors);
+	RUN(rediss_refused_with_reason);
 	RUN(password_never_in_errmsg);
 	RUN(each_once_with_positions);
 	RUN(payload_id_headers_rules);

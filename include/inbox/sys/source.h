@@ -91,7 +91,9 @@ INBOX_API int inbox_source_register(const inbox_source_vtable *vt);
  * NULL past the last ("jsonl", "kafka", ...; static strings). */
 INBOX_API const char *inbox_source_scheme(size_t i);
 /* 1 if a registered source takes url's scheme (before ':'), else 0;
- * nothing is opened or checked beyond it. */
+ * nothing is opened or checked beyond it. The TLS spellings amqps and
+ * rediss go to the built-in amqp and redis sources (which read the
+ * scheme: the Redis source refuses rediss with its reason). */
 INBOX_API int inbox_source_known_url(const char *url);
 /* Set src's errmsg, scrubbed of the URL's secrets (every spelling of a
  * password, token or key the URL holds; see inbox_redact_url), so a

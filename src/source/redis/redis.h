@@ -5,6 +5,8 @@
  * URL
  *   redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/STREAM[?PARAMS]
  *
+ *   No TLS: hiredis 0.14 has none, so rediss:// is refused with that
+ *   reason (use a private network or a local TLS tunnel: docs/config.md).
  *   HOST       a name, an IPv4 address or [IPv6]; PORT default 6379.
  *   USER, PASSWORD  sent with AUTH after each connect (AUTH PASSWORD when
  *              USER is empty: "redis://:secret@host/..."). Both parts

@@ -145,6 +145,15 @@ int inbox__redis_parse_url(redis_source *rs, const char *url,
                            const char *consumer)
 {
 	inbox__url u;
+	if (strncmp(url, "rediss:", 7) == 0) {
+		inbox__source_seterr(
+		    &rs->base,
+		    "redis: rediss:// (TLS) is not supported: hiredis 0.14 "
+		    "has no TLS; reach Redis over a private network, or "
+		    "through a local TLS tunnel (stunnel, spiped) with "
+		    "redis://127.0.0.1:PORT/... (see docs/config.md, TLS)");
+		return INBOX_ERR_URL;
+	}
 	if (inbox__url_split(&u, url, "redis", 0) < 0) {
 		inbox__source_seterr(&rs->base, "redis: URL must start with "
 		                                "redis://");
