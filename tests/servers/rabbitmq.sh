@@ -3,6 +3,11 @@
 #   rabbitmq.sh start DIR PORT  -> a node of its own in DIR, AMQP on
 #                                  127.0.0.1:PORT, Erlang distribution on
 #                                  PORT+1000, its own epmd on PORT+2000;
+#                                  AMQP over TLS on a free port picked at
+#                                  start (DIR/tls_port), with a test CA
+#                                  made in DIR/tls (tests/servers/certs.sh:
+#                                  a certificate for DNS:localhost; clients
+#                                  must show a certificate of that CA);
 #                                  prints "export VAR=VALUE" lines
 #   rabbitmq.sh stop DIR        -> stop the node and its epmd by PID
 #   rabbitmq.sh restart DIR     -> stop the node (not epmd) and start it
@@ -112,8 +117,22 @@ start)
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	echo "$port" >"$dir/port"
+	sh "$(dirname "$0")/certs.sh" "$dir/tls" localhost || exit 1
+	# A free port for TLS, away from the ones derived from PORT.
+	while :; do
+		tls_port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 10000))
+		ss -tan 2>/dev/null | awk '{ print $4 }' |
+			grep -q ":$tls_port\$" || break
+	done
+	echo "$tls_port" >"$dir/tls_port"
 	cat >"$dir/rabbitmq.conf" <<-EOF
 		listeners.tcp.default = 127.0.0.1:$port
+		listeners.ssl.default = 127.0.0.1:$tls_port
+		ssl_options.cacertfile = $dir/tls/ca.pem
+		ssl_options.certfile = $dir/tls/server.pem
+		ssl_options.keyfile = $dir/tls/server.key
+		ssl_options.verify = verify_peer
+		ssl_options.fail_if_no_peer_cert = true
 		loopback_users.guest = true
 		disk_free_limit.absolute = 10MB
 		log.console = false
@@ -129,6 +148,8 @@ start)
 	start_node
 	echo "export INBOX_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$port/%2f"
 	echo "export INBOX_TEST_AMQP_DIR=$dir"
+	echo "export INBOX_TEST_AMQPS_URL=amqps://guest:guest@localhost:$tls_port/%2f"
+	echo "export INBOX_TEST_AMQP_TLS_DIR=$dir/tls"
 	echo "export INBOX_TEST_AMQP_SCRIPT=$(cd "$(dirname "$0")" && pwd)/rabbitmq.sh"
 	;;
 restart)

@@ -9,6 +9,7 @@
 #include <sys/time.h>
 
 #include <amqp.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 
 #include "source/amqp/amqp_source.h"
@@ -191,18 +192,68 @@ static int login(amqp_source *s)
 		return INBOX_OK;
 	char why[300];
 	inbox__amqp_reply_text(r, why, sizeof(why));
-	inbox__source_seterr(&s->base, "amqp: login to %s as %s: %s", s->where,
-	                     s->user, why);
+	/* TLS 1.3: a broker that wants a client certificate says so only
+	 * after the handshake, by closing the connection. */
+	int no_cert = s->tls && !s->tls_cert &&
+	              r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+	              r.library_error == AMQP_STATUS_SSL_ERROR;
+	inbox__source_seterr(&s->base, "amqp: login to %s as %s: %s%s",
+	                     s->where, s->user, why,
+	                     no_cert ? " (does the broker want a client "
+	                               "certificate? tls_cert, tls_key)"
+	                             : "");
 	return INBOX_ERR_CONNECT;
+}
+
+/* A TCP socket, or for amqps:// a TLS one with the URL's CA, client
+ * certificate and verification. Not opened yet. */
+static int open_socket(amqp_source *s, amqp_socket_t **out)
+{
+	if (!s->tls) {
+		*out = amqp_tcp_socket_new(s->conn);
+		return *out ? INBOX_OK : INBOX_ERR_NOMEM;
+	}
+	amqp_socket_t *sock = amqp_ssl_socket_new(s->conn);
+	const char *what = NULL;
+	if (!sock)
+		return INBOX_ERR_NOMEM;
+	amqp_ssl_socket_set_verify_peer(sock, s->tls_verify);
+	amqp_ssl_socket_set_verify_hostname(sock, s->tls_verify);
+	if (s->tls_ca &&
+	    amqp_ssl_socket_set_cacert(sock, s->tls_ca) != AMQP_STATUS_OK)
+		what = s->tls_ca;
+	if (!what && s->tls_cert) {
+		/* Before the key is read: OpenSSL asks for it then. */
+		if (s->tls_key_pass)
+			amqp_ssl_socket_set_key_passwd(sock, s->tls_key_pass);
+		if (amqp_ssl_socket_set_key(sock, s->tls_cert, s->tls_key) !=
+		    AMQP_STATUS_OK)
+			what = s->tls_key;
+	}
+	if (what) {
+		inbox__source_seterr(&s->base,
+		                     "amqp: TLS setup for %s: cannot load "
+		                     "\"%.200s\"%s",
+		                     s->where, what,
+		                     what == s->tls_key
+		                         ? " with its certificate (wrong "
+		                           "passphrase, or a key of another "
+		                           "certificate?)"
+		                         : " (not PEM certificates?)");
+		return INBOX_ERR_CONNECT;
+	}
+	*out = sock;
+	return INBOX_OK;
 }
 
 static int setup(amqp_source *s)
 {
 	struct timeval tv = ms_tv(s->connect_timeout_ms);
 	struct timeval rpc = ms_tv(RPC_TIMEOUT_MS);
-	amqp_socket_t *sock = amqp_tcp_socket_new(s->conn);
-	if (!sock)
-		return INBOX_ERR_NOMEM;
+	amqp_socket_t *sock = NULL;
+	int rc = open_socket(s, &sock);
+	if (rc < 0)
+		return rc;
 	int st = amqp_socket_open_noblock(sock, s->host, s->port, &tv);
 	if (st != AMQP_STATUS_OK) {
 		inbox__source_seterr(&s->base, "amqp: cannot connect to %s: %s",
@@ -211,7 +262,7 @@ static int setup(amqp_source *s)
 	}
 	amqp_set_handshake_timeout(s->conn, &tv);
 	amqp_set_rpc_timeout(s->conn, &rpc);
-	int rc = login(s);
+	rc = login(s);
 	if (rc < 0)
 		return rc;
 	amqp_channel_open(s->conn, AMQP_CH_CONSUME);

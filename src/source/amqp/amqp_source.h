@@ -17,7 +17,26 @@
  *   '?', '#', '[' or ']' in the user info (and any other raw '@' in the
  *   URL) is refused: libpq and rabbitmq-c end the user info at the first
  *   '@', cnats at the last (write %40 %2F %3F %23 %5B %5D). The password
- *   is what inbox_redact_url hides. amqps:// (TLS) is not supported yet.
+ *   is what inbox_redact_url hides.
+ *
+ * TLS
+ *   amqps://... is the same URL over TLS (rabbitmq-c with OpenSSL; TLS
+ *   1.2 or newer), PORT default 5671. The broker's certificate is
+ *   verified, and its name against HOST, unless tls_verify=0. Parameters
+ *   (amqps:// only; a tls_* parameter on amqp:// is refused):
+ *   tls_ca=PATH           the CA certificates (PEM) the broker's
+ *                         certificate must chain to (default: the
+ *                         system's bundle, /etc/ssl/certs/ca-certificates.crt).
+ *   tls_cert=PATH, tls_key=PATH  a client certificate and its key (PEM),
+ *                         both or neither (for EXTERNAL-less mutual TLS:
+ *                         the login is still USER/PASSWORD).
+ *   tls_key_password=P    the key's passphrase (secret: never shown).
+ *   tls_verify=0|1        1 (default); 0 accepts any certificate (tests
+ *                         only: it gives up what TLS is for).
+ *   A file that cannot be read is refused when the URL is parsed, naming
+ *   it; a certificate that does not verify fails the connection (retried
+ *   as any other: INBOX_ERR_CONNECT) with rabbitmq-c's reason ("SSL peer
+ *   cert verification failed", "SSL hostname verification failed").
  *
  *   prefetch=N          basic.qos prefetch count, 1..65535 (default
  *                       2 x max_batch, capped at 65535: the broker sends
@@ -187,7 +206,10 @@ typedef struct amqp_source {
 	int heartbeat;
 	int connect_timeout_ms;
 	int confirm_timeout_ms;
-	char *where; /* "HOST:PORT/VHOST" for messages */
+	char *where;    /* "HOST:PORT/VHOST" for messages */
+	int tls;        /* amqps:// */
+	int tls_verify; /* peer and host name (default 1) */
+	char *tls_ca, *tls_cert, *tls_key, *tls_key_pass; /* NULL: none */
 
 	/* The connection; NULL when down. */
 	amqp_connection_state_t conn;

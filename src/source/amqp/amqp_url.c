@@ -2,9 +2,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/url.h"
 #include "source/amqp/amqp_source.h"
+
+/* The CA bundle of the system (Debian's ca-certificates), used by amqps://
+ * without tls_ca: rabbitmq-c loads no default verify paths itself. */
+#define AMQP_SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
 
 static int int_param(amqp_source *s, const char *name, const char *value,
                      long long min, long long max, int *out)
@@ -63,6 +68,45 @@ static int set_retry(amqp_source *s, const char *value)
 	return INBOX_OK;
 }
 
+/* A file the TLS setup reads: it must be readable now (named when not:
+ * a path is no secret). */
+static int set_file(amqp_source *s, char **dst, const char *name,
+                    const char *value)
+{
+	if (!*value || access(value, R_OK) != 0) {
+		inbox__source_seterr(
+		    &s->base, "amqp: %s: cannot read \"%.200s\"", name, value);
+		return INBOX_ERR_URL;
+	}
+	return inbox__url_set_str(dst, value);
+}
+
+/* tls_* (amqps:// only). */
+static int tls_param(amqp_source *s, const char *name, const char *value)
+{
+	if (!s->tls) {
+		inbox__source_seterr(
+		    &s->base, "amqp: %.40s is for amqps:// (TLS) URLs", name);
+		return INBOX_ERR_URL;
+	}
+	if (strcmp(name, "tls_ca") == 0)
+		return set_file(s, &s->tls_ca, name, value);
+	if (strcmp(name, "tls_cert") == 0)
+		return set_file(s, &s->tls_cert, name, value);
+	if (strcmp(name, "tls_key") == 0)
+		return set_file(s, &s->tls_key, name, value);
+	if (strcmp(name, "tls_key_password") == 0)
+		return inbox__url_set_str(&s->tls_key_pass, value);
+	if (strcmp(name, "tls_verify") == 0)
+		return int_param(s, name, value, 0, 1, &s->tls_verify);
+	inbox__source_seterr(&s->base,
+	                     "amqp: unknown TLS parameter \"%.60s\" (known: "
+	                     "tls_ca, tls_cert, tls_key, tls_key_password, "
+	                     "tls_verify)",
+	                     name);
+	return INBOX_ERR_URL;
+}
+
 /* One query parameter (an inbox__url_param_fn). */
 static int apply_param(const char *name, const char *value, void *payload)
 {
@@ -89,11 +133,14 @@ static int apply_param(const char *name, const char *value, void *payload)
 	if (strcmp(name, "confirm_timeout_ms") == 0)
 		return time_param(s, name, value, 1, 1, 600000,
 		                  &s->confirm_timeout_ms);
+	if (strncmp(name, "tls_", 4) == 0)
+		return tls_param(s, name, value);
 	inbox__source_seterr(&s->base,
 	                     "amqp: unknown URL parameter \"%.60s\" "
 	                     "(known: prefetch, retry, retry_queue, dlx, "
 	                     "declare, heartbeat, connect_timeout_ms, "
-	                     "confirm_timeout_ms)",
+	                     "confirm_timeout_ms; amqps: tls_ca, tls_cert, "
+	                     "tls_key, tls_key_password, tls_verify)",
 	                     name);
 	return INBOX_ERR_URL;
 }
@@ -178,6 +225,7 @@ static int set_defaults(amqp_source *s, const inbox_source_options *opts)
 	s->heartbeat = 30;
 	s->connect_timeout_ms = 5000;
 	s->confirm_timeout_ms = 10000;
+	s->tls_verify = 1;
 	return INBOX_OK;
 }
 
@@ -188,10 +236,13 @@ int inbox__amqp_parse_url(amqp_source *s, const char *url,
 	int rc = set_defaults(s, opts);
 	if (rc < 0)
 		return rc;
-	if (inbox__url_split(&u, url, "amqp", INBOX__URL_FRAGMENT) < 0) {
+	s->tls = strncmp(url, "amqps:", 6) == 0;
+	if (s->tls)
+		s->port = 5671;
+	if (inbox__url_split(&u, url, s->tls ? "amqps" : "amqp",
+	                     INBOX__URL_FRAGMENT) < 0) {
 		inbox__source_seterr(
-		    &s->base, "amqp: URL must start with amqp:// (amqps is "
-		              "not supported)");
+		    &s->base, "amqp: URL must start with amqp:// or amqps://");
 		return INBOX_ERR_URL;
 	}
 	if (inbox__url_refuse_ambiguous(&s->base, "amqp", url) < 0)
@@ -213,6 +264,17 @@ int inbox__amqp_parse_url(amqp_source *s, const char *url,
 	if (rc == INBOX_OK && u.query)
 		rc = inbox__url_params(&s->base, "amqp", u.query, u.query_len,
 		                       INBOX__URL_NEED_EQ, apply_param, s);
+	if (rc < 0)
+		return rc;
+	if (!s->tls_cert != !s->tls_key) {
+		inbox__source_seterr(&s->base, "amqp: tls_cert and tls_key go "
+		                               "together (a client certificate "
+		                               "and its key)");
+		return INBOX_ERR_URL;
+	}
+	if (s->tls && !s->tls_ca && s->tls_verify &&
+	    access(AMQP_SYSTEM_CA, R_OK) == 0)
+		rc = inbox__url_set_str(&s->tls_ca, AMQP_SYSTEM_CA);
 	if (rc < 0)
 		return rc;
 	if (!s->retry_queue) {
@@ -246,6 +308,13 @@ void inbox__amqp_url_clear(amqp_source *s)
 	if (s->pass)
 		memset(s->pass, 0, strlen(s->pass));
 	free(s->pass);
+	if (s->tls_key_pass)
+		memset(s->tls_key_pass, 0, strlen(s->tls_key_pass));
+	free(s->tls_key_pass);
+	free(s->tls_ca);
+	free(s->tls_cert);
+	free(s->tls_key);
+	s->tls_key_pass = s->tls_ca = s->tls_cert = s->tls_key = NULL;
 	free(s->vhost);
 	free(s->queue);
 	free(s->retry_queue);
