@@ -50,6 +50,8 @@ static int connect_server(nats_source *ns, const char *consumer)
 		s = natsOptions_SetToken(ns->nopts, ns->token);
 	if (s == NATS_OK)
 		s = natsOptions_SetName(ns->nopts, name);
+	if (s == NATS_OK && ns->tls)
+		s = inbox__nats_tls_options(ns);
 	/* Reconnect forever, quickly; a lost connection is never fatal. */
 	if (s == NATS_OK)
 		s = natsOptions_SetMaxReconnect(ns->nopts, -1);

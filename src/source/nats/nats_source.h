@@ -37,6 +37,21 @@
  *                    ack_wait / 3; 0 = never).
  *   ack_timeout=D    how long a confirmed ack (and a confirmed term) waits
  *                    for the server's answer (default 5s).
+ *   tls=1            TLS to every server of the list (cnats with OpenSSL):
+ *                    the server's certificate is verified, and its name
+ *                    against the host of the URL (or tls_hostname). Any
+ *                    other tls_* parameter implies tls=1.
+ *   tls_ca=PATH      the CA certificates (PEM) to trust (default: the
+ *                    system's verify paths).
+ *   tls_cert=PATH, tls_key=PATH  a client certificate and its key (PEM,
+ *                    both or neither; the key unencrypted: cnats takes no
+ *                    passphrase).
+ *   tls_hostname=H   the name the certificate must carry, when it is not
+ *                    the host of the URL (an IP address in the list).
+ *   tls_verify=0     accept any certificate (tests only).
+ *   A file that cannot be read is refused naming it; a certificate that
+ *   does not verify fails the connection (INBOX_ERR_CONNECT, retried)
+ *   with cnats' reason.
  *   Durations: an integer with a unit, ms, s, m or h ("500ms", "30s"); "0"
  *   needs none. Values are percent-decoded, user and password too. The
  *   credentials are handed to cnats apart from the host list and never
@@ -135,6 +150,8 @@ typedef struct nats_source {
 	char *hosts; /* "host:port,..." for messages */
 	char *user, *password, *token;
 	char *stream, *durable, *subject;
+	int tls, tls_verify; /* tls_verify: 1 unless tls_verify=0 */
+	char *tls_ca, *tls_cert, *tls_key, *tls_hostname; /* NULL: none */
 	int create;
 	int64_t ack_wait_ms, in_progress_ms, ack_timeout_ms;
 	int64_t max_deliver, max_ack_pending;
@@ -174,6 +191,10 @@ typedef struct nats_source {
 	int64_t ka_last;  /* under ka_mu: monotonic ms of the last touch */
 	uint64_t ka_sent; /* under ka_mu: InProgress sent (for tests) */
 } nats_source;
+
+/* nats_url.c: the TLS options of the URL (tls=1) set on ns->nopts: secure, the
+ * CA, the client certificate, the expected host name, verification. */
+natsStatus inbox__nats_tls_options(nats_source *ns);
 
 /* nats_url.c: parse the URL into ns (servers, credentials, stream,
  * parameters; parse only: no connection). INBOX_ERR_URL / NOMEM with

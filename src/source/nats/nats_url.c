@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/url.h"
 #include "source/nats/nats_source.h"
@@ -64,6 +65,51 @@ static int set_duration(nats_source *ns, const char *name, const char *value)
 	return INBOX_OK;
 }
 
+/* tls=, tls_ca=, tls_cert=, tls_key=, tls_hostname=, tls_verify=: any
+ * of them turns TLS on. A file must be readable now (named when not: a
+ * path is no secret). */
+static int tls_param(nats_source *ns, const char *name, const char *value)
+{
+	char **file = NULL;
+	if (strcmp(name, "tls") == 0 || strcmp(name, "tls_verify") == 0) {
+		if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0) {
+			inbox__source_seterr(&ns->base,
+			                     "nats: %s must be 0 or 1", name);
+			return INBOX_ERR_URL;
+		}
+		if (name[3] == '\0')
+			ns->tls = value[0] == '1';
+		else
+			ns->tls_verify = value[0] == '1';
+		return INBOX_OK;
+	}
+	if (strcmp(name, "tls_hostname") == 0) {
+		if (!inbox__url_printable(value, strlen(value)))
+			return bad(ns, "tls_hostname must be a host name");
+		return inbox__url_set_str(&ns->tls_hostname, value);
+	}
+	if (strcmp(name, "tls_ca") == 0)
+		file = &ns->tls_ca;
+	else if (strcmp(name, "tls_cert") == 0)
+		file = &ns->tls_cert;
+	else if (strcmp(name, "tls_key") == 0)
+		file = &ns->tls_key;
+	if (!file) {
+		inbox__source_seterr(&ns->base,
+		                     "nats: unknown TLS parameter \"%.60s\" "
+		                     "(known: tls, tls_ca, tls_cert, tls_key, "
+		                     "tls_hostname, tls_verify)",
+		                     name);
+		return INBOX_ERR_URL;
+	}
+	if (!*value || access(value, R_OK) != 0) {
+		inbox__source_seterr(
+		    &ns->base, "nats: %s: cannot read \"%.200s\"", name, value);
+		return INBOX_ERR_URL;
+	}
+	return inbox__url_set_str(file, value);
+}
+
 /* One query parameter (an inbox__url_param_fn). */
 static int apply_param(const char *name, const char *value, void *payload)
 {
@@ -103,11 +149,15 @@ static int apply_param(const char *name, const char *value, void *payload)
 		ns->max_ack_pending = x;
 		return INBOX_OK;
 	}
+	if (strncmp(name, "tls", 3) == 0 && (!name[3] || name[3] == '_'))
+		return tls_param(ns, name, value);
 	inbox__source_seterr(&ns->base,
 	                     "nats: unknown URL parameter \"%.60s\" (known: "
 	                     "durable, subject, create, ack_wait, "
 	                     "max_deliver, max_ack_pending, "
-	                     "in_progress_interval, ack_timeout)",
+	                     "in_progress_interval, ack_timeout, tls, "
+	                     "tls_ca, tls_cert, tls_key, tls_hostname, "
+	                     "tls_verify)",
 	                     name);
 	return INBOX_ERR_URL;
 }
@@ -192,12 +242,22 @@ int inbox__nats_parse_url(nats_source *ns, const char *url,
 		return bad(ns, "the stream name must be 1-255 letters, digits, "
 		               "'_' or '-'");
 	ns->in_progress_ms = -1; /* not given */
+	ns->tls = -1;
+	ns->tls_verify = 1;
 	if (u.query) {
 		rc = inbox__url_params(&ns->base, "nats", u.query, u.query_len,
 		                       INBOX__URL_NEED_EQ, apply_param, ns);
 		if (rc < 0)
 			return rc;
 	}
+	int tls_any = ns->tls_ca || ns->tls_cert || ns->tls_key ||
+	              ns->tls_hostname || !ns->tls_verify;
+	if (ns->tls == 0 && tls_any)
+		return bad(ns, "tls=0 with tls_* parameters");
+	ns->tls = ns->tls == 1 || tls_any;
+	if (!ns->tls_cert != !ns->tls_key)
+		return bad(ns, "tls_cert and tls_key go together (a client "
+		               "certificate and its key)");
 	if (!ns->durable) {
 		rc = default_durable(ns, opts->consumer);
 		if (rc < 0)
@@ -229,8 +289,30 @@ void inbox__nats_url_clear(nats_source *ns)
 	free(ns->stream);
 	free(ns->durable);
 	free(ns->subject);
+	free(ns->tls_ca);
+	free(ns->tls_cert);
+	free(ns->tls_key);
+	free(ns->tls_hostname);
+	ns->tls_ca = ns->tls_cert = ns->tls_key = ns->tls_hostname = NULL;
 	ns->servers = NULL;
 	ns->nservers = 0;
 	ns->hosts = ns->user = ns->password = ns->token = NULL;
 	ns->stream = ns->durable = ns->subject = NULL;
+}
+
+natsStatus inbox__nats_tls_options(nats_source *ns)
+{
+	natsStatus s = natsOptions_SetSecure(ns->nopts, true);
+	if (s == NATS_OK && ns->tls_ca)
+		s = natsOptions_LoadCATrustedCertificates(ns->nopts,
+		                                          ns->tls_ca);
+	if (s == NATS_OK && ns->tls_cert)
+		s = natsOptions_LoadCertificatesChain(ns->nopts, ns->tls_cert,
+		                                      ns->tls_key);
+	if (s == NATS_OK && ns->tls_hostname)
+		s = natsOptions_SetExpectedHostname(ns->nopts,
+		                                    ns->tls_hostname);
+	if (s == NATS_OK && !ns->tls_verify)
+		s = natsOptions_SkipServerVerification(ns->nopts, true);
+	return s;
 }

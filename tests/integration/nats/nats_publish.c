@@ -12,6 +12,9 @@
  *   nats_publish info URL STREAM DURABLE
  *       Print the durable's state: "pending=N ack_pending=N
  *       redelivered=N delivered=N ack_floor=N".
+ * With NATS_TLS_CA set (and NATS_TLS_CERT and NATS_TLS_KEY, a client
+ * certificate, when the server wants one), it connects over TLS with that
+ * CA (the TLS tests).
  * Exit 0 on success, 1 on failure (with a message on stderr).
  */
 #include <stdio.h>
@@ -42,6 +45,14 @@ static void connect_to(const char *url)
 		s = natsOptions_SetMaxReconnect(o, -1);
 	if (s == NATS_OK)
 		s = natsOptions_SetReconnectWait(o, 100);
+	const char *ca = getenv("NATS_TLS_CA"), *cert = getenv("NATS_TLS_CERT"),
+	           *key = getenv("NATS_TLS_KEY");
+	if (s == NATS_OK && ca)
+		s = natsOptions_SetSecure(o, true);
+	if (s == NATS_OK && ca)
+		s = natsOptions_LoadCATrustedCertificates(o, ca);
+	if (s == NATS_OK && ca && cert && key)
+		s = natsOptions_LoadCertificatesChain(o, cert, key);
 	if (s == NATS_OK)
 		s = natsConnection_Connect(&nc, o);
 	natsOptions_Destroy(o);
