@@ -21,6 +21,10 @@
 #   procps            ps, pgrep (no test needs them; for looking around)
 #   iproute2          ss (tests/servers/nats.sh and the NATS and RabbitMQ
 #                     tests wait on listening ports with it)
+#   openssl socat     openssl makes the TLS tests' CA and certificates
+#                     (tests/servers/certs.sh); socat is the TLS listener
+#                     in front of the Kafka mock cluster (tls_kafka); ip
+#                     (iproute2) brings up its network namespace's lo
 #   clang libclang-rt-14-dev   (--fuzz) `make fuzz`: the compiler and its
 #                     libFuzzer runtime
 #   nodejs npm        (only when no Node.js 20 is there) the bootstrap of
@@ -83,7 +87,7 @@ libhiredis-dev redis-server
 libnats-dev nats-server
 libcurl4-openssl-dev libmicrohttpd-dev prometheus bsdutils curl jq
 libpcre2-dev json-schema-test-suite
-procps iproute2"
+procps iproute2 openssl socat"
 if [ "${1:-}" = --fuzz ]; then
 	PKGS="$PKGS clang libclang-rt-14-dev"
 fi

@@ -13,6 +13,8 @@
 #   DIR/other-ca.pem            another CA, which signed nothing here: a
 #                               client trusting only it must refuse the
 #                               server
+# CERT_SAN (environment) replaces the server certificate's names
+# ("DNS:localhost,IP:127.0.0.1").
 # The keys are mode 0600. Nothing outside DIR is read or written.
 set -eu
 dir=$1
@@ -44,7 +46,7 @@ ca ca "inbox test CA"
 ca other-ca "inbox other CA"
 rm -f other-ca.key
 key server.key
-sign server "$cn" "subjectAltName=DNS:$cn
+sign server "$cn" "subjectAltName=${CERT_SAN:-DNS:$cn}
 extendedKeyUsage=serverAuth"
 key client.key
 sign client "$client_cn" "extendedKeyUsage=clientAuth"
