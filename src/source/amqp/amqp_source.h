@@ -20,16 +20,16 @@
  *   is what inbox_redact_url hides.
  *
  * TLS
- *   amqps://... is the same URL over TLS (rabbitmq-c with OpenSSL; TLS
- *   1.2 or newer), PORT default 5671. The broker's certificate is
- *   verified, and its name against HOST, unless tls_verify=0. Parameters
+ *   amqps://... is the same URL over TLS (rabbitmq-c with OpenSSL), PORT
+ *   default 5671. The broker's certificate is verified, and its name
+ *   against HOST, unless tls_verify=0. Parameters
  *   (amqps:// only; a tls_* parameter on amqp:// is refused):
  *   tls_ca=PATH           the CA certificates (PEM) the broker's
  *                         certificate must chain to (default: the
  *                         system's bundle, /etc/ssl/certs/ca-certificates.crt).
  *   tls_cert=PATH, tls_key=PATH  a client certificate and its key (PEM),
- *                         both or neither (for EXTERNAL-less mutual TLS:
- *                         the login is still USER/PASSWORD).
+ *                         both or neither (the login stays USER and
+ *                         PASSWORD: SASL EXTERNAL is not used).
  *   tls_key_password=P    the key's passphrase (secret: never shown).
  *   tls_verify=0|1        1 (default); 0 accepts any certificate (tests
  *                         only: it gives up what TLS is for).
