@@ -86,6 +86,9 @@ check "nats: the start line shows the files of the URL" \
 # An IP address in the URL: tls_hostname names what the certificate says.
 daemon_case by-ip "$dir/data/by-ip.db" "nats://127.0.0.1:$port/ORDERS?durable=tls2&$files&tls_hostname=localhost" 5
 
+# tls_verify=0 gives the check up: the wrong CA is accepted.
+daemon_case no-verify "$dir/data/no-verify.db" "nats://localhost:$port/ORDERS?durable=tls4&tls_verify=0&tls_ca=$PKI/other-ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key" 5
+
 source_case wrong-ca 4 "nats://localhost:$port/ORDERS?durable=tls3&tls_ca=$PKI/other-ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key"
 says wrong-ca "unable to get local issuer certificate"
 says wrong-ca '"event":"waiting"'
