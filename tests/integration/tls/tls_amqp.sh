@@ -32,7 +32,7 @@ orders "$dir/data/orders.jsonl" 5
 ok "5 orders published on the plain port"
 
 hp=$(echo "$INBOX_TEST_AMQPS_URL" | sed 's|^amqps://[^@]*@\([^/]*\)/.*|\1|')
-port=${hp##*:}
+tport=${hp##*:}
 good="amqps://guest:guest@$hp/%2f/$q?tls_ca=$PKI/ca.pem&tls_cert=$PKI/client.pem&tls_key=$dir/pki/broker-client-enc.key&tls_key_password=$KEYPASS_ENC"
 DB=$dir/data/inbox.db
 
@@ -46,12 +46,19 @@ source_case() {
 # A daemon over TLS consumes them all.
 config "$dir/cfg/good.yaml" "sqlite:$DB" "$good"
 cmd good-migrate 0 migrate "$dir/cfg/good.yaml"
-INBOX_LOG_LEVEL=debug "$BIN" run "$dir/cfg/good.yaml" >"$dir/out/good.out" 2>&1 9>&- &
+INBOX_LOG_LEVEL=debug "$BIN" run "$dir/cfg/good.yaml" --metrics 127.0.0.1:0 >"$dir/out/good.out" 2>&1 9>&- &
 pid=$!
 daemons="$daemons $pid"
 count_rows() { sq "$DB" "SELECT count(*) FROM ${tag}orders"; }
 n=$(wait_count 5 30)
 expect_eq "amqps: the daemon consumed the 5 orders over TLS" "$n" 5
+if listening_port "$dir/out/good.out" "$pid"; then
+	get /metrics >"$dir/out/good.metrics"
+	get /healthz >"$dir/out/good.healthz"
+	check "amqps: /metrics served (searched below)" grep -q "^inbox_" "$dir/out/good.metrics"
+else
+	fail "amqps: the daemon serves /metrics"
+fi
 check "amqps: its start line shows the source redacted, the files not" \
 	grep -q "\"event\":\"start\".*amqps://guest:\*\*\*@$hp/%2f/$q?tls_ca=$PKI/ca.pem&tls_cert=$PKI/client.pem&tls_key=$dir/pki/broker-client-enc.key&tls_key_password=\*\*\*" "$dir/out/good.out"
 stop_daemon "$pid"
@@ -64,12 +71,29 @@ expect_eq "amqps: every order was acked over TLS" "$ready" 0
 source_case wrong-ca 4 "amqps://guest:guest@$hp/%2f/$q?tls_ca=$dir/pki/other-ca.pem&tls_cert=$PKI/client.pem&tls_key=$dir/pki/broker-client-enc.key&tls_key_password=$KEYPASS_ENC"
 says wrong-ca "SSL peer cert verification failed"
 says wrong-ca '"event":"waiting"'
-source_case wrong-host 4 "amqps://guest:guest@127.0.0.1:$port/%2f/$q?tls_ca=$PKI/ca.pem&tls_cert=$PKI/client.pem&tls_key=$dir/pki/broker-client-enc.key&tls_key_password=$KEYPASS_ENC"
+source_case wrong-host 4 "amqps://guest:guest@127.0.0.1:$tport/%2f/$q?tls_ca=$PKI/ca.pem&tls_cert=$PKI/client.pem&tls_key=$dir/pki/broker-client-enc.key&tls_key_password=$KEYPASS_ENC"
 says wrong-host "SSL hostname verification failed"
 source_case no-client-cert 4 "amqps://guest:guest@$hp/%2f/$q?tls_ca=$PKI/ca.pem"
 says no-client-cert "does the broker want a client certificate?"
 source_case wrong-keypass 4 "amqps://guest:guest@$hp/%2f/$q?tls_ca=$PKI/ca.pem&tls_cert=$PKI/client.pem&tls_key=$dir/pki/broker-client-enc.key&tls_key_password=$SASLPASS_ENC"
 says wrong-keypass "broker-client-enc.key"
+# A daemon that cannot open its key waits, /healthz saying why (the file,
+# not the passphrase).
+INBOX_LOG_LEVEL=debug "$BIN" run "$dir/cfg/wrong-keypass.yaml" --metrics 127.0.0.1:0 >"$dir/out/wkp-daemon.out" 2>&1 9>&- &
+pid=$!
+daemons="$daemons $pid"
+if listening_port "$dir/out/wkp-daemon.out" "$pid" &&
+	wait_until 20 grep -q '"event":"waiting"' "$dir/out/wkp-daemon.out"; then
+	get /healthz >"$dir/out/wkp-daemon.healthz"
+	expect_eq "amqps waiting: /healthz answers 503" "$http_status" 503
+	check "amqps waiting: /healthz names the key file" \
+		grep -q "broker-client-enc.key" "$dir/out/wkp-daemon.healthz"
+	get /metrics >"$dir/out/wkp-daemon.metrics"
+else
+	fail "amqps waiting: a daemon waits for its source" "$(tail -2 "$dir/out/wkp-daemon.out" | cut -c1-300)"
+fi
+stop_daemon "$pid"
+expect_eq "amqps waiting: SIGTERM while waiting exits 0" "$rc" 0
 # Plain AMQP to the TLS port, TLS to the plain port: refused too.
 plain_hp=$(echo "$INBOX_TEST_AMQP_URL" | sed 's|^amqp://[^@]*@\([^/]*\)/.*|\1|')
 source_case tls-to-plain 4 "amqps://guest:guest@localhost:${plain_hp##*:}/%2f/$q?tls_ca=$PKI/ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key"
@@ -78,7 +102,7 @@ source_case tls-to-plain 4 "amqps://guest:guest@localhost:${plain_hp##*:}/%2f/$q
 printf '{"id":"m-6","data":{"orderId":"ord-6"}}\n' |
 	"$PUB" "$INBOX_TEST_AMQP_URL" publish "$q" >/dev/null || bail "publish one more"
 NV=$dir/data/no-verify.db
-config "$dir/cfg/no-verify.yaml" "sqlite:$NV" "amqps://guest:guest@127.0.0.1:$port/%2f/$q?tls_verify=0&tls_ca=$dir/pki/other-ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key"
+config "$dir/cfg/no-verify.yaml" "sqlite:$NV" "amqps://guest:guest@127.0.0.1:$tport/%2f/$q?tls_verify=0&tls_ca=$dir/pki/other-ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key"
 "$BIN" migrate "$dir/cfg/no-verify.yaml" >"$dir/out/no-verify-migrate.out" 2>&1
 INBOX_LOG_LEVEL=debug "$BIN" run "$dir/cfg/no-verify.yaml" >"$dir/out/no-verify.out" 2>&1 9>&- &
 pid=$!
