@@ -37,6 +37,7 @@ else
 	NETNS="unshare --user --map-root-user -n"
 fi
 
+$NETNS true 2>/dev/null || bail "cannot make a network namespace ($NETNS)"
 rm -f "$dir/mock.in"
 mkfifo "$dir/mock.in" || bail "mkfifo"
 "$MOCK" --brokers 1 --stdin-lifetime orders:1 <"$dir/mock.in" >"$dir/mock.out" 2>&1 &
