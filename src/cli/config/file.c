@@ -332,8 +332,9 @@ static int load(cli_config *cfg, yaml_parser_t *parser, const char *path,
 	yaml_node_t *root = yaml_document_get_root_node(&x.doc);
 	if (!root)
 		snprintf(err, errlen, "%s: the file is empty", path);
-	else if (!nul_free(&x))
+	else if (!nul_free(&x) && !cfg_expand(&x))
 		rc = top(&x, root, cfg);
+	cfg_expand_free(&x);
 	yaml_document_delete(&x.doc);
 	return rc;
 }

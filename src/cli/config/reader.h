@@ -27,6 +27,10 @@ typedef struct cfg_ctx {
 	char dir[4096]; /* directory of the file, "" when it is the cwd */
 	char *err;
 	size_t errlen;
+	/* What ${...} brought in (4 bytes or more): shown as *** in every
+	 * message (cfg_fail), whatever the value it ended up in. */
+	char **secrets;
+	size_t nsecrets;
 } cfg_ctx;
 
 typedef enum cfg_kind {
@@ -113,6 +117,12 @@ int cfg_pointer_ref(cfg_ctx *x, yaml_node_t *n, const char *what,
 
 /* A whole file (at most 16 MiB), NUL-terminated; NULL with errno. */
 char *cfg_read_file(const char *path, size_t *len);
+
+/* Replace ${NAME} and ${file:PATH} in every value of the document
+ * (expand.c). 0 or -1. */
+int cfg_expand(cfg_ctx *x);
+/* Forget (and wipe) what cfg_expand kept. */
+void cfg_expand_free(cfg_ctx *x);
 
 /* ---- URLs and paths (url.c) ---------------------------------------- */
 

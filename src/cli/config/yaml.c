@@ -20,6 +20,15 @@ int cfg_fail(cfg_ctx *x, const yaml_node_t *n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Nothing ${...} brought in is ever shown. */
+	for (size_t i = 0; i < x->nsecrets; i++) {
+		size_t sl = strlen(x->secrets[i]);
+		char *at;
+		while ((at = strstr(msg, x->secrets[i])) != NULL) {
+			memmove(at + 3, at + sl, strlen(at + sl) + 1);
+			memcpy(at, "***", 3);
+		}
+	}
 	if (n)
 		snprintf(x->err, x->errlen, "%s:%zu:%zu: %s", x->path,
 		         n->start_mark.line + 1, n->start_mark.column + 1, msg);
