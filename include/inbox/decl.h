@@ -166,6 +166,58 @@ INBOX_API int inbox_decl_add_outbox(inbox_decl *d, const inbox_outbox_effect *e,
                                     const char *body_template, char *why,
                                     size_t len);
 
+/* Filters: a condition on the message (the config's `when:`). The value
+ * at `pointer` is compared as text, the way parameters are bound
+ * (inbox_msg_getn(): a string's content, a number's shortest form —
+ * 3, 19.99 —, true/false, null, an object or array as canonical JSON):
+ *   INBOX_DECL_EQUALS  it equals values[0] (nvalues 1);
+ *   INBOX_DECL_IN      it equals one of values[0..nvalues-1] (1..64);
+ *   INBOX_DECL_EXISTS  the pointer resolves (JSON null included) when
+ *                      `exists` is 1; it does not, when `exists` is 0.
+ * A pointer the message lacks makes EQUALS and IN false: never an error,
+ * never a dead letter. */
+typedef enum inbox_decl_when_op {
+	INBOX_DECL_EQUALS = 1,
+	INBOX_DECL_IN = 2,
+	INBOX_DECL_EXISTS = 3
+} inbox_decl_when_op;
+
+typedef struct inbox_decl_when {
+	unsigned version; /* INBOX_DECL_WHEN_VERSION */
+	const char *pointer;
+	inbox_decl_when_op op;
+	int nvalues;
+	const char *const *values;
+	int exists;
+} inbox_decl_when;
+
+#define INBOX_DECL_WHEN_VERSION 1
+#define INBOX_DECL_WHEN_INIT                                                   \
+	{                                                                      \
+		INBOX_DECL_WHEN_VERSION, NULL, 0, 0, NULL, 1                   \
+	}
+
+/* What a condition guards (inbox_decl_add_when's scope). */
+typedef enum inbox_decl_scope {
+	/* The message: unless it holds, no step runs. */
+	INBOX_DECL_MESSAGE = 0,
+	/* The step added last (SQL, upsert or outbox): unless it holds, that
+	 * step does not run for the message; the others do. */
+	INBOX_DECL_LAST_STEP = 1
+} inbox_decl_scope;
+
+/* Add condition `w` to `scope`; several on one scope must all hold. A
+ * message for which no step runs (the message's conditions fail, or
+ * every step's) is INBOX_SKIPPED (inbox_txn_mark_skipped()): its inbox
+ * record commits, so a redelivery is a duplicate and runs nothing
+ * either; it is acked and counted (inbox_stats.skipped), never an error
+ * nor a dead letter. Errors: INVALID (a bad pointer or operator, no
+ * value or more than INBOX_DECL_MAX_PARAMS, LAST_STEP before any step),
+ * NOMEM. */
+INBOX_API int inbox_decl_add_when(inbox_decl *d, inbox_decl_scope scope,
+                                  const inbox_decl_when *w, char *why,
+                                  size_t len);
+
 /* Make `st` ready for the declaration: run the setup SQL, then check
  * every SQL and upsert step against the database without running it
  * (PostgreSQL PREPARE, SQLite sqlite3_prepare_v2: missing tables or

@@ -124,7 +124,12 @@ typedef enum inbox_outcome {
 	 * be redelivered and then seen as a duplicate or taken over. */
 	INBOX_IN_PROGRESS = 7,
 	/* inbox_lease_acquire() only: the lease is yours, do the work. */
-	INBOX_ACQUIRED = 8
+	INBOX_ACQUIRED = 8,
+	/* The handler wanted nothing of the message (inbox_txn_mark_skipped():
+	 * a declaration's filters, include/inbox/decl.h, let no step run).
+	 * The inbox record committed, so a redelivery is a duplicate; no
+	 * effect ran. Ack it. */
+	INBOX_SKIPPED = 9
 } inbox_outcome;
 
 /* Static lower-case name ("applied", "duplicate", ...); never NULL. */
@@ -706,6 +711,13 @@ inbox_txn_upsert_versioned(inbox_txn *t, const char *table,
  * checks versions itself. */
 INBOX_API void inbox_txn_mark_stale(inbox_txn *t);
 
+/* Mark the current message skipped (outcome INBOX_SKIPPED) from a handler
+ * that wants nothing of it and returns INBOX_HANDLER_OK: its inbox record
+ * commits (a redelivery is a duplicate), it is counted apart from the
+ * applied ones (inbox_stats.skipped) and acked. Nothing it wrote is
+ * undone: a handler that skips writes nothing. */
+INBOX_API void inbox_txn_mark_skipped(inbox_txn *t);
+
 /* Reason text kept with a RETRY or REJECT (copied). */
 INBOX_API void inbox_txn_set_reason(inbox_txn *t, const char *reason);
 
@@ -740,9 +752,11 @@ typedef struct inbox_stats {
 	double processing_seconds_sum;
 	uint64_t processing_count;
 	uint64_t processing_buckets[INBOX_LATENCY_BUCKETS]; /* cumulative */
+	/* Version 2: messages no step wanted (INBOX_SKIPPED). */
+	uint64_t skipped;
 } inbox_stats;
 
-#define INBOX_STATS_VERSION 1
+#define INBOX_STATS_VERSION 2
 #define INBOX_STATS_INIT                                                       \
 	{                                                                      \
 		.version = INBOX_STATS_VERSION                                 \

@@ -94,6 +94,8 @@ const char *inbox_outcome_name(inbox_outcome o)
 		return "in_progress";
 	case INBOX_ACQUIRED:
 		return "acquired";
+	case INBOX_SKIPPED:
+		return "skipped";
 	}
 	return "unknown";
 }
@@ -106,6 +108,7 @@ int inbox_outcome_ackable(inbox_outcome o)
 	case INBOX_CONFLICT:
 	case INBOX_STALE:
 	case INBOX_DEAD_LETTERED:
+	case INBOX_SKIPPED:
 		return 1;
 	default:
 		return 0;

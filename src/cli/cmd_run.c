@@ -226,10 +226,10 @@ static void on_batch(const inbox_delivery *d, const inbox_result *res, size_t n,
                      void *payload)
 {
 	worker *w = payload;
-	uint64_t cnt[INBOX_ACQUIRED + 1] = {0};
+	uint64_t cnt[INBOX_SKIPPED + 1] = {0};
 	for (size_t i = 0; i < n; i++) {
 		inbox_outcome o = res[i].outcome;
-		if ((unsigned)o <= INBOX_ACQUIRED)
+		if ((unsigned)o <= INBOX_SKIPPED)
 			cnt[o]++;
 		if (o == INBOX_CONFLICT || o == INBOX_DEAD_LETTERED ||
 		    o == INBOX_RETRY)
@@ -254,14 +254,15 @@ static void on_batch(const inbox_delivery *d, const inbox_result *res, size_t n,
 	           "\"event\":\"batch\",\"size\":%zu,\"applied\":%llu,"
 	           "\"duplicate\":%llu,\"conflict\":%llu,\"stale\":%llu,"
 	           "\"dead_letter\":%llu,\"retry\":%llu,\"in_progress\":%llu,"
-	           "\"duration_ms\":%.2f",
+	           "\"skipped\":%llu,\"duration_ms\":%.2f",
 	           n, (unsigned long long)cnt[INBOX_APPLIED],
 	           (unsigned long long)cnt[INBOX_DUPLICATE],
 	           (unsigned long long)cnt[INBOX_CONFLICT],
 	           (unsigned long long)cnt[INBOX_STALE],
 	           (unsigned long long)cnt[INBOX_DEAD_LETTERED],
 	           (unsigned long long)cnt[INBOX_RETRY],
-	           (unsigned long long)cnt[INBOX_IN_PROGRESS], ms);
+	           (unsigned long long)cnt[INBOX_IN_PROGRESS],
+	           (unsigned long long)cnt[INBOX_SKIPPED], ms);
 	pthread_mutex_unlock(&g_mu);
 	if (w->cc->batch_pause_ms > 0)
 		sleep_ms(w->cc->batch_pause_ms);
@@ -284,14 +285,15 @@ static void log_totals(const worker *w)
 	    "\"event\":\"stopped\",\"result\":\"%s\"%s,"
 	    "\"messages\":%llu,\"applied\":%llu,\"duplicates\":%llu,"
 	    "\"conflicts\":%llu,\"stale\":%llu,\"dead_letters\":%llu,"
-	    "\"retries\":%llu,\"transient_retries\":%llu,\"batches\":%llu",
+	    "\"retries\":%llu,\"transient_retries\":%llu,\"batches\":%llu,"
+	    "\"skipped\":%llu",
 	    w->rc < 0 ? inbox_err_name(w->rc) : "ok", e,
 	    (unsigned long long)s.messages, (unsigned long long)s.applied,
 	    (unsigned long long)s.duplicates, (unsigned long long)s.conflicts,
 	    (unsigned long long)s.stale, (unsigned long long)s.dead_letters,
 	    (unsigned long long)s.retries,
 	    (unsigned long long)s.transient_retries,
-	    (unsigned long long)s.batches);
+	    (unsigned long long)s.batches, (unsigned long long)s.skipped);
 	pthread_mutex_unlock(&g_mu);
 }
 

@@ -295,6 +295,9 @@ void inbox__observe(inbox_consumer *c, inbox_outcome o, double seconds,
 	case INBOX_STALE:
 		s->stale++;
 		break;
+	case INBOX_SKIPPED:
+		s->skipped++;
+		break;
 	case INBOX_RETRY:
 		s->retries++;
 		break;
@@ -365,11 +368,11 @@ int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
 /* Run fn under a savepoint. On return *verdict is OK, RETRY or REJECT and
  * the savepoint is released (rolled back first unless OK). */
 int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
-                       void *payload, int *verdict, int *stale, char *reason,
-                       size_t rlen)
+                       void *payload, int *verdict, inbox_outcome *ok,
+                       char *reason, size_t rlen)
 {
 	inbox_store *st = c->st;
-	*stale = 0;
+	*ok = INBOX_APPLIED;
 	reason[0] = '\0';
 	if (!fn) {
 		*verdict = INBOX_HANDLER_OK;
@@ -417,7 +420,7 @@ int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
 	if (rc < 0)
 		return rc;
 	*verdict = v;
-	*stale = t.stale;
+	*ok = t.skipped ? INBOX_SKIPPED : t.stale ? INBOX_STALE : INBOX_APPLIED;
 	snprintf(reason, rlen, "%s", t.reason);
 	return INBOX_OK;
 }
@@ -554,11 +557,12 @@ static int apply(inbox_consumer *c, inbox__slot *s, int32_t attempt,
                  int stored_attempts)
 {
 	inbox_store *st = c->st;
-	int verdict, stale, rc;
+	int verdict, rc;
+	inbox_outcome ok;
 	int64_t rows;
 	s->msg.attempt = attempt;
 	rc = inbox__run_handler(c, &s->msg, c->handler, c->handler_payload,
-	                        &verdict, &stale, s->reason, sizeof(s->reason));
+	                        &verdict, &ok, s->reason, sizeof(s->reason));
 	if (rc < 0)
 		return rc;
 	if (verdict == INBOX_HANDLER_OK) {
@@ -569,7 +573,7 @@ static int apply(inbox_consumer *c, inbox__slot *s, int32_t attempt,
 			if (rc < 0)
 				return rc;
 		}
-		set_result(s, stale ? INBOX_STALE : INBOX_APPLIED, attempt);
+		set_result(s, ok, attempt);
 		return INBOX_OK;
 	}
 	if (verdict == INBOX_HANDLER_REJECT)

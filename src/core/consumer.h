@@ -37,6 +37,7 @@ struct inbox_txn {
 	int infra_err;
 	int nomem; /* ...for want of memory: the batch fails (NOMEM) */
 	int stale;
+	int skipped; /* inbox_txn_mark_skipped: no step wanted it */
 	char reason[512];
 };
 
@@ -103,8 +104,8 @@ void inbox__txn_failed(inbox_txn *t, int rc);
 
 /* consumer.c, shared with lease.c */
 int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
-                       void *payload, int *verdict, int *stale, char *reason,
-                       size_t rlen);
+                       void *payload, int *verdict, inbox_outcome *ok,
+                       char *reason, size_t rlen);
 int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
                              const char *reason, int32_t attempts,
                              const char *stored_fp, int64_t *id);

@@ -265,7 +265,8 @@ int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
 	inbox_consumer *c = l->c;
 	inbox_store *st = c->st;
 	char reason[512] = "";
-	int verdict = INBOX_HANDLER_OK, stale = 0;
+	int verdict = INBOX_HANDLER_OK;
+	inbox_outcome ok = INBOX_APPLIED;
 	double t0 = inbox__mono_seconds();
 	*outcome = INBOX_OUTCOME_NONE;
 	int rc = st->vt->begin(st);
@@ -276,14 +277,14 @@ int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
 	                   l->attempt);
 	if (rc < 0)
 		goto out;
-	rc = inbox__run_handler(c, &l->msg, fn, payload, &verdict, &stale,
-	                        reason, sizeof(reason));
+	rc = inbox__run_handler(c, &l->msg, fn, payload, &verdict, &ok, reason,
+	                        sizeof(reason));
 	if (rc == INBOX__ERR_REDO) /* (no claim here: cannot happen) */
 		rc = INBOX_ERR_TRANSIENT;
 	if (rc < 0)
 		goto out;
 	if (verdict == INBOX_HANDLER_OK) {
-		*outcome = stale ? INBOX_STALE : INBOX_APPLIED;
+		*outcome = ok;
 	} else if (verdict == INBOX_HANDLER_RETRY &&
 	           l->attempt < c->max_attempts) {
 		rc = fenced_finish(l, INBOX_ST_COMPLETED, INBOX_ST_FAILED,

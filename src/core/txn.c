@@ -80,6 +80,12 @@ void inbox_txn_mark_stale(inbox_txn *t)
 		t->stale = 1;
 }
 
+void inbox_txn_mark_skipped(inbox_txn *t)
+{
+	if (t)
+		t->skipped = 1;
+}
+
 void inbox_txn_set_reason(inbox_txn *t, const char *reason)
 {
 	if (t && reason)

@@ -395,13 +395,38 @@ int inbox_decl_handler(inbox_txn *t, const inbox_msg *m, void *payload)
 		inbox_txn_set_reason(t, "no declaration (handler_payload)");
 		return INBOX_HANDLER_RETRY;
 	}
+	/* Filters (when:): a message no step wants is skipped — recorded
+	 * (a redelivery is a duplicate), acked, counted, no effect. */
+	int ran = 0, h = inbox__decl_holds(&d->when, m);
+	if (h < 0)
+		goto nomem;
+	if (!h) {
+		inbox_txn_mark_skipped(t);
+		return INBOX_HANDLER_OK;
+	}
 	for (int i = 0; i < d->nsteps; i++) {
 		const inbox__decl_step *s = &d->steps[i];
+		if ((h = inbox__decl_holds(&s->when, m)) < 0)
+			goto nomem;
+		if (!h)
+			continue;
+		ran++;
 		int v = s->kind == INBOX__DECL_SQL ? run_sql(t, m, s, i + 1)
 		                                   : run_upsert(t, m, s, i + 1);
 		if (v != INBOX_HANDLER_OK)
 			return v;
 	}
 	/* External effects: outbox rows in the same transaction. */
-	return d->noutbox ? inbox__decl_outbox_run(t, m, d) : INBOX_HANDLER_OK;
+	if (d->noutbox) {
+		int v = inbox__decl_outbox_run(t, m, d, &ran);
+		if (v != INBOX_HANDLER_OK)
+			return v;
+	}
+	if (!ran && d->nsteps + d->noutbox > 0)
+		inbox_txn_mark_skipped(t);
+	return INBOX_HANDLER_OK;
+nomem:
+	/* never the message's fault: the batch is run again */
+	inbox_txn_set_reason(t, "out of memory evaluating a filter");
+	return INBOX_HANDLER_RETRY;
 }

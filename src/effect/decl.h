@@ -10,6 +10,22 @@
 
 #include <inbox/decl.h>
 
+/* One condition (inbox_decl_when), owned. */
+typedef struct inbox__decl_when {
+	char *pointer;
+	inbox_decl_when_op op;
+	char **values; /* EQUALS, IN */
+	size_t *lens;
+	int nvalues;
+	int exists; /* EXISTS */
+} inbox__decl_when;
+
+/* The conditions of one scope: all must hold (none: always). */
+typedef struct inbox__decl_whens {
+	inbox__decl_when *v;
+	int n;
+} inbox__decl_whens;
+
 typedef enum inbox__decl_kind {
 	INBOX__DECL_SQL = 1,
 	INBOX__DECL_UPSERT = 2
@@ -29,6 +45,7 @@ typedef struct inbox__decl_step {
 	char *version_column, *version_value; /* version_value: a pointer */
 	char **set_columns, **set_values;     /* set_values: pointers */
 	int nset;
+	inbox__decl_whens when;
 } inbox__decl_step;
 
 /* One external effect, declared for every applied message. */
@@ -43,6 +60,7 @@ typedef struct inbox__decl_outbox {
 	struct json_t *body; /* template, or NULL */
 	int idempotent;
 	int max_attempts; /* 0 = the declaration's outbox_max_attempts */
+	inbox__decl_whens when;
 } inbox__decl_outbox;
 
 struct inbox_decl {
@@ -53,7 +71,13 @@ struct inbox_decl {
 	int nsteps, capsteps;
 	inbox__decl_outbox *outbox;
 	int noutbox, capoutbox;
+	inbox__decl_whens when; /* the message's: no step runs unless */
+	int last; /* the step added last: 1 SQL/upsert, 2 outbox */
 };
+
+/* Whether every condition holds for m: 1, 0, or INBOX_ERR_NOMEM. */
+int inbox__decl_holds(const inbox__decl_whens *w, const inbox_msg *m);
+void inbox__decl_whens_free(inbox__decl_whens *w);
 
 /* Static checks of one effect statement, without a database: exactly one
  * statement, no transaction control (the effect runs inside the inbox's
@@ -73,10 +97,11 @@ int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len);
 void inbox__decl_outbox_effect(inbox_outbox_effect *e,
                                const inbox__decl_outbox *s);
 
-/* Declare every outbox step of `d` for message m (called by the handler
- * after the SQL steps). A body pointer missing from the message is
- * permanent: REJECT with the reason; a store failure: RETRY. */
+/* Declare every outbox step of `d` whose conditions hold for message m
+ * (called by the handler after the SQL steps), counting them in *ran. A body
+ * pointer missing from the message is permanent: REJECT with the reason; a
+ * store failure: RETRY. */
 int inbox__decl_outbox_run(inbox_txn *t, const inbox_msg *m,
-                           const inbox_decl *d);
+                           const inbox_decl *d, int *ran);
 
 #endif

@@ -78,6 +78,7 @@ static void free_step(inbox__decl_step *s)
 	free(s->version_value);
 	free_list(s->set_columns);
 	free_list(s->set_values);
+	inbox__decl_whens_free(&s->when);
 }
 
 static void free_outbox(inbox__decl_outbox *s)
@@ -90,6 +91,7 @@ static void free_outbox(inbox__decl_outbox *s)
 	free(s->key_header);
 	free(s->reconcile_url);
 	json_decref(s->body);
+	inbox__decl_whens_free(&s->when);
 }
 
 int inbox_decl_new(inbox_decl **out, const inbox_decl_options *opts, char *why,
@@ -131,6 +133,7 @@ void inbox_decl_free(inbox_decl *d)
 	free(d->outbox);
 	free(d->consumer);
 	free(d->setup);
+	inbox__decl_whens_free(&d->when);
 	free(d);
 }
 
@@ -203,6 +206,7 @@ int inbox_decl_add_sql(inbox_decl *d, const char *sql, int nparams,
 		return nomem(why, len);
 	}
 	d->nsteps++;
+	d->last = 1;
 	return INBOX_OK;
 }
 
@@ -253,6 +257,7 @@ int inbox_decl_add_upsert(inbox_decl *d, const inbox_decl_upsert *u, char *why,
 		return nomem(why, len);
 	}
 	d->nsteps++;
+	d->last = 1;
 	return INBOX_OK;
 }
 
@@ -377,5 +382,6 @@ int inbox_decl_add_outbox(inbox_decl *d, const inbox_outbox_effect *e,
 		return nomem(why, len);
 	}
 	d->noutbox++;
+	d->last = 2;
 	return INBOX_OK;
 }

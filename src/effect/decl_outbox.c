@@ -128,9 +128,17 @@ static int declare(inbox_txn *t, const inbox_msg *m, const inbox_decl *d,
 }
 
 int inbox__decl_outbox_run(inbox_txn *t, const inbox_msg *m,
-                           const inbox_decl *d)
+                           const inbox_decl *d, int *ran)
 {
 	for (int i = 0; i < d->noutbox; i++) {
+		int h = inbox__decl_holds(&d->outbox[i].when, m);
+		if (h < 0) {
+			inbox_txn_set_reason(t, "out of memory");
+			return INBOX_HANDLER_RETRY;
+		}
+		if (!h)
+			continue;
+		++*ran;
 		int v = declare(t, m, d, &d->outbox[i]);
 		if (v != INBOX_HANDLER_OK)
 			return v;

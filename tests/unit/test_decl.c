@@ -455,12 +455,173 @@ TEST(consumer_without_its_declaration_retries)
 	inbox_store_close(st);
 }
 
+/* Filters (inbox_decl_add_when): the consumer's condition decides whether
+ * anything runs, each step's whether that step runs; a message no step
+ * wants is SKIPPED — recorded (its redelivery a duplicate), counted, no
+ * effect, no outbox row. */
+TEST(filters_decide_which_steps_run)
+{
+	char why[512] = "", sql[512];
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	drop_tables(st);
+	inbox_decl *d = billing(why, sizeof(why)); /* sql, upsert, charge */
+	ASSERT_TRUE(d != NULL);
+	inbox_decl_when w = INBOX_DECL_WHEN_INIT;
+	/* LAST_STEP is the charge: only for order.created */
+	const char *created[] = {"order.created"};
+	w.pointer = "/type";
+	w.op = INBOX_DECL_EQUALS;
+	w.nvalues = 1;
+	w.values = created;
+	ASSERT_EQ(
+	    inbox_decl_add_when(d, INBOX_DECL_LAST_STEP, &w, why, sizeof(why)),
+	    INBOX_OK);
+	/* the message: created or updated */
+	const char *types[] = {"order.created", "order.updated"};
+	w.op = INBOX_DECL_IN;
+	w.nvalues = 2;
+	w.values = types;
+	ASSERT_EQ(
+	    inbox_decl_add_when(d, INBOX_DECL_MESSAGE, &w, why, sizeof(why)),
+	    INBOX_OK);
+	/* refusals */
+	w.pointer = "type";
+	ASSERT_EQ(
+	    inbox_decl_add_when(d, INBOX_DECL_MESSAGE, &w, why, sizeof(why)),
+	    INBOX_ERR_INVALID);
+	ASSERT_TRUE(strstr(why, "not a JSON pointer") != NULL);
+	w.pointer = "/type";
+	w.nvalues = 0;
+	ASSERT_EQ(
+	    inbox_decl_add_when(d, INBOX_DECL_MESSAGE, &w, why, sizeof(why)),
+	    INBOX_ERR_INVALID);
+	ASSERT_EQ(inbox_decl_prepare(d, st, NULL, why, sizeof(why)), INBOX_OK);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = CONSUMER;
+	co.handler = inbox_decl_handler;
+	co.handler_payload = d;
+	inbox_consumer *c = NULL;
+	ASSERT_EQ(inbox_consumer_open(&c, st, &co, why, sizeof(why)), INBOX_OK);
+
+	const char *upd =
+	    "{\"type\": \"order.updated\", \"data\": "
+	    "{\"orderId\": \"f-2\", \"cents\": 5, \"customer\": \"bo\", "
+	    "\"version\": 1, \"balance\": \"1\", \"tier\": \"t\"}}";
+	ASSERT_EQ(deliver(c, "f1",
+	                  "{\"type\": \"order.created\", \"data\": "
+	                  "{\"orderId\": \"f-1\", \"cents\": 9, "
+	                  "\"customer\": \"al\", \"version\": 1, \"balance\": "
+	                  "\"1\", \"tier\": \"t\"}}",
+	                  why, sizeof(why)),
+	          INBOX_APPLIED);
+	ASSERT_EQ(deliver(c, "f2", upd, why, sizeof(why)), INBOX_APPLIED);
+	const char *del = "{\"type\": \"order.deleted\", \"data\": "
+	                  "{\"orderId\": \"f-3\"}}";
+	ASSERT_EQ(deliver(c, "f3", del, why, sizeof(why)), INBOX_SKIPPED);
+	ASSERT_STREQ(inbox_outcome_name(INBOX_SKIPPED), "skipped");
+	ASSERT_TRUE(inbox_outcome_ackable(INBOX_SKIPPED));
+	/* redelivered: a duplicate, still nothing runs */
+	ASSERT_EQ(deliver(c, "f3", del, why, sizeof(why)), INBOX_DUPLICATE);
+	/* no type at all: IN is false, skipped, not a dead letter */
+	ASSERT_EQ(deliver(c, "f4", "{\"data\": {}}", why, sizeof(why)),
+	          INBOX_SKIPPED);
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", invoices);
+	ASSERT_STREQ(query(st, sql, NULL).v[0], "2");
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM %soutbox WHERE key = $1", prefix);
+	ASSERT_STREQ(query(st, sql, "f1").v[0], "1"); /* charged */
+	ASSERT_STREQ(query(st, sql, "f2").v[0], "0"); /* updated: not */
+	ASSERT_STREQ(query(st, sql, "f3").v[0], "0");
+	snprintf(sql, sizeof(sql), "SELECT status FROM %sinbox WHERE key = $1",
+	         prefix);
+	ASSERT_EQ(query(st, sql, "f3").rows, 1); /* the record is written */
+
+	inbox_stats stats = INBOX_STATS_INIT;
+	ASSERT_EQ(inbox_consumer_stats(c, &stats), INBOX_OK);
+	ASSERT_EQ(stats.skipped, 2);
+	ASSERT_EQ(stats.applied, 2);
+	ASSERT_EQ(stats.duplicates, 1);
+	ASSERT_EQ(stats.dead_letters, 0);
+	inbox_consumer_close(c);
+	drop_tables(st);
+	inbox_store_close(st);
+	inbox_decl_free(d);
+}
+
+/* exists: true / false on one step; a step filtered out while another
+ * runs leaves the message APPLIED. */
+TEST(exists_filters_one_step)
+{
+	char why[512] = "", sql[512];
+	inbox_store *st = open_store();
+	ASSERT_TRUE(st != NULL);
+	drop_tables(st);
+	inbox_decl *d = billing(why, sizeof(why));
+	ASSERT_TRUE(d != NULL);
+	inbox_decl_when w = INBOX_DECL_WHEN_INIT;
+	w.pointer = "/data/coupon";
+	w.op = INBOX_DECL_EXISTS;
+	w.exists = 1; /* the charge only with a coupon */
+	ASSERT_EQ(
+	    inbox_decl_add_when(d, INBOX_DECL_LAST_STEP, &w, why, sizeof(why)),
+	    INBOX_OK);
+	w.exists = 2;
+	ASSERT_EQ(
+	    inbox_decl_add_when(d, INBOX_DECL_MESSAGE, &w, why, sizeof(why)),
+	    INBOX_ERR_INVALID);
+	w.exists = 0; /* and never for a test order */
+	w.pointer = "/test";
+	ASSERT_EQ(
+	    inbox_decl_add_when(d, INBOX_DECL_MESSAGE, &w, why, sizeof(why)),
+	    INBOX_OK);
+	ASSERT_EQ(inbox_decl_prepare(d, st, NULL, why, sizeof(why)), INBOX_OK);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "billing.decl.exists.v1";
+	co.handler = inbox_decl_handler;
+	co.handler_payload = d;
+	inbox_consumer *c = NULL;
+	ASSERT_EQ(inbox_consumer_open(&c, st, &co, why, sizeof(why)), INBOX_OK);
+	ASSERT_EQ(
+	    deliver(c, "e1",
+	            "{\"data\": {\"orderId\": \"e-1\", \"cents\": 1, "
+	            "\"customer\": \"cy\", \"version\": 1, "
+	            "\"coupon\": null, \"balance\": \"1\", \"tier\": \"t\"}}",
+	            why, sizeof(why)),
+	    INBOX_APPLIED);
+	ASSERT_EQ(deliver(c, "e2",
+	                  "{\"data\": {\"orderId\": \"e-2\", \"cents\": 1, "
+	                  "\"customer\": \"cy\", \"version\": 2, \"balance\": "
+	                  "\"1\", \"tier\": \"t\"}}",
+	                  why, sizeof(why)),
+	          INBOX_APPLIED);
+	ASSERT_EQ(deliver(c, "e3", "{\"test\": true, \"data\": {}}", why,
+	                  sizeof(why)),
+	          INBOX_SKIPPED);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM %soutbox WHERE consumer = $1", prefix);
+	ASSERT_STREQ(query(st, sql, "billing.decl.exists.v1").v[0], "1");
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM %soutbox WHERE key = $1", prefix);
+	ASSERT_STREQ(query(st, sql, "e1").v[0], "1"); /* null exists */
+	ASSERT_STREQ(query(st, sql, "e2").v[0], "0");
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", invoices);
+	ASSERT_STREQ(query(st, sql, NULL).v[0], "2");
+	inbox_consumer_close(c);
+	drop_tables(st);
+	inbox_store_close(st);
+	inbox_decl_free(d);
+}
+
 static void run_all(void)
 {
 	RUN(consumer_without_its_declaration_retries);
 	RUN(prepare_runs_setup_and_finds_a_missing_table);
 	RUN(messages_run_the_declared_effects);
 	RUN(missing_body_field_rolls_back_the_sql_steps);
+	RUN(filters_decide_which_steps_run);
+	RUN(exists_filters_one_step);
 }
 
 int main(void)

@@ -198,6 +198,8 @@ static const cfg_key consumer_keys[] = {
      NULL, 0, "longest statement of a batch (off)"},
     {"idle_in_transaction_timeout", CFG_TIMEOUT, C(idle_timeout_ms), 0, 0, NULL,
      NULL, 0, "PostgreSQL ends a session idle in its transaction"},
+    {"when", CFG_LATER, 0, 0, 0, NULL, NULL, 0,
+     "a filter: no step runs unless it holds (the message is skipped)"},
 };
 #undef C
 const cfg_section cfg_consumer_section =
@@ -240,7 +242,8 @@ int cfg_consumer(cfg_ctx *x, yaml_node_t *m, cli_consumer *c)
 		return cfg_fail(x, m, "consumer \"%s\": source is required",
 		                c->name);
 	yaml_node_t *v;
-	if (cfg_dispatch(x, m, c) || new_decl(x, m, c))
+	if (cfg_dispatch(x, m, c) || new_decl(x, m, c) ||
+	    cfg_when(x, m, c->decl, INBOX_DECL_MESSAGE))
 		return -1;
 	if ((v = cfg_get(x, m, "outbox")) && !cfg_is_null(v) &&
 	    cfg_outbox(x, v, c))

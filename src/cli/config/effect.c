@@ -54,6 +54,8 @@ static const cfg_key sql_keys[] = {
      "one SQL statement, run in the inbox's transaction"},
     {"params", CFG_FN, 0, 0, 0, params_fn, NULL, CFG_NULL_UNSET,
      "JSON pointers bound to $1..$n, in order"},
+    {"when", CFG_LATER, 0, 0, 0, NULL, NULL, 0,
+     "a filter: the step runs only for the messages it holds for"},
 };
 const cfg_section cfg_sql_section = CFG_SECTION("sql", "effect step", sql_keys);
 
@@ -71,7 +73,9 @@ static int sql_step(cfg_ctx *x, yaml_node_t *m, cli_consumer *c, cli_step *s,
 	int rc = inbox_decl_add_sql(c->decl, in.text, in.n, in.ptrs, why,
 	                            sizeof(why));
 	snprintf(prefix, sizeof(prefix), "%s: ", what);
-	return rc < 0 ? refused(x, sql, rc, prefix, why) : 0;
+	if (rc < 0)
+		return refused(x, sql, rc, prefix, why);
+	return cfg_when(x, m, c->decl, INBOX_DECL_LAST_STEP);
 }
 
 /* ---- - upsert: {table, key, version, set} -------------------------- */
@@ -160,6 +164,8 @@ const cfg_section cfg_upsert_section =
 
 static const cfg_key upsert_step_keys[] = {
     {"upsert", CFG_LATER, 0, 0, 0, NULL, NULL, 0, "a versioned upsert step"},
+    {"when", CFG_LATER, 0, 0, 0, NULL, NULL, 0,
+     "a filter: the step runs only for the messages it holds for"},
 };
 const cfg_section cfg_upsert_step_section =
     CFG_SECTION("upsert_step", "effect step", upsert_step_keys);
@@ -213,7 +219,8 @@ int cfg_effect(cfg_ctx *x, yaml_node_t *n, cli_consumer *c)
 		if (up) {
 			if (cfg_check_keys(x, one, &cfg_upsert_step_section,
 			                   what) ||
-			    upsert_step(x, up, c, s))
+			    upsert_step(x, up, c, s) ||
+			    cfg_when(x, one, c->decl, INBOX_DECL_LAST_STEP))
 				return -1;
 		} else if (cfg_get(x, one, "sql")) {
 			if (sql_step(x, one, c, s, what))

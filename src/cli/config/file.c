@@ -221,19 +221,14 @@ const cfg_section cfg_top_section =
 
 const cfg_section *const *cfg_sections(void)
 {
-	static const cfg_section *const all[] = {&cfg_top_section,
-	                                         &cfg_metrics_section,
-	                                         &cfg_provider_section,
-	                                         &cfg_breaker_section,
-	                                         &cfg_consumer_section,
-	                                         &cfg_sql_section,
-	                                         &cfg_upsert_step_section,
-	                                         &cfg_upsert_section,
-	                                         &cfg_column_section,
-	                                         &cfg_outbox_section,
-	                                         &cfg_reconcile_section,
-	                                         &cfg_dispatch_section,
-	                                         NULL};
+	static const cfg_section *const all[] = {
+	    &cfg_top_section,         &cfg_metrics_section,
+	    &cfg_provider_section,    &cfg_breaker_section,
+	    &cfg_consumer_section,    &cfg_sql_section,
+	    &cfg_upsert_step_section, &cfg_upsert_section,
+	    &cfg_column_section,      &cfg_outbox_section,
+	    &cfg_reconcile_section,   &cfg_dispatch_section,
+	    &cfg_when_section,        NULL};
 	return all;
 }
 

@@ -172,6 +172,8 @@ static const cfg_key outbox_keys[] = {
      0, "header carrying the idempotency key (Idempotency-Key)"},
     {"max_attempts", CFG_INT, offsetof(outbox_in, e.max_attempts), 1, 1000000,
      NULL, NULL, 0, "attempts before the row is dead-lettered"},
+    {"when", CFG_LATER, 0, 0, 0, NULL, NULL, 0,
+     "a filter: the row is written only for the messages it holds for"},
 };
 const cfg_section cfg_outbox_section =
     CFG_SECTION("outbox", "outbox step", outbox_keys);
@@ -220,7 +222,7 @@ static int outbox_step(cfg_ctx *x, yaml_node_t *m, cli_consumer *c)
 	else if (drc < 0)
 		cfg_fail(x, m, "outbox: %s", why);
 	else
-		rc = 0;
+		rc = cfg_when(x, m, c->decl, INBOX_DECL_LAST_STEP);
 out:
 	free(in.headers);
 	free(body);

@@ -139,6 +139,9 @@ int cfg_effect(cfg_ctx *x, yaml_node_t *n, cli_consumer *c);
 /* dispatch: and outbox: (outbox.c) */
 int cfg_dispatch(cfg_ctx *x, yaml_node_t *m, cli_consumer *c);
 int cfg_outbox(cfg_ctx *x, yaml_node_t *n, cli_consumer *c);
+/* when: of `map` (a mapping), if any, into d for scope (when.c). */
+int cfg_when(cfg_ctx *x, yaml_node_t *map, inbox_decl *d,
+             inbox_decl_scope scope);
 /* A consumer (consumer.c). */
 int cfg_consumer(cfg_ctx *x, yaml_node_t *m, cli_consumer *c);
 /* providers: (file.c) */
@@ -149,6 +152,6 @@ extern const cfg_section cfg_top_section, cfg_metrics_section,
     cfg_provider_section, cfg_breaker_section, cfg_consumer_section,
     cfg_sql_section, cfg_upsert_step_section, cfg_upsert_section,
     cfg_column_section, cfg_outbox_section, cfg_reconcile_section,
-    cfg_dispatch_section;
+    cfg_dispatch_section, cfg_when_section;
 
 #endif
