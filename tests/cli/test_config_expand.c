@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <inbox/decl.h>
+
 #include "cli/config.h"
 #include "test.h"
 
@@ -190,6 +192,68 @@ TEST(keys_are_not_expanded)
 	ASSERT_CONTAINS(err, "k.yaml:5:5: unknown key \"${INBOX_T_KEY}\"");
 }
 
+static int first_col(int ncols, const char *const *values, void *payload)
+{
+	if (ncols > 0 && values[0])
+		snprintf(payload, 512, "%s", values[0]);
+	return 0;
+}
+
+/* An outbox step's header from a file: the row the message writes
+ * carries it (SQLite, through the declaration the config built). */
+TEST(an_outbox_header_from_a_file)
+{
+	cli_config cfg;
+	char err[1024], text[1024], path[512], db[600];
+	write_file("token", "tok-from-file-77\n");
+	snprintf(db, sizeof(db), "sqlite:%s/h.db", dir);
+	snprintf(text, sizeof(text),
+	         "store: \"%s\"\n"
+	         "consumers:\n"
+	         "  - name: c\n"
+	         "    source: jsonl:x.jsonl\n"
+	         "    outbox:\n"
+	         "      - step: charge\n"
+	         "        url: http://127.0.0.1:9/charges\n"
+	         "        idempotent: true\n"
+	         "        headers: {Authorization: \"Bearer ${file:token}\"}\n",
+	         db);
+	snprintf(path, sizeof(path), "%s/inbox.yaml", dir);
+	ASSERT_EQ(
+	    cli_config_parse(&cfg, path, text, strlen(text), err, sizeof(err)),
+	    0);
+	inbox_store *st = NULL;
+	ASSERT_EQ(inbox_store_open(&st, cfg.store, NULL), INBOX_OK);
+	cli_consumer *c = &cfg.consumers[0];
+	ASSERT_EQ(inbox_decl_prepare(c->decl, st, NULL, err, sizeof(err)),
+	          INBOX_OK);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = c->name;
+	co.handler = inbox_decl_handler;
+	co.handler_payload = c->decl;
+	inbox_consumer *cons = NULL;
+	ASSERT_EQ(inbox_consumer_open(&cons, st, &co, err, sizeof(err)),
+	          INBOX_OK);
+	inbox_delivery d;
+	memset(&d, 0, sizeof(d));
+	d.id = "h1";
+	d.payload = "{}";
+	d.payload_len = 2;
+	d.delivery_count = 1;
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_EQ(inbox_consumer_process(cons, &d, &r), INBOX_OK);
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	char headers[512] = "(none)";
+	ASSERT_EQ(inbox_store_query(st, "SELECT headers FROM outbox", 0, NULL,
+	                            first_col, headers),
+	          INBOX_OK);
+	ASSERT_STREQ(headers,
+	             "{\"Authorization\":\"Bearer tok-from-file-77\"}");
+	inbox_consumer_close(cons);
+	inbox_store_close(st);
+	cli_config_free(&cfg);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/inbox-expand-XXXXXX");
@@ -205,7 +269,9 @@ int main(void)
 	RUN(file_errors_name_the_file_never_the_contents);
 	RUN(messages_never_show_what_was_expanded);
 	RUN(keys_are_not_expanded);
-	const char *names[] = {"pgpass", "url", "empty", "secret"};
+	RUN(an_outbox_header_from_a_file);
+	const char *names[] = {"pgpass", "url",  "empty",    "secret",
+	                       "token",  "h.db", "h.db-wal", "h.db-shm"};
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
 		char p[512];
 		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
