@@ -24,6 +24,7 @@
 #define INBOX_ADMIN_H
 
 #include "inbox.h"
+#include "outbox.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -152,6 +153,22 @@ INBOX_API int inbox_admin_inspect(inbox_store *st, const char *consumer,
                                   const char *key, inbox_admin_record **out);
 INBOX_API void inbox_admin_record_free(inbox_admin_record *r);
 
+/* What happened to a message known by its id or its source position:
+ * call fn once per inbox key of `consumer` (required) that message had,
+ * each key once, NULL for a dead letter written without a key. Looked
+ * up: by `message_id`, the inbox records (a scan of the consumer's
+ * records: the message id is not indexed) and the dead letters; by
+ * `position` (as the source spells it: "orders.jsonl:42", "orders/0@17",
+ * "outbox:ID"), the dead letters and, for "outbox:ID", that outbox row —
+ * the inbox record keeps the message id, not the position. One of the
+ * two is required. Return non-zero from fn to stop. *found (may be NULL)
+ * counts the keys. Errors: INVALID, STORE, TRANSIENT, NOMEM. */
+typedef int (*inbox_admin_key_fn)(const char *key, void *payload);
+INBOX_API int inbox_admin_find_keys(inbox_store *st, const char *consumer,
+                                    const char *message_id,
+                                    const char *position, inbox_admin_key_fn fn,
+                                    void *payload, int *found);
+
 /* ------------------------------------------------------------------ */
 /* Dead letters                                                          */
 /* ------------------------------------------------------------------ */
@@ -194,12 +211,20 @@ typedef struct inbox_admin_dlq_filter {
 	/* Only dead messages: skip failed outbox effects (position
 	 * "outbox:ID"), whose payload is a request body (version >= 2). */
 	int messages_only;
+	/* Version >= 3: only the resolved ones (replayed, or their outbox
+	 * row retried or dropped: replayed_at set) */
+	int resolved_only;
+	/* only those last seen longer ago than this (seconds); 0 = any */
+	int64_t older_than_seconds;
+	/* only failed outbox effects (position "outbox:ID") */
+	int outbox_only;
 } inbox_admin_dlq_filter;
 
-#define INBOX_ADMIN_DLQ_FILTER_VERSION 2
+#define INBOX_ADMIN_DLQ_FILTER_VERSION 3
 #define INBOX_ADMIN_DLQ_FILTER_INIT                                            \
 	{                                                                      \
-		INBOX_ADMIN_DLQ_FILTER_VERSION, NULL, NULL, 0, 0, 0, 0         \
+		INBOX_ADMIN_DLQ_FILTER_VERSION, NULL, NULL, 0, 0, 0, 0, 0, 0,  \
+		    0                                                          \
 	}
 
 /* Called once per dead letter, in id order. `dl` (payload NULL) is valid
@@ -227,6 +252,26 @@ INBOX_API int inbox_admin_dlq_mark_replayed(inbox_store *st, int64_t id);
  * NOTFOUND when there is none. */
 INBOX_API int inbox_admin_dlq_drop(inbox_store *st, int64_t id);
 
+/* Delete every dead letter matching `f` (NULL is refused: dropping all
+ * is asked for with an empty filter, INBOX_ADMIN_DLQ_FILTER_INIT), in id
+ * order, one statement each; *dropped (may be NULL) counts them. With
+ * `dry_run` nothing is deleted and *dropped is what would be. Logged
+ * (event "dead_letters_dropped", per consumer, with the count). Errors:
+ * INVALID, STORE, TRANSIENT; *dropped counts what went before. */
+INBOX_API int inbox_admin_dlq_drop_matching(inbox_store *st,
+                                            const inbox_admin_dlq_filter *f,
+                                            int dry_run, int64_t *dropped);
+
+/* Delete the resolved dead letters (replayed_at set: replayed, or their
+ * outbox row retried or dropped) of `consumer` (NULL = all) resolved more
+ * than `older_than_seconds` (> 0) ago, at most `batch_limit` (<= 0: 1000)
+ * per statement, each its own transaction. Pending dead letters are never
+ * purged: they wait for an operator. With `dry_run`, *deleted is what
+ * would be deleted. Errors: INVALID, STORE, TRANSIENT. */
+INBOX_API int inbox_admin_dlq_purge(inbox_store *st, const char *consumer,
+                                    int64_t older_than_seconds, int batch_limit,
+                                    int dry_run, int64_t *deleted);
+
 /* Replay dead letter `id` through consumer `c`, which must have been
  * opened on `st` and be the dead letter's consumer (else INVALID):
  *   - if the key's inbox record is `dead` (the message was dead-lettered),
@@ -247,6 +292,139 @@ INBOX_API int inbox_admin_dlq_drop(inbox_store *st, int64_t id);
  * and the next delivery or replay of the message processes it. */
 INBOX_API int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c,
                                      int64_t id, inbox_result *res);
+
+/* ------------------------------------------------------------------ */
+/* Outbox rows                                                           */
+/* ------------------------------------------------------------------ */
+
+/* One outbox row as an operator sees it (include/inbox/outbox.h for the
+ * states). Secrets stay out: the URL is redacted (user info and secret
+ * parameters "***", inbox_redact_url) and the request headers, which may
+ * carry credentials, are never read out. */
+typedef struct inbox_admin_outbox_row {
+	int64_t id;
+	char *consumer;
+	char *key; /* the message's inbox key */
+	char *step;
+	char *idempotency_key; /* sent with every attempt; never changes */
+	char *kind;
+	char *method;
+	char *url;      /* redacted */
+	char *provider; /* "scheme://host:port", NULL when not http(s) */
+	char *state;    /* "pending", "in_flight", "done", "failed",
+	                   "unknown", "dead" */
+	int idempotent;
+	int reconcilable; /* a reconcile URL is set */
+	int32_t attempts;
+	int32_t max_attempts; /* 0 = the dispatcher's */
+	int32_t reconciliations;
+	int64_t fence;
+	int last_status; /* HTTP status of the last attempt, 0 = none */
+	char *last_error;
+	int64_t created_at_ms;
+	int64_t updated_at_ms;
+	int64_t next_attempt_at_ms;
+	int64_t lease_until_ms; /* 0 = no lease */
+	int64_t done_at_ms;     /* 0 until done */
+	int64_t now_ms;         /* the database's clock when it was read */
+	/* inbox_admin_outbox_get only (NULL/0 in listings): the request
+	 * body and the response excerpt kept, NUL-terminated. */
+	char *body;
+	size_t body_len;
+	char *response;
+	size_t response_len;
+} inbox_admin_outbox_row;
+
+INBOX_API void inbox_admin_outbox_row_free(inbox_admin_outbox_row *r);
+
+typedef struct inbox_admin_outbox_filter {
+	unsigned version;     /* INBOX_ADMIN_OUTBOX_FILTER_VERSION */
+	const char *consumer; /* NULL = every consumer */
+	const char *key;      /* NULL = any inbox key */
+	/* NULL = any; a provider name ("https://api.pay.example:443") or
+	 * any URL of it (inbox_provider_name) */
+	const char *provider;
+	const char *state;          /* a state name, NULL = any */
+	int64_t older_than_seconds; /* created longer ago; 0 = any age */
+	int64_t after_id;           /* only ids above (paging); 0 = all */
+	int limit;                  /* at most this many; <= 0 = all */
+} inbox_admin_outbox_filter;
+
+#define INBOX_ADMIN_OUTBOX_FILTER_VERSION 1
+#define INBOX_ADMIN_OUTBOX_FILTER_INIT                                         \
+	{                                                                      \
+		INBOX_ADMIN_OUTBOX_FILTER_VERSION, NULL, NULL, NULL, NULL, 0,  \
+		    0, 0                                                       \
+	}
+
+typedef int (*inbox_admin_outbox_fn)(const inbox_admin_outbox_row *r,
+                                     void *payload);
+
+/* List the rows matching `f` (NULL = all), in id order; `r` is valid
+ * during the call only; return non-zero to stop. Errors: INVALID (an
+ * unknown state or filter version, a provider that names none), STORE,
+ * TRANSIENT, STATE (no outbox table: not migrated). */
+INBOX_API int inbox_admin_outbox_list(inbox_store *st,
+                                      const inbox_admin_outbox_filter *f,
+                                      inbox_admin_outbox_fn fn, void *payload);
+
+/* Read row `id` (of `consumer` when non-NULL) with its body and response.
+ * *out is malloc'ed (inbox_admin_outbox_row_free). NOTFOUND. */
+INBOX_API int inbox_admin_outbox_get(inbox_store *st, int64_t id,
+                                     const char *consumer,
+                                     inbox_admin_outbox_row **out);
+
+/* inbox_admin_outbox_retry flags. */
+#define INBOX_ADMIN_RETRY_NOT_PERFORMED                                        \
+	1 /* the operator checked with the                                     \
+	     provider: not performed */
+
+/* Make row `id` (of `consumer` when non-NULL) due now, its attempts
+ * counted from 0 again. Its idempotency key never changes, and the row is
+ * changed only if it is still as it was read (its state and fencing
+ * token, in one statement): a dispatcher's claim in between wins and the
+ * retry answers BUSY.
+ *   - pending, failed, unknown: due now, state kept (an unknown outcome
+ *     is still reconciled or re-sent with the same key, as before);
+ *   - dead: re-armed as `failed` (sent again with the same key) when the
+ *     provider is idempotent or the last answer was a 4xx refusal
+ *     (certainly not performed), or with INBOX_ADMIN_RETRY_NOT_PERFORMED;
+ *     otherwise as `unknown`, so a provider without idempotency is
+ *     reconciled before any re-send (and without a reconcile URL it is
+ *     dead again, never re-sent blindly). Its pending dead letters are
+ *     marked resolved (replayed_at);
+ *   - in_flight (a dispatcher holds it) and done: INVALID, unchanged.
+ * *from and *to (may be NULL) get the states. Logged (event
+ * "outbox_retried"). Errors: NOTFOUND, INVALID, BUSY, STORE, TRANSIENT. */
+INBOX_API int inbox_admin_outbox_retry(inbox_store *st, int64_t id,
+                                       const char *consumer, int flags,
+                                       inbox_outbox_state *from,
+                                       inbox_outbox_state *to);
+
+/* Delete row `id` (of `consumer` when non-NULL): its effect will never be
+ * performed. Refused (INVALID) for in_flight rows (a call may be under
+ * way) and done ones (purged by inbox_admin_outbox_purge: the row is what
+ * stops a replayed message from declaring its effect again). The row's
+ * pending dead letters are marked resolved. *was (may be NULL) gets its
+ * state. Guarded like retry (BUSY when it changed meanwhile). Logged
+ * (event "outbox_dropped", warning). Errors: NOTFOUND, INVALID, BUSY,
+ * STORE, TRANSIENT. */
+INBOX_API int inbox_admin_outbox_drop(inbox_store *st, int64_t id,
+                                      const char *consumer,
+                                      inbox_outbox_state *was);
+
+/* Delete the done rows of `consumer` (required) done more than
+ * `older_than_seconds` ago (<= 0: the consumer's registered retention
+ * window), with inbox_outbox_purge(). A window shorter than the
+ * registered one is refused (INVALID): a done row is what makes a
+ * message replayed inside the window declare nothing twice. Failed,
+ * unknown and dead rows are never purged. With `dry_run`, *deleted is
+ * what would be deleted. Errors: INVALID (also: no registered window),
+ * STORE, TRANSIENT, STATE (no outbox table). */
+INBOX_API int inbox_admin_outbox_purge(inbox_store *st, const char *consumer,
+                                       int64_t older_than_seconds,
+                                       int batch_limit, int dry_run,
+                                       int64_t *deleted);
 
 /* ------------------------------------------------------------------ */
 /* Purge with progress                                                   */

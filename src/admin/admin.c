@@ -79,7 +79,7 @@ static int expand_one(inbox__buf *b, inbox_store *st, const char *name,
 	             {"cutoff", INBOX_SQL_CUTOFF}, {"hex", INBOX_SQL_HEX},
 	             {"len", INBOX_SQL_LEN}};
 	if (IS("inbox") || IS("dead_letters") || IS("consumers") ||
-	    IS("inbox_generations")) {
+	    IS("inbox_generations") || IS("outbox")) {
 		char t[32];
 		memcpy(t, name, nlen);
 		t[nlen] = '\0';
@@ -463,4 +463,104 @@ int inbox_admin_set_retention(inbox_store *st, const char *consumer,
 	           "\"to_s\":%lld",
 	           (long long)old, (long long)seconds);
 	return INBOX_OK;
+}
+
+/* ---- a message by its id or position ------------------------------------ */
+
+typedef struct keys {
+	char **v;
+	int n;
+	int null_key; /* a dead letter without a key was found */
+	int oom;
+} keys;
+
+static int key_row(int ncols, const char *const *v, void *payload)
+{
+	keys *k = payload;
+	if (ncols < 1)
+		return 1;
+	if (!v[0]) {
+		k->null_key = 1;
+		return 0;
+	}
+	for (int i = 0; i < k->n; i++)
+		if (!strcmp(k->v[i], v[0]))
+			return 0;
+	char **nv = realloc(k->v, (size_t)(k->n + 1) * sizeof(*nv));
+	char *d = strdup(v[0]);
+	if (!nv || !d) {
+		free(d);
+		if (nv)
+			k->v = nv;
+		k->oom = 1;
+		return 1;
+	}
+	k->v = nv;
+	k->v[k->n++] = d;
+	return 0;
+}
+
+int inbox_admin_find_keys(inbox_store *st, const char *consumer,
+                          const char *message_id, const char *position,
+                          inbox_admin_key_fn fn, void *payload, int *found)
+{
+	if (found)
+		*found = 0;
+	if (!st || !fn)
+		return INBOX_ERR_INVALID;
+	if (!consumer || (!message_id && !position))
+		return inbox__admin_invalid(st, "inspect: a consumer and a "
+		                                "message id or a position are "
+		                                "required");
+	static const char *const by_id[] = {
+	    "SELECT key FROM {inbox} WHERE consumer = $1 AND message_id = $2",
+	    "SELECT key FROM {dead_letters} WHERE consumer = $1 AND"
+	    " message_id = $2 ORDER BY id",
+	    NULL};
+	static const char *const by_pos[] = {
+	    "SELECT key FROM {dead_letters} WHERE consumer = $1 AND"
+	    " position = $2 ORDER BY id",
+	    NULL, NULL};
+	const char *const *qs = message_id ? by_id : by_pos;
+	const char *p[2] = {consumer, message_id ? message_id : position};
+	inbox__buf b = INBOX__BUF_INIT;
+	keys k = {NULL, 0, 0, 0};
+	int rc = INBOX_OK;
+	for (int i = 0; qs[i] && rc == INBOX_OK; i++) {
+		rc = inbox__admin_sql(&b, st, qs[i]);
+		if (rc == INBOX_OK)
+			rc = inbox_store_query(st, b.data, 2, p, key_row, &k);
+	}
+	/* "outbox:ID": the row's key, when it is the consumer's. */
+	if (rc == INBOX_OK && !message_id && !strncmp(position, "outbox:", 7)) {
+		const char *q[2] = {consumer, position + 7};
+		char *end;
+		strtoll(q[1], &end, 10);
+		if (*q[1] && !*end) {
+			rc = inbox__admin_sql(&b, st,
+			                      "SELECT key FROM {outbox} WHERE"
+			                      " consumer = $1 AND id = {i:2}");
+			if (rc == INBOX_OK)
+				rc = inbox_store_query(st, b.data, 2, q,
+				                       key_row, &k);
+		}
+	}
+	inbox__buf_free(&b);
+	if (rc == INBOX_OK && k.oom) {
+		inbox__store_seterr(st, "", "inspect: out of memory");
+		rc = INBOX_ERR_NOMEM;
+	}
+	int n = 0, stop = 0;
+	for (int i = 0; rc == INBOX_OK && i < k.n && !stop; i++, n++)
+		stop = fn(k.v[i], payload);
+	if (rc == INBOX_OK && k.null_key && !stop) {
+		fn(NULL, payload);
+		n++;
+	}
+	for (int i = 0; i < k.n; i++)
+		free(k.v[i]);
+	free(k.v);
+	if (found)
+		*found = n;
+	return rc;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "admin/admin_sql.h"
+#include "base/log.h"
 #include "base/url.h"
 #include "core/consumer.h"
 
@@ -19,6 +20,14 @@
 	" {ms:created_at}, {ms:replayed_at}, deliveries,"                      \
 	" {ms:coalesce(last_seen_at, created_at)}"
 #define DL_NCOLS 15
+
+static int first_num(int ncols, const char *const *v, void *payload)
+{
+	int64_t *out = payload;
+	if (ncols > 0)
+		out[0] = inbox__admin_num(v[0]);
+	return 1;
+}
 
 void inbox_admin_dead_letter_free(inbox_admin_dead_letter *dl)
 {
@@ -102,7 +111,7 @@ int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
 		return INBOX_ERR_INVALID;
 	char after[24];
 	snprintf(after, sizeof(after), "%lld", (long long)f->after_id);
-	const char *p[3] = {after, NULL, NULL};
+	const char *p[4] = {after, NULL, NULL, NULL};
 	int np = 1;
 	inbox__buf t = INBOX__BUF_INIT, b = INBOX__BUF_INIT;
 	int bad = inbox__buf_puts(&t, "SELECT " DL_COLUMNS
@@ -120,6 +129,28 @@ int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
 	if (f->version >= 2 && f->messages_only)
 		bad |= inbox__buf_puts(&t, " AND (position IS NULL OR position"
 		                           " NOT LIKE 'outbox:%')");
+	char older[24];
+	if (f->version >= 3) {
+		if (f->resolved_only)
+			bad |=
+			    inbox__buf_puts(&t, " AND replayed_at IS NOT NULL");
+		if (f->outbox_only)
+			bad |= inbox__buf_puts(&t, " AND position LIKE "
+			                           "'outbox:%'");
+		if (f->older_than_seconds > 0) {
+			snprintf(older, sizeof(older), "%lld",
+			         (long long)(f->older_than_seconds >
+			                             INBOX__ADMIN_MAX_WINDOW_S
+			                         ? INBOX__ADMIN_MAX_WINDOW_S
+			                         : f->older_than_seconds));
+			p[np++] = older;
+			bad |= inbox__buf_printf(
+			    &t,
+			    " AND coalesce(last_seen_at, created_at) <"
+			    " {cutoff:%d}",
+			    np);
+		}
+	}
 	bad |= inbox__buf_puts(&t, " ORDER BY id");
 	if (f->limit > 0)
 		bad |= inbox__buf_printf(&t, " LIMIT %d", f->limit);
@@ -262,6 +293,118 @@ int inbox_admin_dlq_drop(inbox_store *st, int64_t id)
 		return INBOX_ERR_INVALID;
 	return exec_id(st, "DELETE FROM {dead_letters} WHERE id = {i:1}", id,
 	               "drop");
+}
+
+typedef struct ids {
+	int64_t *v;
+	size_t n, cap;
+	int oom;
+} ids;
+
+static int collect_id(const inbox_admin_dead_letter *dl, void *payload)
+{
+	ids *x = payload;
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 64;
+		int64_t *v = realloc(x->v, cap * sizeof(*v));
+		if (!v) {
+			x->oom = 1;
+			return 1;
+		}
+		x->v = v;
+		x->cap = cap;
+	}
+	x->v[x->n++] = dl->id;
+	return 0;
+}
+
+int inbox_admin_dlq_drop_matching(inbox_store *st,
+                                  const inbox_admin_dlq_filter *f, int dry_run,
+                                  int64_t *dropped)
+{
+	if (dropped)
+		*dropped = 0;
+	if (!st || !f)
+		return INBOX_ERR_INVALID;
+	ids x = {NULL, 0, 0, 0};
+	int rc = inbox_admin_dlq_list(st, f, collect_id, &x);
+	if (rc == INBOX_OK && x.oom) {
+		inbox__store_seterr(st, "", "dead letters: out of memory");
+		rc = INBOX_ERR_NOMEM;
+	}
+	int64_t n = 0;
+	for (size_t i = 0; rc == INBOX_OK && i < x.n; i++) {
+		if (dry_run) {
+			n++;
+			continue;
+		}
+		rc = inbox_admin_dlq_drop(st, x.v[i]);
+		if (rc == INBOX_OK)
+			n++;
+		else if (rc == INBOX_ERR_NOTFOUND) /* gone meanwhile */
+			rc = INBOX_OK;
+	}
+	free(x.v);
+	if (dropped)
+		*dropped = n;
+	if (!dry_run && n > 0)
+		inbox__log(INBOX_LOG_WARN, f->consumer,
+		           "\"event\":\"dead_letters_dropped\",\"count\":%lld",
+		           (long long)n);
+	return rc;
+}
+
+int inbox_admin_dlq_purge(inbox_store *st, const char *consumer,
+                          int64_t older_than_seconds, int batch_limit,
+                          int dry_run, int64_t *deleted)
+{
+	if (!st || !deleted)
+		return INBOX_ERR_INVALID;
+	*deleted = 0;
+	if (older_than_seconds <= 0)
+		return inbox__admin_invalid(
+		    st, "dead letter purge: a retention > 0 is required");
+	if (older_than_seconds > INBOX__ADMIN_MAX_WINDOW_S)
+		older_than_seconds = INBOX__ADMIN_MAX_WINDOW_S;
+	if (batch_limit <= 0)
+		batch_limit = 1000;
+	char older[24], lim[16];
+	snprintf(older, sizeof(older), "%lld", (long long)older_than_seconds);
+	snprintf(lim, sizeof(lim), "%d", batch_limit);
+	const char *p[3] = {older, lim, consumer};
+	inbox__buf b = INBOX__BUF_INIT;
+	int rc;
+	if (dry_run) {
+		int64_t got[2] = {0, 0};
+		rc = inbox__admin_sql(
+		    &b, st,
+		    consumer ? "SELECT count(*) FROM {dead_letters} WHERE"
+		               " replayed_at < {cutoff:1} AND consumer = $2"
+		             : "SELECT count(*) FROM {dead_letters} WHERE"
+		               " replayed_at < {cutoff:1}");
+		p[1] = consumer;
+		if (rc == INBOX_OK)
+			rc = inbox_store_query(st, b.data, consumer ? 2 : 1, p,
+			                       first_num, got);
+		*deleted = got[0];
+		inbox__buf_free(&b);
+		return rc;
+	}
+	rc = inbox__admin_sql(
+	    &b, st,
+	    consumer ? "DELETE FROM {dead_letters} WHERE id IN (SELECT id FROM"
+	               " {dead_letters} WHERE replayed_at < {cutoff:1} AND"
+	               " consumer = $3 ORDER BY replayed_at LIMIT {i:2})"
+	             : "DELETE FROM {dead_letters} WHERE id IN (SELECT id FROM"
+	               " {dead_letters} WHERE replayed_at < {cutoff:1}"
+	               " ORDER BY replayed_at LIMIT {i:2})");
+	for (int64_t n = batch_limit; rc == INBOX_OK && n >= batch_limit;) {
+		n = 0;
+		rc = inbox_store_exec(st, b.data, consumer ? 3 : 2, p, &n);
+		*deleted += n;
+	}
+	inbox__buf_free(&b);
+	return rc;
 }
 
 /* ---- replay ------------------------------------------------------------ */

@@ -6,7 +6,8 @@
  * tables here, each expression by the store's backend (its vtable's
  * sql_expr, inbox/sys/store.h; the core knows no dialect):
  *
- *   {inbox} {dead_letters} {consumers}   quoted, prefixed table names
+ *   {inbox} {dead_letters} {consumers} {outbox}   quoted, prefixed table
+ *                names
  *   {now}        the database's clock in epoch milliseconds (SQLite: the
  *                local clock the SQLite store writes with, as a literal)
  *   {nowts}      the current time as the column type stores it

@@ -68,6 +68,15 @@ int cli_each_consumer(const char *cmd, int argc, char **argv,
 			only = argv[++i];
 		} else if (o && o->kind == CLI_OPT_FLAG) {
 			*(int *)o->out = 1;
+		} else if (o && o->kind == CLI_OPT_SECONDS && i + 1 < argc) {
+			double *out = o->out;
+			if (cli_parse_seconds(argv[++i], out) < 0 ||
+			    *out <= 0) {
+				cli_error("%s: \"%s\" is not a duration (30s, "
+				          "5m, 2h, 7d)",
+				          o->name, argv[i]);
+				return CLI_EXIT_USAGE;
+			}
 		} else if (o && i + 1 < argc) {
 			int rc = set_int(o, argv[++i]);
 			if (rc)

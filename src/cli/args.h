@@ -9,8 +9,10 @@
 #include "cli/config.h"
 
 typedef enum cli_opt_kind {
-	CLI_OPT_FLAG, /* --name: *(int *)out = 1 */
-	CLI_OPT_INT   /* --name N: *(long long *)out, min..max */
+	CLI_OPT_FLAG,   /* --name: *(int *)out = 1 */
+	CLI_OPT_INT,    /* --name N: *(long long *)out, min..max */
+	CLI_OPT_SECONDS /* --name DURATION: *(double *)out, seconds > 0
+	                   (cli_parse_seconds) */
 } cli_opt_kind;
 
 typedef struct cli_opt {

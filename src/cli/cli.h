@@ -36,6 +36,7 @@ int cli_cmd_dispatch(int argc, char **argv);
 int cli_cmd_purge(int argc, char **argv);
 int cli_cmd_dlq(int argc, char **argv);
 int cli_cmd_inspect(int argc, char **argv);
+int cli_cmd_outbox(int argc, char **argv);
 
 extern const char cli_run_usage[];
 extern const char cli_migrate_usage[];
@@ -45,6 +46,7 @@ extern const char cli_dispatch_usage[];
 extern const char cli_purge_usage[];
 extern const char cli_dlq_usage[];
 extern const char cli_inspect_usage[];
+extern const char cli_outbox_usage[];
 
 /* Path of the running executable (for the demo's child processes). */
 extern const char *cli_argv0;

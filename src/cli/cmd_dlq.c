@@ -20,6 +20,7 @@
 #include <inbox/admin.h>
 
 #include "base/json.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
@@ -28,9 +29,13 @@ const char cli_dlq_usage[] =
     "usage: inbox dlq list CONFIG [--consumer NAME] [--pending] [--limit N]\n"
     "                             [--after ID] [--json]\n"
     "       inbox dlq show CONFIG ID [--consumer NAME] [--json | --raw]\n"
-    "       inbox dlq replay CONFIG ID... [--consumer NAME]\n"
-    "       inbox dlq replay CONFIG --all [--consumer NAME]\n"
-    "       inbox dlq drop CONFIG ID... [--consumer NAME]\n"
+    "       inbox dlq replay CONFIG ID... [--consumer NAME] [--json]\n"
+    "       inbox dlq replay CONFIG --all [--consumer NAME] [--json]\n"
+    "       inbox dlq drop CONFIG ID... [--consumer NAME] [--json]\n"
+    "       inbox dlq drop CONFIG FILTERS --yes [--json]\n"
+    "\n"
+    "FILTERS: [--consumer NAME] [--key KEY] [--pending | --resolved]\n"
+    "         [--outbox | --messages] [--older-than DURATION]\n"
     "\n"
     "list     the dead letters (id, first seen, deliveries, attempts, key, "
     "reason),\n         one per message however often it was delivered; "
@@ -49,7 +54,15 @@ const char cli_dlq_usage[] =
     "completed one makes the replay a duplicate, never a\n         second "
     "effect. --all replays every pending dead letter. The dead\n         "
     "letter is kept, marked replayed.\n"
-    "drop     delete dead letters (the inbox record stays as it is).\n"
+    "drop     delete dead letters (the inbox record stays as it is): the "
+    "ids given,\n         or every one the filters select (--resolved: "
+    "replayed or handled;\n         --outbox: of failed outbox effects; "
+    "--messages: of messages;\n         --older-than 7d: last seen more "
+    "than 7 days ago) - only with --yes,\n         else what would be "
+    "dropped. Logged (dead_letters_dropped).\n"
+    "\n"
+    "--json: one JSON object per line (a dead letter, or one per dead "
+    "letter\nreplayed or dropped, or per consumer for a drop by filter).\n"
     "\n"
     "Exit codes: 0 ok; 1 a dead letter was not found, or a replay did not "
     "end\napplied, duplicate or stale; 2 usage; 3 config error (also an "
@@ -66,6 +79,9 @@ typedef struct dlq {
 	const cli_consumer *sel; /* --consumer, or NULL for all */
 	opened *o;               /* per consumer of cfg, opened lazily */
 	int json, raw, pending, all;
+	int resolved, outbox, messages, yes, has_filter;
+	const char *key;
+	double older_s;
 	long limit;
 	long long after;
 	int64_t *ids;
@@ -396,8 +412,68 @@ static int cmd_show(dlq *q)
 /* ---- drop -----------------------------------------------------------------
  */
 
+/* By filter: per selected consumer, what the filters select (v3). */
+static int drop_matching(dlq *q)
+{
+	int rc = 0;
+	int64_t total = 0;
+	for (int i = 0; i < q->cfg.nconsumers && !rc; i++) {
+		if (!selected(q, i))
+			continue;
+		if ((rc = open_store(q, i)))
+			break;
+		const char *name = q->cfg.consumers[i].name;
+		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
+		f.consumer = name;
+		f.key = q->key;
+		f.pending_only = q->pending;
+		f.resolved_only = q->resolved;
+		f.outbox_only = q->outbox;
+		f.messages_only = q->messages;
+		f.older_than_seconds = (int64_t)q->older_s;
+		int64_t n = 0;
+		int err =
+		    inbox_admin_dlq_drop_matching(q->o[i].st, &f, !q->yes, &n);
+		total += n;
+		if (err < 0) {
+			rc = store_error(q, i, "dropping dead letters", err);
+			break;
+		}
+		if (q->json) {
+			printf("{\"consumer\":");
+			cli_json_string(stdout, name, strlen(name));
+			printf(",\"%s\":%lld}\n",
+			       q->yes ? "dropped" : "would_drop", (long long)n);
+		} else {
+			printf("%s: %s %lld dead letter%s\n", name,
+			       q->yes ? "dropped" : "would drop", (long long)n,
+			       n == 1 ? "" : "s");
+		}
+	}
+	if (!rc && !q->yes && !q->json)
+		printf(
+		    "dry run: %lld dead letter%s would be dropped; give --yes "
+		    "to drop them\n",
+		    (long long)total, total == 1 ? "" : "s");
+	return rc;
+}
+
 static int cmd_drop(dlq *q)
 {
+	if (!q->nids && !q->has_filter) {
+		cli_error(
+		    "dlq drop: give dead letter ids or filters (--consumer, "
+		    "--key, --pending, --resolved, --outbox, --messages, "
+		    "--older-than)");
+		return CLI_EXIT_USAGE;
+	}
+	if (q->nids && (q->key || q->pending || q->resolved || q->outbox ||
+	                q->messages || q->older_s > 0)) {
+		cli_error("dlq drop: give ids or filters, not both");
+		return CLI_EXIT_USAGE;
+	}
+	if (!q->nids)
+		return drop_matching(q);
 	int status = 0;
 	for (int k = 0; k < q->nids; k++) {
 		inbox_admin_dead_letter *dl = NULL;
@@ -421,8 +497,16 @@ static int cmd_drop(dlq *q)
 			status = CLI_EXIT_RUNTIME;
 			continue;
 		}
-		printf("dropped dead letter %lld (%s)\n", (long long)q->ids[k],
-		       q->cfg.consumers[ci].name);
+		if (q->json) {
+			printf("{\"id\":%lld,\"consumer\":",
+			       (long long)q->ids[k]);
+			cli_json_string(stdout, q->cfg.consumers[ci].name,
+			                strlen(q->cfg.consumers[ci].name));
+			printf(",\"dropped\":true}\n");
+		} else {
+			printf("dropped dead letter %lld (%s)\n",
+			       (long long)q->ids[k], q->cfg.consumers[ci].name);
+		}
 	}
 	return status;
 }
@@ -481,6 +565,19 @@ static int collect_all(dlq *q, long *outbox)
 	return 0;
 }
 
+static void print_result_json(int64_t id, const char *consumer,
+                              const inbox_result *r)
+{
+	printf("{\"id\":%lld,\"consumer\":", (long long)id);
+	cli_json_string(stdout, consumer, strlen(consumer));
+	printf(",\"key\":");
+	cli_json_string(stdout, r->key, r->key ? strlen(r->key) : 0);
+	printf(",\"outcome\":\"%s\",\"dead_letter_id\":%lld,\"reason\":",
+	       inbox_outcome_name(r->outcome), (long long)r->dead_letter_id);
+	cli_json_string(stdout, r->reason, r->reason ? strlen(r->reason) : 0);
+	printf("}\n");
+}
+
 static void print_result(int64_t id, const char *consumer,
                          const inbox_result *r)
 {
@@ -530,7 +627,16 @@ static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
 		         inbox_store_errmsg(q->o[ci].st));
 		cli_scrub(msg, sizeof(msg),
 		          cli_consumer_store(&q->cfg, &q->cfg.consumers[ci]));
-		cli_error("%s", msg);
+		if (q->json) {
+			printf("{\"id\":%lld,\"consumer\":", (long long)id);
+			cli_json_string(stdout, q->cfg.consumers[ci].name,
+			                strlen(q->cfg.consumers[ci].name));
+			printf(",\"outcome\":\"refused\",\"reason\":");
+			cli_json_string(stdout, msg, strlen(msg));
+			printf("}\n");
+		} else {
+			cli_error("%s", msg);
+		}
 		t->refused++;
 		return 0;
 	}
@@ -542,7 +648,10 @@ static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
 		t->n[res.outcome]++;
 	int good = res.outcome == INBOX_APPLIED ||
 	           res.outcome == INBOX_DUPLICATE || res.outcome == INBOX_STALE;
-	if (!quiet || !good) {
+	if (q->json) {
+		print_result_json(id, q->cfg.consumers[ci].name, &res);
+		fflush(stdout);
+	} else if (!quiet || !good) {
 		if (prog->open) {
 			fputs("\r\033[K", stderr);
 			prog->open = 0;
@@ -567,7 +676,9 @@ static int cmd_replay(dlq *q)
 	long outbox = 0;
 	if (q->all && (rc = collect_all(q, &outbox)))
 		return rc;
-	if (!q->nids) {
+	if (!q->nids && q->json) {
+		return 0;
+	} else if (!q->nids) {
 		if (outbox)
 			printf(
 			    "no pending dead letters of messages; %ld pending "
@@ -586,19 +697,24 @@ static int cmd_replay(dlq *q)
 	/* On a terminal with many, one progress line and only the problems;
 	 * otherwise a line per dead letter. */
 	int quiet = prog.tty && q->nids > 1;
+	if (q->json)
+		prog.tty = 0;
 	for (int k = 0; k < q->nids && rc == 0; k++) {
 		rc = replay_one(q, q->ids[k], &t, &prog, quiet);
 		cli_progress_show(&prog, "replayed", k + 1, q->nids,
 		                  k + 1 == q->nids);
 	}
 	cli_progress_end(&prog);
-	printf("replayed %d dead letter%s: %ld applied, %ld duplicate, %ld "
-	       "conflict, %ld stale, %ld dead_lettered, %ld retry, %ld "
-	       "in_progress, %ld not found, %ld refused\n",
-	       q->nids, q->nids == 1 ? "" : "s", t.n[INBOX_APPLIED],
-	       t.n[INBOX_DUPLICATE], t.n[INBOX_CONFLICT], t.n[INBOX_STALE],
-	       t.n[INBOX_DEAD_LETTERED], t.n[INBOX_RETRY],
-	       t.n[INBOX_IN_PROGRESS], t.failed, t.refused);
+	if (!q->json)
+		printf("replayed %d dead letter%s: %ld applied, %ld duplicate, "
+		       "%ld "
+		       "conflict, %ld stale, %ld dead_lettered, %ld retry, %ld "
+		       "in_progress, %ld not found, %ld refused\n",
+		       q->nids, q->nids == 1 ? "" : "s", t.n[INBOX_APPLIED],
+		       t.n[INBOX_DUPLICATE], t.n[INBOX_CONFLICT],
+		       t.n[INBOX_STALE], t.n[INBOX_DEAD_LETTERED],
+		       t.n[INBOX_RETRY], t.n[INBOX_IN_PROGRESS], t.failed,
+		       t.refused);
 	if (rc)
 		return rc;
 	long bad = t.failed + t.refused + t.n[INBOX_CONFLICT] +
@@ -638,12 +754,30 @@ static int parse(dlq *q, int argc, char **argv, const char **path,
 		char *end;
 		if (!strcmp(a, "--consumer") && i + 1 < argc) {
 			*only = argv[++i];
+			q->has_filter = 1;
 		} else if (!strcmp(a, "--json")) {
 			q->json = 1;
 		} else if (!strcmp(a, "--raw")) {
 			q->raw = 1;
 		} else if (!strcmp(a, "--pending")) {
-			q->pending = 1;
+			q->pending = q->has_filter = 1;
+		} else if (!strcmp(a, "--resolved")) {
+			q->resolved = q->has_filter = 1;
+		} else if (!strcmp(a, "--outbox")) {
+			q->outbox = q->has_filter = 1;
+		} else if (!strcmp(a, "--messages")) {
+			q->messages = q->has_filter = 1;
+		} else if (!strcmp(a, "--yes")) {
+			q->yes = 1;
+		} else if (!strcmp(a, "--key") && i + 1 < argc) {
+			q->key = argv[++i];
+			q->has_filter = 1;
+		} else if (!strcmp(a, "--older-than") && i + 1 < argc) {
+			if (cli_parse_seconds(argv[++i], &q->older_s) < 0)
+				return usage_error("--older-than: \"%s\" is "
+				                   "not a duration",
+				                   argv[i]);
+			q->has_filter = 1;
 		} else if (!strcmp(a, "--all")) {
 			q->all = 1;
 		} else if (!strcmp(a, "--limit") && i + 1 < argc) {
@@ -707,10 +841,6 @@ int cli_cmd_dlq(int argc, char **argv)
 	q.limit = 1000;
 	const char *path = NULL, *only = NULL;
 	int rc = parse(&q, argc, argv, &path, &only);
-	if (rc == 0 && sub == 3 && q.nids == 0) {
-		cli_error("dlq drop: give one or more dead letter ids");
-		rc = CLI_EXIT_USAGE;
-	}
 	if (rc == 0 &&
 	    (rc = cli_load_selected(&q.cfg, path, only, &q.sel)) == 0) {
 		q.o = calloc((size_t)q.cfg.nconsumers, sizeof(*q.o));

@@ -97,7 +97,12 @@ static const struct {
                              "INBOX_ADMIN_DLQ_FILTER_INIT",
                              INBOX_ADMIN_DLQ_FILTER_VERSION,
                              {0, END(inbox_admin_dlq_filter, pending_only),
+                              END(inbox_admin_dlq_filter, messages_only),
                               sizeof(inbox_admin_dlq_filter)}},
+    [INBOX__V_OUTBOX_FILTER] = {"inbox_admin_outbox_filter",
+                                "INBOX_ADMIN_OUTBOX_FILTER_INIT",
+                                INBOX_ADMIN_OUTBOX_FILTER_VERSION,
+                                {0, sizeof(inbox_admin_outbox_filter)}},
 };
 
 /* A new version of a struct needs its size above. */

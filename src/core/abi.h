@@ -39,6 +39,7 @@ typedef enum inbox__vstruct {
 	INBOX__V_PROVIDER_OPTIONS,
 	INBOX__V_DISPATCHER_OPTIONS,
 	INBOX__V_DLQ_FILTER,
+	INBOX__V_OUTBOX_FILTER,
 	INBOX__V_COUNT
 } inbox__vstruct;
 

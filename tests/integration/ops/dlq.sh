@@ -124,6 +124,31 @@ expect_eq "orders of nobody billed once each" \
 check "replay --all without a tty: a plain line per dead letter" \
 	grep -q "^dead letter [0-9]* (billing.ops): dead_lettered again" "$dir/all2.out"
 
+# What happened to message X, by its id or its source position (before:
+# by key only).
+"$BIN" inspect "$dir/inbox.yaml" billing.ops --message-id m-4 >"$dir/by_id.out" 2>&1
+expect_eq "inspect --message-id: exit 0" "$?" 0
+check "  the record of its key" grep -q "^key \.* create-invoice:ord-4$" "$dir/by_id.out"
+check "  shown once (record and dead letter share the key)" \
+	test "$(grep -c '^key ' "$dir/by_id.out")" -eq 1
+check "  its dead letter" grep -q "^dead letters \.* $dl4 (replayed)" "$dir/by_id.out"
+check "  its outbox rows (none)" grep -q "^outbox \.* none" "$dir/by_id.out"
+"$BIN" inspect "$dir/inbox.yaml" billing.ops --message-id m-2-again --json >"$dir/by_id2.json" 2>&1
+check "inspect --message-id of the conflicting copy: the key's record and the conflict" \
+	jqok ".key == \"create-invoice:ord-2\" and .status == \"completed\" and (.dead_letters | map(.id) | index($dlc)) != null" "$dir/by_id2.json"
+"$BIN" inspect "$dir/inbox.yaml" billing.ops --position "$src:6" >"$dir/by_pos.out" 2>&1
+expect_eq "inspect --position: exit 0" "$?" 0
+check "  a dead letter without a key" grep -q "dead-lettered without a key" "$dir/by_pos.out"
+check "  its id" grep -q "^dead letters \.* $dl6" "$dir/by_pos.out"
+"$BIN" inspect "$dir/inbox.yaml" billing.ops --position "$src:4" --json >"$dir/by_pos4.json" 2>&1
+check "inspect --position --json: the key of the dead letter there" \
+	jqok '.key == "create-invoice:ord-4" and .status == "completed" and (.outbox | length) == 0' "$dir/by_pos4.json"
+"$BIN" inspect "$dir/inbox.yaml" billing.ops --message-id nope >"$dir/by_id_none.out" 2>&1
+expect_eq "inspect --message-id of no message: exit 1" "$?" 1
+check "  says so" grep -q 'for message id "nope"' "$dir/by_id_none.out"
+"$BIN" inspect "$dir/inbox.yaml" billing.ops some-key --message-id m-4 >/dev/null 2>&1
+expect_eq "inspect KEY and --message-id: usage (2)" "$?" 2
+
 "$BIN" dlq drop "$dir/inbox.yaml" "$dl6" >"$dir/drop.out" 2>&1
 expect_eq "drop: exit 0" "$?" 0
 expect_eq "drop: gone" "$(q "SELECT count(*) FROM ${tag}dead_letters WHERE id = $dl6")" 0

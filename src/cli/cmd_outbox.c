@@ -1,0 +1,714 @@
+/*
+ * inbox outbox list|show|retry|drop CONFIG ...: the outbox rows (external
+ * effects) of the configured consumers. The work is the library's
+ * (inbox_admin_outbox_*, <inbox/admin.h>): a retry re-arms a row under
+ * its fencing token and keeps its idempotency key; a drop is explicit
+ * (ids, or a filter and --yes) and logged.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <inbox/admin.h>
+
+#include "base/json.h"
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/open.h"
+#include "cli/progress.h"
+
+const char cli_outbox_usage[] =
+    "usage: inbox outbox list CONFIG [FILTERS] [--limit N] [--after ID] "
+    "[--json]\n"
+    "       inbox outbox show CONFIG ID [--consumer NAME] [--json]\n"
+    "       inbox outbox retry CONFIG ID... | FILTERS [--not-performed] "
+    "[--json]\n"
+    "       inbox outbox drop CONFIG ID... | FILTERS --yes [--json]\n"
+    "\n"
+    "FILTERS: [--consumer NAME] [--provider URL] [--state STATE] [--key "
+    "KEY]\n"
+    "         [--older-than DURATION]\n"
+    "\n"
+    "list     the outbox rows (id, state, attempts, age, provider, "
+    "consumer, key,\n         step, last error); --provider takes a "
+    "provider (https://host:port) or\n         any URL of it, --state one "
+    "of pending, in_flight, done, failed, unknown,\n         dead; "
+    "--older-than 1h: created more than an hour ago; --limit N\n"
+    "         (default 1000) and --after ID page.\n"
+    "show     one row: state, idempotency key, provider, URL (secrets "
+    "hidden),\n         attempts, fencing token, times, last status and "
+    "error, the request\n         body and the response kept (headers are "
+    "never shown: they may carry\n         credentials).\n"
+    "retry    make rows due now, attempts counted from 0, the same "
+    "idempotency key:\n         failed, unknown and pending rows keep their "
+    "state; a dead row is\n         re-armed as failed (sent again) when "
+    "its provider is idempotent or\n         refused it with a 4xx, else as "
+    "unknown (reconciled before any\n         re-send; without a reconcile "
+    "URL it dies again, never re-sent\n         blindly) - unless "
+    "--not-performed: you checked with the provider\n         that it did "
+    "not happen. Its dead letter is marked resolved. Rows in\n         "
+    "flight or done are left alone. A dispatcher (inbox dispatch, run\n"
+    "         --dispatch) performs them.\n"
+    "drop     delete rows: their effect is never performed (in-flight and "
+    "done rows\n         are refused); by filter only with --yes (without: "
+    "what would be\n         dropped). Logged (outbox_dropped); the row's "
+    "dead letter is marked\n         resolved.\n"
+    "\n"
+    "--json: one JSON object per line (a row, or one per row acted on).\n"
+    "Exit codes: 0 ok; 1 a row was not found, refused or changed meanwhile; "
+    "2 usage;\n3 config error; 4 cannot open the store.\n";
+
+typedef struct ob {
+	cli_config cfg;
+	const cli_consumer *sel;
+	inbox_store **st; /* per consumer, opened lazily */
+	int json, yes, not_performed;
+	long long limit, after;
+	const char *provider, *state, *key;
+	double older_s;
+	int has_filter;
+	int64_t *ids;
+	int nids;
+} ob;
+
+static int selected(const ob *q, int i)
+{
+	return !q->sel || q->sel == &q->cfg.consumers[i];
+}
+
+static int open_store(ob *q, int i)
+{
+	if (q->st[i])
+		return 0;
+	return cli_open_store(&q->cfg, &q->cfg.consumers[i], 0, &q->st[i]);
+}
+
+static int store_error(ob *q, int i, const char *what, int err)
+{
+	const cli_consumer *c = &q->cfg.consumers[i];
+	char red[512], msg[1024];
+	snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(q->st[i]));
+	cli_scrub(msg, sizeof(msg), cli_consumer_store(&q->cfg, c));
+	cli_error("consumer \"%s\": %s on %s failed: %s", c->name, what,
+	          cli_redact(cli_consumer_store(&q->cfg, c), red, sizeof(red)),
+	          msg);
+	return err == INBOX_ERR_TRANSIENT || err == INBOX_ERR_CONNECT
+	           ? CLI_EXIT_CONNECT
+	           : CLI_EXIT_RUNTIME;
+}
+
+static void filter_of(const ob *q, int i, inbox_admin_outbox_filter *f)
+{
+	inbox_admin_outbox_filter init = INBOX_ADMIN_OUTBOX_FILTER_INIT;
+	*f = init;
+	f->consumer = q->cfg.consumers[i].name;
+	f->provider = q->provider;
+	f->state = q->state;
+	f->key = q->key;
+	f->older_than_seconds = (int64_t)q->older_s;
+	f->after_id = q->after;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+static void json_str(const char *name, const char *v, int first)
+{
+	printf("%s\"%s\":", first ? "" : ",", name);
+	cli_json_string(stdout, v, v ? strlen(v) : 0);
+}
+
+static void row_json(const inbox_admin_outbox_row *r, int full)
+{
+	printf("{\"id\":%lld", (long long)r->id);
+	json_str("consumer", r->consumer, 0);
+	json_str("key", r->key, 0);
+	json_str("step", r->step, 0);
+	json_str("state", r->state, 0);
+	json_str("provider", r->provider, 0);
+	json_str("url", r->url, 0);
+	json_str("method", r->method, 0);
+	json_str("kind", r->kind, 0);
+	json_str("idempotency_key", r->idempotency_key, 0);
+	printf(",\"idempotent\":%s,\"reconcilable\":%s,\"attempts\":%d,"
+	       "\"max_attempts\":%d,\"reconciliations\":%d,\"fence\":%lld,"
+	       "\"last_status\":%d",
+	       r->idempotent ? "true" : "false",
+	       r->reconcilable ? "true" : "false", r->attempts, r->max_attempts,
+	       r->reconciliations, (long long)r->fence, r->last_status);
+	json_str("last_error", r->last_error, 0);
+	printf(",\"created_at_ms\":%lld,\"updated_at_ms\":%lld,"
+	       "\"next_attempt_at_ms\":%lld,\"lease_until_ms\":%lld,"
+	       "\"done_at_ms\":%lld",
+	       (long long)r->created_at_ms, (long long)r->updated_at_ms,
+	       (long long)r->next_attempt_at_ms, (long long)r->lease_until_ms,
+	       (long long)r->done_at_ms);
+	if (full) {
+		printf(",\"body_utf8\":%s,\"body\":",
+		       inbox__utf8_valid(r->body, r->body_len) ? "true"
+		                                               : "false");
+		cli_json_string(stdout, r->body, r->body_len);
+		printf(",\"response\":");
+		cli_json_string(stdout, r->response, r->response_len);
+	}
+	printf("}\n");
+}
+
+/* The text table: like dlq list, every column as wide as its widest
+ * cell. */
+#define NCOLS 9
+
+typedef struct table {
+	char **cells;
+	size_t n, cap;
+	int nomem;
+	long rows;
+	int json;
+} table;
+
+static size_t width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		w += ((unsigned char)*s & 0xC0) != 0x80;
+	return w;
+}
+
+static void cell(table *t, char *text)
+{
+	if (!text || t->nomem) {
+		free(text);
+		t->nomem = 1;
+		return;
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 16 * NCOLS;
+		char **c = realloc(t->cells, cap * sizeof(*c));
+		if (!c) {
+			free(text);
+			t->nomem = 1;
+			return;
+		}
+		t->cells = c;
+		t->cap = cap;
+	}
+	t->cells[t->n++] = text;
+}
+
+static char *safe(const char *s, size_t max)
+{
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&out, &n);
+	if (!f)
+		return NULL;
+	if (s)
+		cli_print_safe(f, s, strlen(s), max);
+	else
+		fputs("-", f);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static char *num(long long v)
+{
+	char b[32];
+	snprintf(b, sizeof(b), "%lld", v);
+	return strdup(b);
+}
+
+static int list_row(const inbox_admin_outbox_row *r, void *payload)
+{
+	table *t = payload;
+	t->rows++;
+	if (t->json) {
+		row_json(r, 0);
+		return 0;
+	}
+	char age[24];
+	cell(t, num(r->id));
+	cell(t, strdup(r->state));
+	cell(t, num(r->attempts));
+	cell(t, strdup(cli_age_text(r->now_ms - r->created_at_ms, age,
+	                            sizeof(age))));
+	cell(t, safe(r->provider, 60));
+	cell(t, safe(r->consumer, 30));
+	cell(t, safe(r->key, 48));
+	cell(t, safe(r->step, 24));
+	cell(t, safe(r->last_error, 120));
+	return t->nomem ? -1 : 0;
+}
+
+static void print_table(table *t)
+{
+	size_t w[NCOLS] = {0};
+	for (size_t i = 0; i < t->n; i++)
+		if (width(t->cells[i]) > w[i % NCOLS])
+			w[i % NCOLS] = width(t->cells[i]);
+	for (size_t i = 0; i < t->n; i++) {
+		size_t col = i % NCOLS;
+		fputs(t->cells[i], stdout);
+		if (col == NCOLS - 1) {
+			fputc('\n', stdout);
+			continue;
+		}
+		for (size_t k = width(t->cells[i]); k < w[col] + 2; k++)
+			fputc(' ', stdout);
+	}
+}
+
+static int cmd_list(ob *q)
+{
+	table t = {.json = q->json};
+	static const char *const head[NCOLS] = {
+	    "ID",       "STATE", "ATTEMPTS", "AGE",       "PROVIDER",
+	    "CONSUMER", "KEY",   "STEP",     "LAST ERROR"};
+	if (!q->json)
+		for (int i = 0; i < NCOLS; i++)
+			cell(&t, strdup(head[i]));
+	int rc = 0;
+	for (int i = 0; i < q->cfg.nconsumers && !rc; i++) {
+		if (!selected(q, i))
+			continue;
+		if ((rc = open_store(q, i)))
+			break;
+		inbox_admin_outbox_filter f;
+		filter_of(q, i, &f);
+		f.limit = (int)(q->limit - t.rows);
+		if (f.limit <= 0)
+			break;
+		int err = inbox_admin_outbox_list(q->st[i], &f, list_row, &t);
+		if (t.nomem) {
+			cli_error("out of memory listing the outbox");
+			rc = CLI_EXIT_RUNTIME;
+		} else if (err == INBOX_ERR_INVALID) {
+			cli_error("outbox list: %s",
+			          inbox_store_errmsg(q->st[i]));
+			rc = CLI_EXIT_USAGE;
+		} else if (err < 0) {
+			rc = store_error(q, i, "listing the outbox", err);
+		}
+	}
+	if (!q->json && !rc) {
+		print_table(&t);
+		printf("(%ld outbox row%s)\n", t.rows, t.rows == 1 ? "" : "s");
+	}
+	for (size_t i = 0; i < t.n; i++)
+		free(t.cells[i]);
+	free(t.cells);
+	return rc;
+}
+
+/* The consumer holding row id: 0 and *ci; CLI_EXIT_RUNTIME when none. */
+static int find(ob *q, int64_t id, int *ci, inbox_admin_outbox_row **r)
+{
+	for (int i = 0; i < q->cfg.nconsumers; i++) {
+		if (!selected(q, i))
+			continue;
+		int rc = open_store(q, i);
+		if (rc)
+			return rc;
+		int err = inbox_admin_outbox_get(q->st[i], id,
+		                                 q->cfg.consumers[i].name, r);
+		if (err == INBOX_OK) {
+			*ci = i;
+			return 0;
+		}
+		if (err != INBOX_ERR_NOTFOUND)
+			return store_error(q, i, "reading the outbox", err);
+	}
+	fprintf(stderr, "inbox: no outbox row %lld%s%s%s\n", (long long)id,
+	        q->sel ? " of consumer \"" : "", q->sel ? q->sel->name : "",
+	        q->sel ? "\"" : "");
+	return CLI_EXIT_RUNTIME;
+}
+
+static void field(const char *name, const char *v)
+{
+	printf("%-16s ", name);
+	cli_print_safe(stdout, v, v ? strlen(v) : 0, 0);
+	fputc('\n', stdout);
+}
+
+static void show_text(const inbox_admin_outbox_row *r)
+{
+	char t[40], b[64];
+	snprintf(b, sizeof(b), "%lld", (long long)r->id);
+	field("outbox row", b);
+	field("consumer", r->consumer);
+	field("key", r->key);
+	field("step", r->step);
+	field("state", r->state);
+	field("idempotency key", r->idempotency_key);
+	field("provider", r->provider);
+	snprintf(b, sizeof(b), "%s", r->method ? r->method : "");
+	printf("%-16s %s ", "request", b);
+	cli_print_safe(stdout, r->url, r->url ? strlen(r->url) : 0, 0);
+	fputc('\n', stdout);
+	field("idempotent", r->idempotent ? "yes (the provider honours the key)"
+	                    : r->reconcilable
+	                        ? "no (reconciled by its reference)"
+	                        : "no (no reconcile: an unknown outcome "
+	                          "is never re-sent)");
+	printf("%-16s %d (max %d%s), reconciliations %d\n", "attempts",
+	       r->attempts, r->max_attempts,
+	       r->max_attempts ? "" : ": the dispatcher's", r->reconciliations);
+	printf("%-16s %lld\n", "fence", (long long)r->fence);
+	field("created", cli_time_text(r->created_at_ms, t, sizeof(t)));
+	field("updated", cli_time_text(r->updated_at_ms, t, sizeof(t)));
+	if (r->done_at_ms)
+		field("done", cli_time_text(r->done_at_ms, t, sizeof(t)));
+	else
+		field("next attempt",
+		      cli_time_text(r->next_attempt_at_ms, t, sizeof(t)));
+	if (r->lease_until_ms)
+		field("lease until",
+		      cli_time_text(r->lease_until_ms, t, sizeof(t)));
+	if (r->last_status)
+		printf("%-16s %d\n", "last status", r->last_status);
+	field("last error", r->last_error);
+	printf("body (%zu bytes):\n", r->body_len);
+	cli_print_safe(stdout, r->body, r->body_len, 0);
+	fputc('\n', stdout);
+	if (r->response) {
+		printf("response (%zu bytes kept):\n", r->response_len);
+		cli_print_safe(stdout, r->response, r->response_len, 0);
+		fputc('\n', stdout);
+	}
+}
+
+static int cmd_show(ob *q)
+{
+	if (q->nids != 1) {
+		cli_error("outbox show: give exactly one outbox row id");
+		return CLI_EXIT_USAGE;
+	}
+	inbox_admin_outbox_row *r = NULL;
+	int ci, rc = find(q, q->ids[0], &ci, &r);
+	if (rc)
+		return rc;
+	if (q->json)
+		row_json(r, 1);
+	else
+		show_text(r);
+	inbox_admin_outbox_row_free(r);
+	return 0;
+}
+
+/* ---- retry, drop ------------------------------------------------------- */
+
+typedef struct target {
+	int64_t id;
+	int ci;
+} target;
+
+typedef struct targets {
+	target *v;
+	int n;
+	int ci;
+	int nomem;
+	const ob *q;
+} targets;
+
+static int collect(const inbox_admin_outbox_row *r, void *payload)
+{
+	targets *t = payload;
+	/* By filter, only rows an action applies to. */
+	if (!strcmp(r->state, "in_flight") || !strcmp(r->state, "done"))
+		return 0;
+	target *v = realloc(t->v, (size_t)(t->n + 1) * sizeof(*v));
+	if (!v) {
+		t->nomem = 1;
+		return 1;
+	}
+	t->v = v;
+	t->v[t->n].id = r->id;
+	t->v[t->n++].ci = t->ci;
+	return 0;
+}
+
+/* The rows to act on: the ids given (their consumer found), or the rows
+ * the filters select. */
+static int targets_of(ob *q, targets *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->q = q;
+	for (int k = 0; k < q->nids; k++) {
+		target *v = realloc(t->v, (size_t)(t->n + 1) * sizeof(*v));
+		if (!v)
+			return CLI_EXIT_RUNTIME;
+		t->v = v;
+		t->v[t->n].id = q->ids[k];
+		t->v[t->n++].ci = -1;
+	}
+	if (q->nids)
+		return 0;
+	for (int i = 0; i < q->cfg.nconsumers; i++) {
+		if (!selected(q, i))
+			continue;
+		int rc = open_store(q, i);
+		if (rc)
+			return rc;
+		inbox_admin_outbox_filter f;
+		filter_of(q, i, &f);
+		t->ci = i;
+		int err = inbox_admin_outbox_list(q->st[i], &f, collect, t);
+		if (t->nomem)
+			return CLI_EXIT_RUNTIME;
+		if (err == INBOX_ERR_INVALID) {
+			cli_error("outbox: %s", inbox_store_errmsg(q->st[i]));
+			return CLI_EXIT_USAGE;
+		}
+		if (err < 0)
+			return store_error(q, i, "listing the outbox", err);
+	}
+	return 0;
+}
+
+static void act_json(int64_t id, const char *consumer, const char *action,
+                     const char *from, const char *to, const char *error)
+{
+	printf("{\"id\":%lld", (long long)id);
+	json_str("consumer", consumer, 0);
+	json_str("action", action, 0);
+	if (from)
+		json_str("from", from, 0);
+	if (to)
+		json_str("to", to, 0);
+	if (error)
+		json_str("error", error, 0);
+	printf("}\n");
+}
+
+static int act(ob *q, int drop)
+{
+	const char *what = drop ? "drop" : "retry";
+	if (!q->nids && !q->has_filter) {
+		cli_error("outbox %s: give row ids or a filter (--consumer, "
+		          "--provider, --state, --key, --older-than)",
+		          what);
+		return CLI_EXIT_USAGE;
+	}
+	if (q->nids && (q->provider || q->state || q->key || q->older_s > 0)) {
+		cli_error("outbox %s: give ids or filters, not both", what);
+		return CLI_EXIT_USAGE;
+	}
+	targets t;
+	int rc = targets_of(q, &t), status = 0;
+	int dry = drop && !q->nids && !q->yes;
+	for (int k = 0; k < t.n && !rc; k++) {
+		int ci = t.v[k].ci;
+		inbox_admin_outbox_row *r = NULL;
+		if (ci < 0) {
+			rc = find(q, t.v[k].id, &ci, &r);
+			inbox_admin_outbox_row_free(r);
+			if (rc == CLI_EXIT_RUNTIME) {
+				status = rc;
+				rc = 0;
+				continue;
+			}
+			if (rc)
+				break;
+		}
+		const char *name = q->cfg.consumers[ci].name;
+		if (dry) {
+			if (q->json)
+				act_json(t.v[k].id, name, "would_drop", NULL,
+				         NULL, NULL);
+			else
+				printf("would drop outbox row %lld (%s)\n",
+				       (long long)t.v[k].id, name);
+			continue;
+		}
+		inbox_outbox_state from = INBOX_OUTBOX_NONE,
+		                   to = INBOX_OUTBOX_NONE;
+		int err = drop ? inbox_admin_outbox_drop(q->st[ci], t.v[k].id,
+		                                         name, &from)
+		               : inbox_admin_outbox_retry(
+		                     q->st[ci], t.v[k].id, name,
+		                     q->not_performed
+		                         ? INBOX_ADMIN_RETRY_NOT_PERFORMED
+		                         : 0,
+		                     &from, &to);
+		if (err == INBOX_ERR_INVALID || err == INBOX_ERR_BUSY ||
+		    err == INBOX_ERR_NOTFOUND) {
+			char msg[1024];
+			snprintf(msg, sizeof(msg), "%s",
+			         inbox_store_errmsg(q->st[ci]));
+			if (q->json)
+				act_json(t.v[k].id, name, what, NULL, NULL,
+				         msg);
+			else
+				cli_error("%s", msg);
+			status = CLI_EXIT_RUNTIME;
+			continue;
+		}
+		if (err < 0) {
+			rc = store_error(q, ci,
+			                 drop ? "dropping an outbox row"
+			                      : "retrying an outbox row",
+			                 err);
+			break;
+		}
+		if (q->json)
+			act_json(t.v[k].id, name, drop ? "dropped" : "retried",
+			         inbox_outbox_state_name(from),
+			         drop ? NULL : inbox_outbox_state_name(to),
+			         NULL);
+		else if (drop)
+			printf("dropped outbox row %lld (%s, was %s)\n",
+			       (long long)t.v[k].id, name,
+			       inbox_outbox_state_name(from));
+		else
+			printf("retrying outbox row %lld (%s): %s -> %s, due "
+			       "now\n",
+			       (long long)t.v[k].id, name,
+			       inbox_outbox_state_name(from),
+			       inbox_outbox_state_name(to));
+	}
+	if (!rc && !q->json) {
+		if (dry)
+			printf("%d outbox row%s would be dropped (dry run: "
+			       "give --yes to drop them)\n",
+			       t.n, t.n == 1 ? "" : "s");
+		else if (!q->nids)
+			printf("%d outbox row%s matched\n", t.n,
+			       t.n == 1 ? "" : "s");
+	}
+	free(t.v);
+	return rc ? rc : status;
+}
+
+static int cmd_retry(ob *q)
+{
+	return act(q, 0);
+}
+
+static int cmd_drop(ob *q)
+{
+	return act(q, 1);
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	char msg[256];
+	snprintf(msg, sizeof(msg), fmt, arg);
+	cli_error("outbox: %s", msg);
+	fputs(cli_outbox_usage, stderr);
+	return CLI_EXIT_USAGE;
+}
+
+static int number(const char *s, long long min, long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (!isdigit((unsigned char)*s) || *end || errno || v < min)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse(ob *q, int argc, char **argv, const char **path,
+                 const char **only)
+{
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		int more = i + 1 < argc;
+		if (!strcmp(a, "--consumer") && more) {
+			*only = argv[++i];
+			q->has_filter = 1;
+		} else if (!strcmp(a, "--provider") && more) {
+			q->provider = argv[++i];
+			q->has_filter = 1;
+		} else if (!strcmp(a, "--state") && more) {
+			q->state = argv[++i];
+			q->has_filter = 1;
+		} else if (!strcmp(a, "--key") && more) {
+			q->key = argv[++i];
+			q->has_filter = 1;
+		} else if (!strcmp(a, "--older-than") && more) {
+			if (cli_parse_seconds(argv[++i], &q->older_s) < 0)
+				return usage_error(
+				    "--older-than: \"%s\" is "
+				    "not a duration (30s, 5m, 2h, "
+				    "7d)",
+				    argv[i]);
+			q->has_filter = 1;
+		} else if (!strcmp(a, "--json")) {
+			q->json = 1;
+		} else if (!strcmp(a, "--yes")) {
+			q->yes = 1;
+		} else if (!strcmp(a, "--not-performed")) {
+			q->not_performed = 1;
+		} else if (!strcmp(a, "--limit") && more) {
+			if (number(argv[++i], 1, &q->limit) < 0)
+				return usage_error("--limit: \"%s\" is not a "
+				                   "positive number",
+				                   argv[i]);
+		} else if (!strcmp(a, "--after") && more) {
+			if (number(argv[++i], 0, &q->after) < 0)
+				return usage_error("--after: \"%s\" is not an "
+				                   "id",
+				                   argv[i]);
+		} else if (a[0] == '-') {
+			return usage_error("unexpected argument \"%s\"", a);
+		} else if (!*path) {
+			*path = a;
+		} else {
+			long long id;
+			if (number(a, 1, &id) < 0)
+				return usage_error(
+				    "\"%s\" is not an outbox row id", a);
+			int64_t *p =
+			    realloc(q->ids, (size_t)(q->nids + 1) * sizeof(*p));
+			if (!p)
+				return CLI_EXIT_RUNTIME;
+			q->ids = p;
+			q->ids[q->nids++] = id;
+		}
+	}
+	if (!*path) {
+		fputs(cli_outbox_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
+int cli_cmd_outbox(int argc, char **argv)
+{
+	static const char *const subs[] = {"list", "show", "retry", "drop"};
+	int (*const fns[])(ob *) = {cmd_list, cmd_show, cmd_retry, cmd_drop};
+	int sub = -1;
+	for (int i = 0; argc > 1 && i < 4; i++)
+		if (!strcmp(argv[1], subs[i]))
+			sub = i;
+	if (sub < 0) {
+		if (argc > 1)
+			cli_error("outbox: unknown subcommand \"%s\"", argv[1]);
+		fputs(cli_outbox_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	ob q;
+	memset(&q, 0, sizeof(q));
+	q.limit = 1000;
+	const char *path = NULL, *only = NULL;
+	int rc = parse(&q, argc, argv, &path, &only);
+	if (rc == 0 &&
+	    (rc = cli_load_selected(&q.cfg, path, only, &q.sel)) == 0) {
+		q.st = calloc((size_t)q.cfg.nconsumers, sizeof(*q.st));
+		rc = q.st ? fns[sub](&q) : CLI_EXIT_RUNTIME;
+		for (int i = 0; q.st && i < q.cfg.nconsumers; i++)
+			inbox_store_close(q.st[i]);
+		free(q.st);
+		cli_config_free(&q.cfg);
+	}
+	free(q.ids);
+	return rc;
+}
