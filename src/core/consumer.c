@@ -717,11 +717,15 @@ static int decide_repeat(inbox_consumer *c, inbox__slot *s)
 		         "fingerprint conflict: key \"%s\" appears earlier in "
 		         "the batch with fingerprint %s, this message has %s",
 		         s->msg.key.data, p->msg.fp, s->msg.fp);
-		int rc = inbox__write_dead_letter(c, &s->msg, s->reason, 0,
+		/* Attempts as for a conflict with a stored record: those of
+		 * the record the key has, here its primary's (at least the
+		 * one this batch makes; before, 0 was written). */
+		int32_t att = p->res.attempts > 0 ? p->res.attempts : 1;
+		int rc = inbox__write_dead_letter(c, &s->msg, s->reason, att,
 		                                  p->msg.fp, &s->dl_id);
 		if (rc < 0)
 			return rc;
-		set_result(s, INBOX_CONFLICT, 0);
+		set_result(s, INBOX_CONFLICT, att);
 		return INBOX_OK;
 	}
 	inbox_outcome po = p->res.outcome;

@@ -69,6 +69,10 @@ check "list: every column starts under its header" awk '
 	END { exit bad }' "$dir/list.out"
 "$BIN" dlq list "$dir/inbox.yaml" --json >"$dir/list.json"
 expect_eq "list --json: 6 objects" "$(jq -s length "$dir/list.json")" 6
+# The conflict (a copy with other data in the same batch as its key's
+# first delivery) counts the attempts of the key's record (before: 0).
+expect_eq "list --json: the conflict lists attempts 1" \
+	"$(jq -r "select(.id == $dlc) | .attempts" "$dir/list.json")" 1
 
 "$BIN" dlq show "$dir/inbox.yaml" "$dl6" >"$dir/show6.out" 2>&1
 expect_eq "dlq show: exit 0" "$?" 0
