@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 PREFIX     ?= /usr/local
 
 .PHONY: all deps deps-fuzz build build-asan build-tsan test test-fast chaos \
-	demo bench fuzz install clean format
+	demo bench fuzz install clean format docs
 
 all: build
 
@@ -25,6 +25,13 @@ deps-fuzz:
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
+
+# The man page and docs/cli.md's generated blocks, from the command table
+# of src/cli/main.c (the cli_docs test checks they are up to date).
+docs: build
+	$(BUILD)/src/cli/inbox gen-docs man >docs/inbox.1
+	$(BUILD)/src/cli/inbox gen-docs md <docs/cli.md >docs/cli.md.new
+	mv docs/cli.md.new docs/cli.md
 
 build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DINBOX_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null

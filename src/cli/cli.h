@@ -48,6 +48,11 @@ extern const char cli_dlq_usage[];
 extern const char cli_inspect_usage[];
 extern const char cli_outbox_usage[];
 
+/* inbox gen-docs man|md (cli/gendocs.c): the man page, or docs/cli.md
+ * (read on stdin) with its generated blocks rewritten, from the command
+ * table `cmds` (n entries). An exit code. */
+int cli_gen_docs(const cli_command *cmds, size_t n, int argc, char **argv);
+
 /* Path of the running executable (for the demo's child processes). */
 extern const char *cli_argv0;
 

@@ -40,7 +40,8 @@
 const char cli_run_usage[] =
     "usage: inbox run CONFIG [--consumer NAME] [--drain-timeout DURATION] "
     "[--once]\n"
-    "                        [--connect-timeout DURATION] [--metrics ADDR]\n"
+    "                        [--dispatch] [--connect-timeout DURATION] "
+    "[--metrics ADDR]\n"
     "\n"
     "Run the consumers declared in CONFIG (all of them, one thread each, "
     "or only\nNAME). Everything is opened and checked first: stores, "

@@ -2,6 +2,16 @@
  * inbox — run effectively-once consumers declared in a config file, and
  * the operator's tools around them. Each subcommand is one entry in the
  * table below and one cmd_NAME.c file.
+ *
+ * The table is the one source of `inbox --help`, `inbox COMMAND --help`,
+ * the man page (docs/inbox.1) and the CLI reference (docs/cli.md): both
+ * files are generated from it (`make docs`, cli/gendocs.c) and the
+ * cli_docs test fails when they are stale or when an option a command
+ * parses is missing from its --help. To add a command: write cmd_NAME.c
+ * with cli_cmd_NAME and cli_NAME_usage (declared in cli.h; its first
+ * paragraph is the synopsis: "usage: inbox NAME ...", one "inbox NAME"
+ * line per form), add its line below, run `make docs`, commit the two
+ * regenerated files.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +43,8 @@ static const cli_command commands[] = {
     {"dispatch", cli_cmd_dispatch,
      "perform the external effects (outbox) with idempotency keys",
      cli_dispatch_usage},
+    /* Commands added by other work go here, one line each
+     * (e.g. {"check", cli_cmd_check, "...", cli_check_usage}). */
     {"demo", cli_cmd_demo,
      "a self-contained demo on SQLite and a JSONL file (no server)",
      cli_demo_usage},
@@ -96,6 +108,9 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return CLI_EXIT_OK;
 	}
+	/* Not listed: the generator of the man page and CLI reference. */
+	if (strcmp(cmd, "gen-docs") == 0)
+		return cli_gen_docs(commands, NCOMMANDS, argc - 1, argv + 1);
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
 		cli_print_version(stdout);
 		return CLI_EXIT_OK;
