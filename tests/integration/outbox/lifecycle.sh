@@ -200,4 +200,14 @@ dl3=$(q "SELECT id FROM $dlt ORDER BY id LIMIT 1")
 "$BIN" dlq replay "$dir/inbox.yaml" "$dl3" --json >"$dir/replay.json" 2>&1
 check "dlq replay --json: the refusal as an object" \
 	jqok "select(.id == $dl3) | .outcome == \"refused\"" "$dir/replay.json"
+# No secret of a row's URL reaches the output (its user's password, a key
+# parameter), in any form; the headers are never shown.
+q "UPDATE $ob SET target = 'http://svc:Pw0rdS3cr3t@127.0.0.1:$PROV_PORT/pay?api_key=K3yS3cr3t', headers = '{\"Authorization\":\"Bearer T0kS3cr3t\"}' WHERE id = $e1" >/dev/null
+for form in "list:" "list:--json" "show:$e1" "show:$e1 --json"; do
+	# shellcheck disable=SC2086 # the words of the form
+	"$BIN" outbox "${form%%:*}" "$dir/inbox.yaml" ${form#*:} >"$dir/secret.out" 2>&1
+	expect_eq "outbox $form: exit 0" "$?" 0
+	check "outbox $form: no secret" sh -c "! grep -Eq 'Pw0rdS3cr3t|K3yS3cr3t|T0kS3cr3t' '$dir/secret.out'"
+done
+check "show --json: the redacted URL" jqok ".url | startswith(\"http://svc:***@127.0.0.1:$PROV_PORT/pay\")" "$dir/secret.out"
 summary
