@@ -26,8 +26,8 @@
 #include "cli/progress.h"
 
 const char cli_dlq_usage[] =
-    "usage: inbox dlq list CONFIG [--consumer NAME] [--pending] [--limit N]\n"
-    "                             [--after ID] [--json]\n"
+    "usage: inbox dlq list CONFIG [FILTERS] [--limit N] [--after ID] "
+    "[--json]\n"
     "       inbox dlq show CONFIG ID [--consumer NAME] [--json | --raw]\n"
     "       inbox dlq replay CONFIG ID... [--consumer NAME] [--json]\n"
     "       inbox dlq replay CONFIG --all [--consumer NAME] [--json]\n"
@@ -38,9 +38,9 @@ const char cli_dlq_usage[] =
     "         [--outbox | --messages] [--older-than DURATION]\n"
     "\n"
     "list     the dead letters (id, first seen, deliveries, attempts, key, "
-    "reason),\n         one per message however often it was delivered; "
-    "--pending leaves out\n         the replayed ones; --limit N (default "
-    "1000) and --after ID page.\n"
+    "reason),\n         one per message however often it was delivered, "
+    "those the FILTERS\n         select (--pending leaves out the replayed "
+    "ones); --limit N (default\n         1000) and --after ID page.\n"
     "show     one dead letter: reason, key, message id, attempts, "
     "deliveries, first\n         and last seen, source position, headers, "
     "fingerprints and the payload\n         as it arrived (bytes that are "
@@ -301,6 +301,11 @@ static int cmd_list(dlq *q)
 		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
 		f.consumer = q->cfg.consumers[i].name;
 		f.pending_only = q->pending;
+		f.resolved_only = q->resolved;
+		f.outbox_only = q->outbox;
+		f.messages_only = q->messages;
+		f.key = q->key;
+		f.older_than_seconds = (int64_t)q->older_s;
 		f.after_id = q->after;
 		f.limit = (int)(q->limit - x.count);
 		if (f.limit <= 0)

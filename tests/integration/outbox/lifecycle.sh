@@ -100,6 +100,10 @@ check "show --json: state, attempts, body" \
 expect_eq "show of no row: exit 1" "$?" 1
 expect_eq "three pending outbox dead letters" \
 	"$(q "SELECT count(*) FROM $dlt WHERE position LIKE 'outbox:%' AND replayed_at IS NULL")" 3
+expect_eq "dlq list --outbox: the three" \
+	"$("$BIN" dlq list "$dir/inbox.yaml" --outbox --json | jq -s length)" 3
+expect_eq "dlq list --messages: none" \
+	"$("$BIN" dlq list "$dir/inbox.yaml" --messages --json | jq -s length)" 0
 
 # What happened to this message: its record, dead letter, outbox rows.
 k1=$(q "SELECT key FROM $ob WHERE id = $id1")
