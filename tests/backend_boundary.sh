@@ -46,7 +46,7 @@ files=$(find src include bindings -type f \( -name '*.c' -o -name '*.h' \
 #    compares one);
 #  - src/cli/version.c: inbox --version prints the client libraries'
 #    run-time versions.
-allowed='src/base/url.c|"(postgresql|postgres|amqp|jsonl|sqlite)"
+allowed='src/base/url.c|"(postgresql|postgres|amqps?|jsonl|sqlite)"
 src/cli/cmd_demo.c|"sqlite:%s"
 src/cli/version.c|include'
 

@@ -14,7 +14,7 @@
 #include "base/secret.h"
 #include "core/internal.h"
 
-#define MAX_SOURCES 8
+#define MAX_SOURCES 32
 
 static const inbox_source_vtable *registry[MAX_SOURCES];
 static int nregistered;
@@ -33,14 +33,6 @@ static void register_builtins(void)
 	pthread_once(&builtins_once, register_builtins_once);
 }
 
-/* The TLS spelling of a built-in source's scheme, handled by that source
- * (which reads the scheme again): amqps:// by amqp, rediss:// by redis
- * (which refuses it with the reason). */
-static const char *const tls_alias[][2] = {
-    {"amqps", "amqp"},
-    {"rediss", "redis"},
-};
-
 /* The registered source for url's scheme (before ':'), or NULL. */
 static const inbox_source_vtable *source_for(const char *url)
 {
@@ -48,15 +40,9 @@ static const inbox_source_vtable *source_for(const char *url)
 	if (!colon)
 		return NULL;
 	size_t n = (size_t)(colon - url);
-	const char *scheme = NULL;
-	for (size_t a = 0; a < sizeof(tls_alias) / sizeof(*tls_alias); a++)
-		if (strlen(tls_alias[a][0]) == n &&
-		    strncmp(tls_alias[a][0], url, n) == 0)
-			scheme = tls_alias[a][1];
 	for (int i = 0; i < nregistered; i++) {
 		const char *s = registry[i]->scheme;
-		if (scheme ? strcmp(s, scheme) == 0
-		           : strlen(s) == n && strncmp(s, url, n) == 0)
+		if (strlen(s) == n && strncmp(s, url, n) == 0)
 			return registry[i];
 	}
 	return NULL;

@@ -8,8 +8,12 @@ extern const inbox_source_vtable inbox__kafka_source;
 extern const inbox_source_vtable inbox__nats_source;
 extern const inbox_source_vtable inbox__redis_source;
 extern const inbox_source_vtable inbox__amqp_source;
+extern const inbox_source_vtable inbox__amqps_source;
+extern const inbox_source_vtable inbox__rediss_source;
 
 const inbox_source_vtable *const inbox__builtin_sources[] = {
-    &inbox__jsonl_source, &inbox__kafka_source, &inbox__nats_source,
-    &inbox__redis_source, &inbox__amqp_source,  NULL,
+    &inbox__jsonl_source,  &inbox__kafka_source,
+    &inbox__nats_source,   &inbox__redis_source,
+    &inbox__amqp_source,   &inbox__amqps_source,
+    &inbox__rediss_source, NULL,
 };

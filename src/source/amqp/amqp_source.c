@@ -391,3 +391,8 @@ static int am_settle(inbox_source *src, const inbox_result *res, size_t n)
 const inbox_source_vtable inbox__amqp_source = {
     INBOX_SOURCE_VTABLE_VERSION, "amqp", am_open, am_close, am_poll, am_settle,
 };
+
+/* amqps://: the same source, which reads the scheme again (amqp_url.c). */
+const inbox_source_vtable inbox__amqps_source = {
+    INBOX_SOURCE_VTABLE_VERSION, "amqps", am_open, am_close, am_poll, am_settle,
+};
