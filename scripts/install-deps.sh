@@ -17,6 +17,12 @@
 #   nats-server       the test servers and their command-line clients
 #   prometheus        promtool (metrics exposition checks)
 #   curl jq           the HTTP endpoints' tests
+#   libsystemd-dev    sd_notify for `inbox run` (READY, STOPPING, WATCHDOG;
+#                     packaging/inbox@.service: Type=notify)
+#   debhelper dpkg-dev fakeroot   `make deb` (dpkg-buildpackage, dh, dpkg-deb;
+#                     dpkg-shlibdeps), the deb_package test
+#   systemd           systemd-analyze (the deploy_unit test verifies
+#                     packaging/inbox@.service)
 #   bsdutils          script (commands run on a terminal)
 #   procps            ps, pgrep (no test needs them; for looking around)
 #   iproute2          ss (tests/servers/nats.sh and the NATS and RabbitMQ
@@ -86,6 +92,7 @@ librabbitmq-dev rabbitmq-server
 libhiredis-dev redis-server
 libnats-dev nats-server
 libcurl4-openssl-dev libmicrohttpd-dev prometheus bsdutils curl jq
+libsystemd-dev debhelper dpkg-dev fakeroot systemd
 libpcre2-dev json-schema-test-suite
 procps iproute2 openssl socat"
 if [ "${1:-}" = --fuzz ]; then

@@ -37,6 +37,7 @@ int cli_cmd_purge(int argc, char **argv);
 int cli_cmd_dlq(int argc, char **argv);
 int cli_cmd_inspect(int argc, char **argv);
 int cli_cmd_outbox(int argc, char **argv);
+int cli_cmd_check(int argc, char **argv);
 
 extern const char cli_run_usage[];
 extern const char cli_migrate_usage[];
@@ -47,6 +48,7 @@ extern const char cli_purge_usage[];
 extern const char cli_dlq_usage[];
 extern const char cli_inspect_usage[];
 extern const char cli_outbox_usage[];
+extern const char cli_check_usage[];
 
 /* inbox gen-docs man|md (cli/gendocs.c): the man page, or docs/cli.md
  * (read on stdin) with its generated blocks rewritten, from the command
@@ -67,6 +69,11 @@ void cli_error(const char *fmt, ...)
  * log callback, at the level INBOX_LOG_LEVEL names (unset or empty: info).
  * -1 (with a message) when it names no level. */
 int cli_log_setup(void);
+/* Called with every event the log writes, before it is written (NULL:
+ * none): `inbox run` learns there which consumer's source fails. Set
+ * before any thread starts. */
+extern void (*cli_log_tap)(inbox_log_level level, const char *consumer,
+                           const char *event, const char *fields);
 
 /* inbox --version: the command's, the library's and the client
  * libraries' versions, one "name version" per line (cli/version.c). */

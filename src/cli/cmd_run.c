@@ -11,13 +11,26 @@
  * 503 with the reason meanwhile; --connect-timeout bounds the wait (exit
  * 4); a config error still exits 3 at once.
  *
- * SIGTERM/SIGINT/SIGHUP set the stop flag: each runner finishes, commits
- * and acks the batch in hand and returns (drain); past the drain deadline,
- * or at a second signal, the process exits at once with code 5 — safe,
- * because nothing uncommitted was ever acked. SIGHUP is drain-and-exit
- * (exit 0; the service manager starts it again with the config re-read):
- * a config re-read in place would have to redo every start-up check while
- * consumers run. SIGUSR1/SIGUSR2 are ignored (logged), never fatal.
+ * SIGTERM/SIGINT set the stop flag: each runner finishes, commits and
+ * acks the batch in hand and returns (drain); past the drain deadline, or
+ * at a second signal, the process exits at once with code 5 — safe,
+ * because nothing uncommitted was ever acked. SIGUSR1/SIGUSR2 are ignored
+ * (logged), never fatal.
+ *
+ * SIGHUP checks the config file again first, on a thread of its own while
+ * the consumers go on: what `inbox check` checks (the file, then each
+ * consumer's store side — setup SQL, effects, retention window — in a
+ * transaction rolled back). A config that fails is refused with a log
+ * line saying why ("reload_refused"), and the running one goes on. A
+ * config that passes: drain, then exit 0 for the service manager to start
+ * the process again with it (packaging/inbox@.service: Restart=always;
+ * Kubernetes restarts the container). The consumers are not restarted in
+ * place: a half-swapped set of stores, sources and HTTP endpoint is not
+ * worth the second it saves.
+ *
+ * Under systemd (NOTIFY_SOCKET set; cli/notify.h): READY=1 once every
+ * consumer runs, STOPPING=1 when the drain begins, WATCHDOG=1 from the
+ * supervising loop when WatchdogSec= is set, STATUS= lines throughout.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -31,9 +44,11 @@
 
 #include "base/log.h"
 #include "cli/args.h"
+#include "cli/check.h"
 #include "cli/cli.h"
 #include "cli/dispatch.h"
 #include "cli/http.h"
+#include "cli/notify.h"
 #include "cli/open.h"
 #include "core/internal.h"
 
@@ -50,8 +65,9 @@ const char cli_run_usage[] =
     "waited for (see --connect-timeout).\n"
     "\n"
     "  --consumer NAME         run only this consumer\n"
-    "  --drain-timeout D       after SIGTERM/SIGINT/SIGHUP, how long to "
-    "finish the batch in\n"
+    "  --drain-timeout D       after SIGTERM/SIGINT (or a SIGHUP whose "
+    "config passed),\n"
+    "                          how long to finish the batch in\n"
     "                          hand before giving up with exit 5 (default "
     "10s; 30s, 500ms...)\n"
     "  --once                  exit 0 when every source reaches its end "
@@ -71,8 +87,9 @@ const char cli_run_usage[] =
     "                          the daemon waits for them, with a log line "
     "per attempt\n"
     "                          and /healthz answering 503 meanwhile\n"
-    "  --metrics ADDR          serve /metrics (Prometheus) and /healthz on "
-    "ADDR\n"
+    "  --metrics ADDR          serve /metrics (Prometheus), /healthz, "
+    "/livez and /readyz\n"
+    "                          on ADDR\n"
     "                          (127.0.0.1:9464, :9464, [::1]:9464; port 0 = "
     "any free\n"
     "                          port, logged); overrides metrics: listen: "
@@ -82,6 +99,11 @@ const char cli_run_usage[] =
     "\nconflict or retry (warn), one per message with its key, outcome and "
     "duration\n(debug). Payloads are never logged. INBOX_LOG_LEVEL=warn "
     "keeps only problems.\n"
+    "SIGHUP: the config file is checked again (as inbox check does, "
+    "the stores\nreached); refused (logged) if it fails, else the daemon "
+    "drains and exits 0 for\nthe service manager to start it with the "
+    "new config. Under systemd\n(Type=notify) it reports READY, STOPPING, "
+    "WATCHDOG and STATUS.\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage, 3 config error, 4 "
     "cannot\nopen/connect store or source, 5 drain deadline exceeded or "
     "second signal.\n";
@@ -104,13 +126,27 @@ typedef struct worker {
 /* Read and written only with inbox__flag()/inbox__flag_set(): the signal
  * handler and every thread share them. */
 static volatile sig_atomic_t g_stop;    /* given to every inbox_run */
-static volatile sig_atomic_t g_signals; /* SIGTERM/SIGINT/SIGHUP seen */
+static volatile sig_atomic_t g_signals; /* stop signals seen */
+static volatile sig_atomic_t g_hup;     /* SIGHUP not handled yet */
 static volatile sig_atomic_t g_signo;   /* the first of them */
 static volatile sig_atomic_t g_ignored; /* SIGUSR1/SIGUSR2 not logged yet */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static int g_running;
 static cli_http *g_http; /* /metrics and /healthz, or NULL */
+static worker *g_ws;     /* the workers, for the log tap */
+static int g_nws;
+
+/* The config checked again after a SIGHUP, on a thread of its own. */
+typedef struct reload {
+	const char *path, *only;
+	pthread_t th;
+	int active; /* a thread was started and not joined yet */
+	int done;   /* atomic: the thread finished */
+	int rc;     /* 0: passed */
+	char why[1500];
+} reload;
+static reload g_reload;
 
 static void on_ignored(int sig)
 {
@@ -136,6 +172,12 @@ static const char *signal_name(int sig)
 
 static void on_signal(int sig)
 {
+	if (sig == SIGHUP) {
+		/* Checked by the main loop; while draining, nothing to do. */
+		if (!inbox__flag(&g_signals))
+			inbox__flag_set(&g_hup, 1);
+		return;
+	}
 	if (inbox__flag(&g_signals)) {
 		static const char msg[] =
 		    "inbox: second signal: exiting now without finishing "
@@ -366,6 +408,10 @@ static int open_all(const cli_config *cfg, worker *ws, int n, cli_waiter *wt)
 			if ((rc = cli_wait_again(wt, ws[i].cc, ws[i].idx,
 			                         "store", attempt, &f)))
 				return rc;
+			else
+				cli_notify_status("waiting for the store of "
+				                  "consumer %s (attempt %d)",
+				                  ws[i].cc->name, attempt);
 		cli_wait_done(wt, ws[i].idx);
 	}
 	for (int i = 0; i < n; i++) {
@@ -375,6 +421,10 @@ static int open_all(const cli_config *cfg, worker *ws, int n, cli_waiter *wt)
 			if ((rc = cli_wait_again(wt, ws[i].cc, ws[i].idx,
 			                         "source", attempt, &f)))
 				return rc;
+			else
+				cli_notify_status("waiting for the source of "
+				                  "consumer %s (attempt %d)",
+				                  ws[i].cc->name, attempt);
 		cli_wait_done(wt, ws[i].idx);
 	}
 	return 0;
@@ -396,6 +446,119 @@ static void install_signals(void)
 	sigaction(SIGPIPE, &sa, NULL);
 }
 
+/* The SIGHUP check (thread): the file, then every selected consumer's
+ * store side, read-only. */
+static void *reload_main(void *arg)
+{
+	reload *r = arg;
+	cli_config cfg;
+	cli_open_fail f;
+	char note[256];
+	int found = 0;
+	r->rc = 0;
+	r->why[0] = '\0';
+	if (cli_config_load(&cfg, r->path, r->why, sizeof(r->why)) < 0) {
+		r->rc = CLI_EXIT_CONFIG;
+	} else {
+		for (int i = 0; i < cfg.nconsumers && !r->rc; i++) {
+			const cli_consumer *cc = &cfg.consumers[i];
+			if (r->only && strcmp(r->only, cc->name))
+				continue;
+			found = 1;
+			if ((r->rc = cli_check_store(&cfg, cc, &f, note,
+			                             sizeof(note))))
+				snprintf(r->why, sizeof(r->why), "%s", f.msg);
+		}
+		if (!r->rc && r->only && !found) {
+			r->rc = CLI_EXIT_CONFIG;
+			snprintf(r->why, sizeof(r->why),
+			         "%s declares no consumer \"%s\" any more",
+			         r->path, r->only);
+		}
+	}
+	cli_config_free(&cfg);
+	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A SIGHUP to handle, or its check finished: start the check, or act on
+ * its outcome. Called by the main loop with g_mu held. */
+static void reload_step(void)
+{
+	reload *r = &g_reload;
+	if (r->active && __atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
+		char e[1600];
+		pthread_join(r->th, NULL);
+		r->active = 0;
+		if (r->rc) {
+			inbox__log(INBOX_LOG_ERROR, NULL,
+			           "\"event\":\"reload_refused\",\"config\":"
+			           "\"%s\",\"error\":\"%s\",\"hint\":\"the "
+			           "running config goes on; fix the file and "
+			           "send SIGHUP again\"",
+			           esc(e, sizeof(e), r->path),
+			           esc(e + 800, sizeof(e) - 800, r->why));
+			cli_notify_status("running; the config sent with "
+			                  "SIGHUP was refused: %s",
+			                  r->why);
+		} else if (!inbox__flag(&g_signals)) {
+			inbox__log(INBOX_LOG_INFO, NULL,
+			           "\"event\":\"reload\",\"config\":\"%s\","
+			           "\"hint\":\"the new config passed its "
+			           "checks: draining, then exiting 0 for the "
+			           "service manager to start inbox with it\"",
+			           esc(e, sizeof(e), r->path));
+			__atomic_store_n(&g_signo, SIGHUP, __ATOMIC_RELEASE);
+			inbox__flag_set(&g_signals, 1);
+			inbox__flag_set(&g_stop, 1);
+		}
+	}
+	if (r->active || !inbox__flag(&g_hup) || inbox__flag(&g_signals))
+		return;
+	inbox__flag_set(&g_hup, 0);
+	inbox__log(INBOX_LOG_INFO, NULL,
+	           "\"event\":\"reload_check\",\"signal\":\"SIGHUP\"");
+	r->done = 0;
+	/* The thread inherits a mask without the signals: they stay the
+	 * main thread's. */
+	sigset_t block, old;
+	sigfillset(&block);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	int err = pthread_create(&r->th, NULL, reload_main, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err == 0)
+		r->active = 1;
+	else
+		inbox__log(INBOX_LOG_ERROR, NULL,
+		           "\"event\":\"reload_refused\",\"error\":\"cannot "
+		           "start a thread\"");
+}
+
+/* The log's events (cli_log_tap): a failed poll makes the consumer's
+ * source unreachable for /readyz until its next batch. */
+static void run_tap(inbox_log_level level, const char *consumer,
+                    const char *event, const char *fields)
+{
+	(void)level;
+	if (!consumer || strcmp(event, "poll_failed"))
+		return;
+	for (int i = 0; i < g_nws; i++) {
+		if (strcmp(g_ws[i].cc->name, consumer))
+			continue;
+		/* fields: {"error":"..."}, JSON-escaped: shown as it is. */
+		char why[300] = "";
+		const char *p = strstr(fields, "\"error\":\"");
+		if (p) {
+			snprintf(why, sizeof(why), "%s", p + 9);
+			size_t n = strlen(why);
+			if (n >= 2 && why[n - 1] == '}' && why[n - 2] == '"')
+				why[n - 2] = '\0';
+		}
+		cli_http_source_failed(g_http, g_ws[i].idx, why);
+		return;
+	}
+}
+
 /* Wait for the workers; enforce the drain deadline. */
 static int wait_workers(double drain_s)
 {
@@ -408,10 +571,18 @@ static int wait_workers(double drain_s)
 			           "\"event\":\"signal_ignored\",\"signal\":"
 			           "\"%s\"",
 			           signal_name(ign));
+		cli_http_heartbeat(g_http);
+		cli_notify_watchdog();
+		reload_step();
 		if (inbox__flag(&g_signals) && deadline == 0) {
 			t0 = inbox__mono_seconds();
 			deadline = t0 + drain_s;
 			cli_http_set_draining(g_http);
+			cli_notify_stopping(
+			    __atomic_load_n(&g_signo, __ATOMIC_ACQUIRE) ==
+			            SIGHUP
+			        ? "draining to restart with the new config"
+			        : "draining after a stop signal");
 			inbox__log(
 			    INBOX_LOG_INFO, NULL,
 			    "\"event\":\"draining\",\"signal\":\"%s\","
@@ -501,7 +672,8 @@ static int start_http(const cli_config *cfg, const worker *ws, int n,
 	}
 	inbox__log(INBOX_LOG_INFO, NULL,
 	           "\"event\":\"metrics_listening\",\"listen\":\"%s\","
-	           "\"paths\":[\"/metrics\",\"/healthz\"]",
+	           "\"paths\":[\"/metrics\",\"/healthz\",\"/livez\","
+	           "\"/readyz\"]",
 	           cli_http_address(g_http));
 	return 0;
 }
@@ -570,6 +742,7 @@ int cli_cmd_run(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	install_signals();
+	cli_notify_init();
 	cli_config cfg;
 	const cli_consumer *sel;
 	int rc = cli_load_selected(&cfg, path, only, &sel);
@@ -608,8 +781,19 @@ int cli_cmd_run(int argc, char **argv)
 	else if (rc == 0) {
 		for (int i = 0; i < n; i++)
 			log_start(&ws[i]);
+		g_ws = ws;
+		g_nws = n;
+		cli_log_tap = run_tap;
+		g_reload.path = path;
+		g_reload.only = only;
 		if (start_workers(ws, n) < 0)
 			rc = CLI_EXIT_RUNTIME;
+		else {
+			char st[64];
+			snprintf(st, sizeof(st), "running %d consumer%s", n,
+			         n == 1 ? "" : "s");
+			cli_notify_ready(st);
+		}
 		wait_workers(drain_s);
 		for (int i = 0; i < n; i++) {
 			if (!ws[i].started)
@@ -633,6 +817,15 @@ int cli_cmd_run(int argc, char **argv)
 		inbox__flag_set(&g_stop, 1); /* the dispatchers stop too */
 	if (cli_dispatch_join(dg) && rc == 0)
 		rc = CLI_EXIT_RUNTIME;
+	/* A config check still running (a store that does not answer):
+	 * not waited for. */
+	if (g_reload.active &&
+	    __atomic_load_n(&g_reload.done, __ATOMIC_ACQUIRE))
+		pthread_join(g_reload.th, NULL);
+	else if (g_reload.active)
+		pthread_detach(g_reload.th);
+	g_reload.active = 0;
+	cli_log_tap = NULL;
 	cli_http_stop(g_http);
 	g_http = NULL;
 	close_all(ws, n);

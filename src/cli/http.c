@@ -34,6 +34,13 @@
 
 /* Seconds a store reading is reused. */
 #define READ_EVERY_S 1.0
+/* /livez: the supervising loop ticks every 50 ms; this long without a
+ * tick is a process that is stuck. */
+#define LIVE_STALE_S 10.0
+/* /readyz: a source whose last poll failed this recently, with no batch
+ * since, is not reachable (the runner retries a failed poll within its
+ * 5 s maximum backoff, so a source still down fails again before this). */
+#define SOURCE_FAIL_S 15.0
 
 /* The consumer's dispatcher in this process. */
 enum { D_NONE = 0, D_RUNNING = 1, D_STOPPED = 2 };
@@ -48,6 +55,8 @@ typedef struct mon {
 	char waiting[600]; /* not started yet: why ("" = not waiting) */
 	double
 	    last_batch; /* inbox__mono_seconds() of the last batch, 0 = none */
+	double src_failed_at; /* of the last failed poll, 0 = none */
+	char src_err[300];    /* its error (scrubbed by the library) */
 	/* Written by the dispatcher thread, under h->mu. */
 	inbox_outbox_stats osnap;
 	int have_osnap;
@@ -69,6 +78,7 @@ struct cli_http {
 	cli_http_role role;
 	pthread_mutex_t mu;
 	int draining;
+	double beat; /* the supervising loop's last tick, 0 = none yet */
 	inbox_providers *providers; /* under mu */
 	mon *m;
 	int n;
@@ -337,7 +347,8 @@ done:
 	return out;
 }
 
-static char *health_page(cli_http *h, size_t *len, int *healthy)
+/* /healthz (ready 0) and /readyz (ready 1: the sources too). */
+static char *health_page(cli_http *h, size_t *len, int *healthy, int ready)
 {
 	inbox__buf b = INBOX__BUF_INIT, list = INBOX__BUF_INIT,
 	           reason = INBOX__BUF_INIT;
@@ -365,7 +376,14 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 			          : "dispatcher not running";
 		else if (m->dispatcher == D_STOPPED)
 			why = "its dispatcher stopped";
-		if ((!running || m->dispatcher == D_STOPPED || !m->store_ok) &&
+		/* A poll failed lately and no batch came since. */
+		int src_down = ready && h->role == CLI_HTTP_RUN && running &&
+		               m->src_failed_at > m->last_batch &&
+		               now - m->src_failed_at < SOURCE_FAIL_S;
+		if (src_down && m->store_ok)
+			why = m->src_err;
+		if ((!running || m->dispatcher == D_STOPPED || !m->store_ok ||
+		     src_down) &&
 		    ok) {
 			ok = 0;
 			bad |= inbox__buf_printf(&reason, "consumer %s: %s",
@@ -384,6 +402,15 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 			bad |= inbox__buf_puts(&list, ",\"waiting\":");
 			bad |= json_str(&list, m->waiting);
 		}
+		if (ready && h->role == CLI_HTTP_RUN)
+			bad |= inbox__buf_printf(&list, ",\"source\":\"%s\"",
+			                         src_down  ? "error"
+			                         : running ? "ok"
+			                                   : "unknown");
+		if (src_down) {
+			bad |= inbox__buf_puts(&list, ",\"source_error\":");
+			bad |= json_str(&list, m->src_err);
+		}
 		if (m->dispatcher != D_NONE)
 			bad |= inbox__buf_printf(
 			    &list, ",\"dispatcher\":\"%s\"",
@@ -400,7 +427,9 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 	}
 	pthread_mutex_unlock(&h->mu);
 	bad |= inbox__buf_printf(&b, "{\"status\":\"%s\"",
-	                         ok ? "ok" : "unavailable");
+	                         !ok     ? "unavailable"
+	                         : ready ? "ready"
+	                                 : "ok");
 	if (!ok) {
 		bad |= inbox__buf_puts(&b, ",\"reason\":");
 		bad |= json_str(&b, reason.data);
@@ -415,6 +444,39 @@ static char *health_page(cli_http *h, size_t *len, int *healthy)
 		return NULL;
 	}
 	*healthy = ok;
+	*len = b.len;
+	return b.data;
+}
+
+/* /livez: the process works — its HTTP thread answers (this page) and its
+ * supervising loop (signals, drain deadline, watchdog) has ticked lately.
+ * Neither a store nor a broker being down makes it fail: restarting the
+ * process would not bring them back. */
+static char *live_page(cli_http *h, size_t *len, int *alive)
+{
+	inbox__buf b = INBOX__BUF_INIT;
+	pthread_mutex_lock(&h->mu);
+	double beat = h->beat, now = inbox__mono_seconds();
+	int draining = h->draining;
+	pthread_mutex_unlock(&h->mu);
+	int bad;
+	*alive = beat == 0 || now - beat < LIVE_STALE_S;
+	if (*alive)
+		bad = inbox__buf_printf(
+		    &b, "{\"status\":\"ok\",\"state\":\"%s\"}\n",
+		    beat == 0  ? "starting"
+		    : draining ? "draining"
+		               : "running");
+	else
+		bad = inbox__buf_printf(
+		    &b,
+		    "{\"status\":\"stuck\",\"reason\":\"the supervising "
+		    "loop has not run for %.1f s\"}\n",
+		    now - beat);
+	if (bad) {
+		inbox__buf_free(&b);
+		return NULL;
+	}
 	*len = b.len;
 	return b.data;
 }
@@ -478,9 +540,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		return reply(conn, MHD_HTTP_OK, INBOX_METRICS_CONTENT_TYPE,
 		             body, len);
 	}
-	if (!strcmp(url, "/healthz")) {
+	if (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") ||
+	    !strcmp(url, "/livez")) {
 		int ok = 0;
-		char *body = health_page(h, &len, &ok);
+		char *body = url[1] == 'l'
+		                 ? live_page(h, &len, &ok)
+		                 : health_page(h, &len, &ok, url[1] == 'r');
 		if (!body)
 			return text(conn, 500, "out of memory\n");
 		return reply(conn,
@@ -488,7 +553,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		             "application/json", body, len);
 	}
 	return text(conn, MHD_HTTP_NOT_FOUND,
-	            "not found: try /metrics or /healthz\n");
+	            "not found: try /metrics, /healthz, /livez or "
+	            "/readyz\n");
 }
 
 /* libmicrohttpd's own messages, as log lines like everything else. */
@@ -580,6 +646,26 @@ void cli_http_publish(cli_http *h, int i, const inbox_stats *s)
 	h->m[i].snap = *s;
 	h->m[i].have_snap = 1;
 	h->m[i].last_batch = inbox__mono_seconds();
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_source_failed(cli_http *h, int i, const char *why)
+{
+	if (!h || i < 0 || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->m[i].src_failed_at = inbox__mono_seconds();
+	snprintf(h->m[i].src_err, sizeof(h->m[i].src_err), "source: %s",
+	         why && *why ? why : "poll failed");
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_heartbeat(cli_http *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->beat = inbox__mono_seconds();
 	pthread_mutex_unlock(&h->mu);
 }
 

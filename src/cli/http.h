@@ -4,7 +4,15 @@
  *   GET /healthz   200 {"status":"ok",...} when every consumer thread (or,
  *                  for `inbox dispatch`, every dispatcher thread) is
  *                  running and its store answered within the last second
- *                  or so; 503 with a JSON reason otherwise.
+ *                  or so, and the process is not draining; 503 with a
+ *                  JSON reason otherwise.
+ *   GET /readyz    (Kubernetes readiness) /healthz, and every consumer's
+ *                  source reachable: 503 while its last poll failed less
+ *                  than 15 s ago with no batch since. "status":"ready".
+ *   GET /livez     (Kubernetes liveness) 200 while the process works: the
+ *                  HTTP thread answers and the supervising loop
+ *                  (cli_http_heartbeat) ticked within 10 s (or has not
+ *                  started yet); a store or broker down never fails it.
  * Bound to 127.0.0.1 unless the address says otherwise.
  *
  * Consumer threads publish a snapshot of their counters after each batch
@@ -71,7 +79,12 @@ void cli_http_set_dispatching(cli_http *h, int i, int running);
 /* The dispatchers' provider registry, whose providers /metrics shows
  * (NULL: none; set to NULL before the registry is freed). */
 void cli_http_set_providers(cli_http *h, inbox_providers *r);
-/* The daemon is draining: /healthz answers 503 from now on. */
+/* From the log (a "poll_failed" event of consumer i): its source is not
+ * reachable now; why is copied. A batch (cli_http_publish) clears it. */
+void cli_http_source_failed(cli_http *h, int i, const char *why);
+/* The supervising loop ticked (/livez). */
+void cli_http_heartbeat(cli_http *h);
+/* The daemon is draining: /healthz and /readyz answer 503 from now on. */
 void cli_http_set_draining(cli_http *h);
 
 /* Stop serving (waits for the HTTP thread) and free. */

@@ -34,10 +34,15 @@ static int head(char *buf, size_t len, inbox_log_level level,
 	                consumer ? "\"" : "", inbox__log_escape(event));
 }
 
+void (*cli_log_tap)(inbox_log_level level, const char *consumer,
+                    const char *event, const char *fields);
+
 static void write_line(inbox_log_level level, const char *consumer,
                        const char *event, const char *fields, void *payload)
 {
 	(void)payload;
+	if (cli_log_tap)
+		cli_log_tap(level, consumer, event, fields);
 	char line[2048], *out = line, *heap = NULL;
 	int h = head(line, sizeof(line), level, consumer, event);
 	if (h < 0 || (size_t)h + 3 > sizeof(line))

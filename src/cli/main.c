@@ -22,6 +22,9 @@
 static const cli_command commands[] = {
     {"run", cli_cmd_run, "consume messages as the config file declares",
      cli_run_usage},
+    {"check", cli_cmd_check,
+     "validate a config as run does (--connect: reach stores, sources)",
+     cli_check_usage},
     {"migrate", cli_cmd_migrate,
      "create or upgrade the tables, run setup SQL, check the effects",
      cli_migrate_usage},
