@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 PREFIX     ?= /usr/local
 
 .PHONY: all deps deps-fuzz build build-asan build-tsan test test-fast chaos \
-	demo bench fuzz install clean format docs
+	demo bench fuzz install deb clean format docs
 
 all: build
 
@@ -88,8 +88,15 @@ install:
 	cmake --build $(BUILD) -j$(JOBS)
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# Debian packages (inbox, libinbox0.1, libinbox-dev) with debhelper, from
+# a copy of the tree: build-deb/*.deb (packaging/make-deb.sh). Like
+# install, it installs no package.
+DEB_BUILD ?= build-deb
+deb:
+	sh packaging/make-deb.sh $(DEB_BUILD) $(JOBS)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(DEB_BUILD)
