@@ -20,7 +20,7 @@
 #   libsystemd-dev    sd_notify for `inbox run` (READY, STOPPING, WATCHDOG;
 #                     packaging/inbox@.service: Type=notify)
 #   debhelper dpkg-dev fakeroot   `make deb` (dpkg-buildpackage, dh, dpkg-deb;
-#                     dpkg-shlibdeps), the deb_package test
+#                     dpkg-shlibdeps), the deploy_deb test
 #   systemd           systemd-analyze (the deploy_unit test verifies
 #                     packaging/inbox@.service)
 #   bsdutils          script (commands run on a terminal)
