@@ -1,0 +1,577 @@
+/*
+ * HTTP source: the listener (libmicrohttpd, one internal thread, suspend
+ * and resume) and the source's open/close/poll/settle. See http.h.
+ *
+ * Threads: MHD's thread runs on_request and on_done; the consumer's
+ * thread runs poll and settle. They meet under hs->mu: the queue of
+ * accepted requests, the batch in hand, the counters. A request's
+ * connection is suspended from its acceptance until settle (or close)
+ * has put its answer in place, then resumed: MHD calls on_request once
+ * more and the answer is queued there.
+ */
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "base/json.h"
+#include "base/log.h"
+#include "source/common.h"
+#include "source/http/http.h"
+
+#define MAX_KEY 255
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void req_free(http_req *req)
+{
+	if (!req)
+		return;
+	inbox__buf_free(&req->body);
+	inbox__buf_free(&req->env);
+	inbox__buf_free(&req->resp);
+	free(req->key);
+	free(req->headers);
+	free(req);
+}
+
+static void count_and_log(http_source *hs, http_req *req)
+{
+	unsigned cls = req->status / 100;
+	pthread_mutex_lock(&hs->mu);
+	if (cls >= 1 && cls <= 5)
+		hs->ctr.by_class[cls - 1]++;
+	if (req->replay)
+		hs->ctr.replays++;
+	pthread_mutex_unlock(&hs->mu);
+	if (!inbox__log_enabled(INBOX_LOG_INFO))
+		return;
+	inbox__log(INBOX_LOG_INFO, hs->base.opts.consumer,
+	           "\"event\":\"http_request\",\"route\":\"%s\","
+	           "\"status\":%u,\"outcome\":\"%s\",\"replay\":%s,"
+	           "\"ms\":%lld",
+	           inbox__log_escape(hs->conf.path), req->status,
+	           req->outcome ? req->outcome : "refused",
+	           req->replay ? "true" : "false",
+	           (long long)(inbox__src_mono_ms() - req->t0_ms));
+}
+
+static enum MHD_Result queue_answer(http_source *hs, http_req *req)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	    req->resp.len, req->resp.data, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        req->resp_type ? req->resp_type
+	                                       : "application/json");
+	if (req->replay)
+		MHD_add_response_header(r, "Idempotent-Replayed", "true");
+	if (req->retry_after > 0) {
+		char b[16];
+		snprintf(b, sizeof(b), "%d", req->retry_after);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, b);
+	}
+	if (req->status == 405)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+		                        hs->conf.method);
+	enum MHD_Result rc = MHD_queue_response(req->conn, req->status, r);
+	MHD_destroy_response(r);
+	req->state = HTTP_REQ_ANSWERED;
+	count_and_log(hs, req);
+	return rc;
+}
+
+/* Refused on the HTTP thread, before anything is recorded. */
+static enum MHD_Result refuse(http_source *hs, http_req *req, unsigned status,
+                              const char *title, const char *detail)
+{
+	inbox__http_problem(req, status, title, detail);
+	if (status == 409 || status == 503)
+		req->retry_after = hs->conf.retry_after_s;
+	return queue_answer(hs, req);
+}
+
+static const char *hdr_of(void *payload, const char *name)
+{
+	return MHD_lookup_connection_value(payload, MHD_HEADER_KIND, name);
+}
+
+/* The key of an accepted request into req->key; NULL detail when found,
+ * else why not (static). */
+static const char *find_key(http_source *hs, http_req *req, json_t *body)
+{
+	const http_conf *c = &hs->conf;
+	const char *k = NULL;
+	switch (c->mode) {
+	case HTTP_MODE_API:
+		if (c->id_pointer) {
+			json_t *v = inbox__pointer_get(body, c->id_pointer);
+			k = json_is_string(v) ? json_string_value(v) : NULL;
+		} else {
+			k = hdr_of(req->conn, c->id_header);
+		}
+		break;
+	case HTTP_MODE_STANDARD:
+		k = hdr_of(req->conn, "webhook-id");
+		break;
+	case HTTP_MODE_GITHUB:
+		k = hdr_of(req->conn, "X-GitHub-Delivery");
+		break;
+	case HTTP_MODE_STRIPE: {
+		json_t *v = inbox__pointer_get(body, "/id");
+		k = json_is_string(v) ? json_string_value(v) : NULL;
+		break;
+	}
+	}
+	if (!k || !*k)
+		return c->mode == HTTP_MODE_API
+		           ? "the idempotency key is missing"
+		           : "the delivery id is missing";
+	size_t n = strlen(k);
+	if (n > MAX_KEY || !inbox__utf8_valid(k, n))
+		return "the key is longer than 255 bytes or not UTF-8";
+	req->key = strdup(k);
+	return req->key ? NULL : "out of memory";
+}
+
+/* {"method":M,"route":R,"body":BODY}: BODY as sent, which parsed as one
+ * JSON document (so nothing of it can reach the envelope's own names). */
+static int envelope(http_source *hs, http_req *req, const char *method)
+{
+	inbox__buf *e = &req->env;
+	int rc = inbox__buf_puts(e, "{\"method\":");
+	rc |= inbox__src_json_text(e, method, strlen(method), 0);
+	rc |= inbox__buf_puts(e, ",\"route\":");
+	rc |= inbox__src_json_text(e, hs->conf.path, strlen(hs->conf.path), 0);
+	rc |= inbox__buf_puts(e, ",\"body\":");
+	rc |= inbox__buf_append(e, req->body.data, req->body.len);
+	rc |= inbox__buf_puts(e, "}");
+	inbox__buf *h = &(inbox__buf){0};
+	const char *ct = hdr_of(req->conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+	const char *ua = hdr_of(req->conn, MHD_HTTP_HEADER_USER_AGENT);
+	rc |= inbox__buf_puts(h, "{\"content-type\":");
+	rc |= inbox__src_json_text(h, ct ? ct : "", ct ? strlen(ct) : 0, 0);
+	rc |= inbox__buf_puts(h, ",\"user-agent\":");
+	rc |= inbox__src_json_text(h, ua ? ua : "", ua ? strlen(ua) : 0, 0);
+	rc |= inbox__buf_puts(h, "}");
+	rc |= inbox__buf_putc(h, '\0');
+	req->headers = h->data;
+	return rc < 0 ? -1 : 0;
+}
+
+static int key_in_flight(http_source *hs, const char *key)
+{
+	for (http_req *q = hs->qhead; q; q = q->next)
+		if (strcmp(q->key, key) == 0)
+			return 1;
+	for (size_t i = 0; i < hs->nbatch; i++)
+		if (strcmp(hs->batch[i]->key, key) == 0)
+			return 1;
+	return 0;
+}
+
+/* The whole request is in: verify, find the key, queue it. */
+static enum MHD_Result accept_req(http_source *hs, http_req *req,
+                                  const char *method)
+{
+	const char *why;
+	if (hs->conf.mode != HTTP_MODE_API) {
+		int v = inbox__http_verify(&hs->conf, hdr_of, req->conn,
+		                           req->body.data, req->body.len,
+		                           wall_ms(), &why);
+		if (v < 0)
+			return refuse(hs, req, 503, "Temporarily unavailable",
+			              "out of memory");
+		if (v == 0) {
+			pthread_mutex_lock(&hs->mu);
+			hs->ctr.bad_signatures++;
+			pthread_mutex_unlock(&hs->mu);
+			inbox__log(INBOX_LOG_WARN, hs->base.opts.consumer,
+			           "\"event\":\"http_bad_signature\","
+			           "\"route\":\"%s\",\"error\":\"%s\"",
+			           inbox__log_escape(hs->conf.path), why);
+			return refuse(hs, req, 401, "Bad signature", why);
+		}
+	}
+	json_t *j = NULL;
+	char err[256];
+	int rc = inbox__json_parse(req->body.data ? req->body.data : "",
+	                           req->body.len, &j, err, sizeof(err));
+	if (rc == INBOX_ERR_NOMEM)
+		return refuse(hs, req, 503, "Temporarily unavailable",
+		              "out of memory");
+	if (rc < 0)
+		return refuse(hs, req, 400, "The body is not JSON", err);
+	why = find_key(hs, req, j);
+	json_decref(j);
+	if (why)
+		return refuse(hs, req, 400, "Bad request", why);
+	if (envelope(hs, req, method) < 0)
+		return refuse(hs, req, 503, "Temporarily unavailable",
+		              "out of memory");
+	inbox__buf_free(&req->body);
+	req->timestamp_ms = wall_ms();
+	pthread_mutex_lock(&hs->mu);
+	if (hs->closing || key_in_flight(hs, req->key)) {
+		int closing = hs->closing;
+		pthread_mutex_unlock(&hs->mu);
+		if (closing)
+			return refuse(hs, req, 503, "Shutting down",
+			              "retry later");
+		return refuse(hs, req, 409, "Request in progress",
+		              "a request with this key is being processed; "
+		              "retry later");
+	}
+	MHD_suspend_connection(req->conn);
+	req->state = HTTP_REQ_QUEUED;
+	if (hs->qtail)
+		hs->qtail->next = req;
+	else
+		hs->qhead = req;
+	hs->qtail = req;
+	hs->qlen++;
+	pthread_cond_signal(&hs->cv);
+	pthread_mutex_unlock(&hs->mu);
+	return MHD_YES;
+}
+
+/* The first call for a request: route, method, declared size. */
+static enum MHD_Result start_req(http_source *hs, http_req *req,
+                                 const char *url, const char *method)
+{
+	if (strcmp(url, hs->conf.path) != 0)
+		return refuse(hs, req, 404, "Not found", "no such route");
+	if (strcmp(method, hs->conf.method) != 0)
+		return refuse(hs, req, 405, "Method not allowed", NULL);
+	const char *cl = hdr_of(req->conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl && strtoull(cl, NULL, 10) > hs->conf.max_body)
+		return refuse(hs, req, 413, "Body too large",
+		              "the body is over the route's max_body");
+	return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+	http_source *hs = cls;
+	http_req *req = *con_cls;
+	if (!req) {
+		req = calloc(1, sizeof(*req));
+		if (!req)
+			return MHD_NO;
+		req->conn = conn;
+		req->hs = hs;
+		req->t0_ms = inbox__src_mono_ms();
+		*con_cls = req;
+		pthread_mutex_lock(&hs->mu);
+		hs->live++;
+		pthread_mutex_unlock(&hs->mu);
+		return start_req(hs, req, url, method);
+	}
+	if (req->state == HTTP_REQ_ANSWERED)
+		return queue_answer(hs, req);
+	if (req->state != HTTP_REQ_RECEIVING)
+		return MHD_YES;
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		if (inbox__src_mono_ms() - req->t0_ms > hs->conf.body_ms)
+			return MHD_NO; /* a slow client: hang up */
+		if (req->body.len + n > hs->conf.max_body)
+			return refuse(hs, req, 413, "Body too large",
+			              "the body is over the route's max_body");
+		if (inbox__buf_append(&req->body, upload_data, n) < 0)
+			return MHD_NO;
+		return MHD_YES;
+	}
+	return accept_req(hs, req, method);
+}
+
+static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+	http_source *hs = cls;
+	http_req *req = *con_cls;
+	if (!req)
+		return;
+	*con_cls = NULL;
+	pthread_mutex_lock(&hs->mu);
+	hs->live--;
+	pthread_cond_broadcast(&hs->cv);
+	pthread_mutex_unlock(&hs->mu);
+	/* never while queued or in a batch: a suspended connection is only
+	 * finished after its resume, and close resumes them all first */
+	req_free(req);
+}
+
+/* ---- open / close ---------------------------------------------------- */
+
+static int resolve(http_source *hs, struct sockaddr_storage *ss)
+{
+	struct addrinfo hints = {0}, *ai = NULL;
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	int rc = getaddrinfo(hs->conf.host, NULL, &hints, &ai);
+	if (rc != 0 || !ai) {
+		inbox_source_seterr(&hs->base,
+		                    "http: cannot resolve the host: %s",
+		                    gai_strerror(rc));
+		return INBOX_ERR_URL;
+	}
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(hs->conf.port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(hs->conf.port);
+	return INBOX_OK;
+}
+
+static int load_tls(http_source *hs)
+{
+	if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+		inbox_source_seterr(&hs->base, "http: this libmicrohttpd has "
+		                               "no TLS support");
+		return INBOX_ERR_SOURCE;
+	}
+	hs->cert_pem = inbox__http_read_file(hs->conf.cert_file, NULL);
+	if (hs->cert_pem)
+		hs->key_pem = inbox__http_read_file(hs->conf.key_file, NULL);
+	if (!hs->cert_pem || !hs->key_pem) {
+		inbox_source_seterr(
+		    &hs->base, "http: cannot read the %s file: %s",
+		    hs->cert_pem ? "key" : "cert", strerror(errno));
+		return INBOX_ERR_IO;
+	}
+	return INBOX_OK;
+}
+
+static int listen_on(http_source *hs)
+{
+	struct sockaddr_storage ss;
+	int rc = resolve(hs, &ss);
+	if (rc < 0)
+		return rc;
+	unsigned flags =
+	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	if (hs->conf.tls) {
+		if ((rc = load_tls(hs)) < 0)
+			return rc;
+		flags |= MHD_USE_TLS;
+	}
+	struct MHD_OptionItem tls[] = {
+	    {hs->conf.tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0,
+	     hs->cert_pem},
+	    {MHD_OPTION_HTTPS_MEM_KEY, 0, hs->key_pem},
+	    {MHD_OPTION_END, 0, NULL}};
+	hs->mhd = MHD_start_daemon(
+	    flags, (uint16_t)hs->conf.port, NULL, NULL, on_request, hs,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    MHD_OPTION_CONNECTION_LIMIT, hs->conf.conn_limit,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)hs->conf.timeout_s,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_done, hs, MHD_OPTION_ARRAY, tls,
+	    MHD_OPTION_END);
+	if (!hs->mhd) {
+		inbox_source_seterr(
+		    &hs->base, "http: cannot listen on %s:%d: %s",
+		    hs->conf.host, hs->conf.port, strerror(errno));
+		return INBOX_ERR_CONNECT;
+	}
+	const union MHD_DaemonInfo *di =
+	    MHD_get_daemon_info(hs->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	snprintf(hs->address, sizeof(hs->address),
+	         ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", hs->conf.host,
+	         di ? di->port : (unsigned)hs->conf.port);
+	return INBOX_OK;
+}
+
+static void http_close(inbox_source *src);
+
+static int http_open(inbox_source **out, const char *url,
+                     const inbox_source_options *opts)
+{
+	http_source *hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return INBOX_ERR_NOMEM;
+	*out = &hs->base;
+	hs->base.opts = *opts;
+	pthread_mutex_init(&hs->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&hs->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	int rc = inbox__http_conf_parse(&hs->conf, &hs->base, url, opts);
+	if (rc == INBOX_OK)
+		rc = listen_on(hs);
+	if (rc < 0)
+		return rc;
+	inbox__http_registry_add(hs);
+	inbox__log(INBOX_LOG_INFO, opts->consumer,
+	           "\"event\":\"http_listening\",\"address\":\"%s\","
+	           "\"route\":\"%s\",\"tls\":%s",
+	           inbox__log_escape(hs->address),
+	           inbox__log_escape(hs->conf.path),
+	           hs->conf.tls ? "true" : "false");
+	return INBOX_OK;
+}
+
+/* Answer every request still held (503: nothing of theirs is known to
+ * be stored by us; a retry finds out), resume them and give MHD a moment
+ * to send the answers before it stops. */
+static void answer_all_held(http_source *hs)
+{
+	pthread_mutex_lock(&hs->mu);
+	hs->closing = 1;
+	http_req *q = hs->qhead;
+	hs->qhead = hs->qtail = NULL;
+	hs->qlen = 0;
+	for (size_t i = 0; i < hs->nbatch; i++) {
+		hs->batch[i]->next = q;
+		q = hs->batch[i];
+	}
+	hs->nbatch = 0;
+	pthread_mutex_unlock(&hs->mu);
+	while (q) {
+		http_req *next = q->next;
+		inbox__http_reply(&hs->conf, q, NULL);
+		q->state = HTTP_REQ_ANSWERED;
+		MHD_resume_connection(q->conn);
+		q = next;
+	}
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += 1;
+	pthread_mutex_lock(&hs->mu);
+	while (hs->live > 0 &&
+	       pthread_cond_timedwait(&hs->cv, &hs->mu, &dl) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&hs->mu);
+}
+
+static void http_close(inbox_source *src)
+{
+	http_source *hs = (http_source *)src;
+	if (hs->mhd) {
+		inbox__http_registry_remove(hs);
+		answer_all_held(hs);
+		MHD_stop_daemon(hs->mhd);
+	}
+	inbox__http_conf_free(&hs->conf);
+	free(hs->batch);
+	free(hs->cert_pem);
+	if (hs->key_pem)
+		memset(hs->key_pem, 0, strlen(hs->key_pem));
+	free(hs->key_pem);
+	pthread_cond_destroy(&hs->cv);
+	pthread_mutex_destroy(&hs->mu);
+	free(hs);
+}
+
+/* ---- poll / settle --------------------------------------------------- */
+
+static void wait_for_queue(http_source *hs, int timeout_ms)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while (!hs->qhead && timeout_ms > 0 &&
+	       pthread_cond_timedwait(&hs->cv, &hs->mu, &dl) != ETIMEDOUT)
+		;
+}
+
+static int http_poll(inbox_source *src, inbox_delivery *out, size_t max,
+                     size_t *n, int timeout_ms, int *eof)
+{
+	http_source *hs = (http_source *)src;
+	pthread_mutex_lock(&hs->mu);
+	if (hs->batch_cap < max) {
+		http_req **b = realloc(hs->batch, max * sizeof(*b));
+		if (!b) {
+			pthread_mutex_unlock(&hs->mu);
+			return INBOX_ERR_NOMEM;
+		}
+		hs->batch = b;
+		hs->batch_cap = max;
+	}
+	wait_for_queue(hs, timeout_ms);
+	size_t k = 0;
+	while (hs->qhead && k < max) {
+		http_req *req = hs->qhead;
+		hs->qhead = req->next;
+		hs->qlen--;
+		req->next = NULL;
+		req->state = HTTP_REQ_IN_BATCH;
+		hs->batch[k++] = req;
+	}
+	if (!hs->qhead)
+		hs->qtail = NULL;
+	hs->nbatch = k;
+	pthread_mutex_unlock(&hs->mu);
+	for (size_t i = 0; i < k; i++) {
+		http_req *req = hs->batch[i];
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].id = req->key;
+		out[i].payload = req->env.data;
+		out[i].payload_len = req->env.len;
+		out[i].headers = req->headers;
+		out[i].position = hs->conf.path;
+		out[i].timestamp_ms = req->timestamp_ms;
+		out[i].delivery_count = 1;
+	}
+	*n = k;
+	return INBOX_OK;
+}
+
+/* MHD is never called under hs->mu from this thread (it takes its own
+ * locks, which its thread may hold when it calls on_done). A suspended
+ * connection stays until resumed, so req->conn is valid up to then. */
+static int http_settle(inbox_source *src, const inbox_result *res, size_t n)
+{
+	http_source *hs = (http_source *)src;
+	for (size_t i = 0; i < n; i++)
+		inbox__http_reply(&hs->conf, hs->batch[i],
+		                  res ? &res[i] : NULL);
+	pthread_mutex_lock(&hs->mu);
+	hs->nbatch = 0;
+	for (size_t i = 0; i < n; i++)
+		hs->batch[i]->state = HTTP_REQ_ANSWERED;
+	pthread_mutex_unlock(&hs->mu);
+	for (size_t i = 0; i < n; i++)
+		MHD_resume_connection(hs->batch[i]->conn);
+	return INBOX_OK;
+}
+
+const inbox_source_vtable inbox__http_source = {INBOX_SOURCE_VTABLE_VERSION,
+                                                "http",
+                                                http_open,
+                                                http_close,
+                                                http_poll,
+                                                http_settle};
+const inbox_source_vtable inbox__https_source = {INBOX_SOURCE_VTABLE_VERSION,
+                                                 "https",
+                                                 http_open,
+                                                 http_close,
+                                                 http_poll,
+                                                 http_settle};
