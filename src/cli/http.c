@@ -13,6 +13,7 @@
 #include "cli/http.h"
 
 #include <arpa/inet.h>
+#include <inbox/http.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -340,6 +341,17 @@ static char *metrics_page(cli_http *h, size_t *len)
 	}
 	free(pout);
 	free(ps);
+	pout = NULL; /* the http:// sources' counters (<inbox/http.h>) */
+	if (out && inbox_http_metrics_render(&pout, &plen) == INBOX_OK &&
+	    plen) {
+		char *both = realloc(out, *len + plen + 1);
+		if (both) {
+			memcpy(both + *len, pout, plen + 1);
+			*len += plen;
+			out = both;
+		}
+	}
+	free(pout);
 done:
 	free(cs);
 	free(snaps);

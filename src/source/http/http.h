@@ -63,6 +63,7 @@ typedef struct http_conf {
 	int64_t body_ms;      /* the whole body within this, else 408 */
 	unsigned conn_limit;  /* connections at once */
 	int retry_after_s;    /* Retry-After of 409 and 503 */
+	int64_t ack_delay_ms; /* tests: a pause between commit and answers */
 	http_secret *secrets; /* webhooks: any one verifies (rotation) */
 	size_t nsecrets;
 	char *cert_file, *key_file; /* https */

@@ -289,13 +289,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		*upload_data_size = 0;
 		if (inbox__src_mono_ms() - req->t0_ms > hs->conf.body_ms)
 			return MHD_NO; /* a slow client: hang up */
-		if (req->body.len + n > hs->conf.max_body)
-			return refuse(hs, req, 413, "Body too large",
-			              "the body is over the route's max_body");
+		/* MHD cannot answer in the middle of a body: what is over
+		 * the limit is read and dropped (within body_timeout), then
+		 * refused */
+		if (req->too_big || req->body.len + n > hs->conf.max_body) {
+			req->too_big = 1;
+			inbox__buf_free(&req->body);
+			return MHD_YES;
+		}
 		if (inbox__buf_append(&req->body, upload_data, n) < 0)
 			return MHD_NO;
 		return MHD_YES;
 	}
+	if (req->too_big)
+		return refuse(hs, req, 413, "Body too large",
+		              "the body is over the route's max_body");
 	return accept_req(hs, req, method);
 }
 

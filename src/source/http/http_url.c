@@ -160,6 +160,11 @@ static int apply_param(const char *k, const char *v, void *payload)
 		c->tolerance_ms = ms;
 		return rc;
 	}
+	if (!strcmp(k, "ack_delay")) {
+		rc = dur(x, k, v, 0, 60000, &ms);
+		c->ack_delay_ms = ms;
+		return rc;
+	}
 	if (!strcmp(k, "timeout") || !strcmp(k, "body_timeout") ||
 	    !strcmp(k, "retry_after")) {
 		rc = dur(x, k, v, 1000, 3600000, &ms);
@@ -171,12 +176,13 @@ static int apply_param(const char *k, const char *v, void *payload)
 			c->retry_after_s = (int)(ms / 1000);
 		return rc;
 	}
-	inbox_source_seterr(x->src,
-	                    "http: unknown parameter '%.60s' (mode, method, "
-	                    "id_header, id_pointer, status, max_body, "
-	                    "connections, timeout, body_timeout, retry_after, "
-	                    "tolerance, secret, secret_file, cert, key)",
-	                    k);
+	inbox_source_seterr(
+	    x->src,
+	    "http: unknown parameter '%.60s' (mode, method, "
+	    "id_header, id_pointer, status, max_body, "
+	    "connections, timeout, body_timeout, retry_after, "
+	    "tolerance, secret, secret_file, cert, key, ack_delay)",
+	    k);
 	return INBOX_ERR_URL;
 }
 
