@@ -561,6 +561,8 @@ static int http_settle(inbox_source *src, const inbox_result *res, size_t n)
 	for (size_t i = 0; i < n; i++)
 		inbox__http_reply(&hs->conf, hs->batch[i],
 		                  res ? &res[i] : NULL);
+	/* committed, not answered yet: where tests stage a crash */
+	inbox__src_sleep_ms(hs->conf.ack_delay_ms);
 	pthread_mutex_lock(&hs->mu);
 	hs->nbatch = 0;
 	for (size_t i = 0; i < n; i++)
