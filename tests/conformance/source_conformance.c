@@ -2,10 +2,13 @@
  * The source conformance suite: the poll/settle contract (kept once, in
  * src/core/source.c) and what every source promises about acks and
  * redelivery, run through the public API against one source kind
- * (argv[1]: jsonl, kafka, amqp, redis, nats). CTest runs it once per
+ * (argv[1]: jsonl, kafka, amqp, redis, nats, http). CTest runs it once per
  * source. The brokers are the suite's (tests/run-suite.sh starts them and
  * exports INBOX_TEST_{AMQP,REDIS,NATS}_URL); Kafka is librdkafka's
  * in-process mock cluster. A missing server is a failure, never a skip.
+ * HTTP has no broker: a message is a client (libcurl, a thread each) that
+ * posts it until it gets an answer that is not 503 or a lost connection,
+ * the way a webhook provider retries, so "redelivered" is its retry.
  *
  * Each test gets a fresh place (file, topic, queue, stream) holding the
  * messages it publishes: payloads {"id":"m-N"}, told apart by N.
@@ -14,6 +17,12 @@
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -48,6 +57,9 @@ typedef struct driver {
 	int (*publish)(const char *payload, const char *id, size_t id_len);
 	/* The sources that take an id from the broker (JSONL has none). */
 	int broker_ids;
+	/* What the source cannot take is refused to its sender at once
+	 * (HTTP: 413), never handed over: how many were (NULL: none). */
+	int (*refused_at_door)(void);
 } driver;
 
 /* ---- JSONL: a file, followed, with its checkpoint ---- */
@@ -360,12 +372,133 @@ static int nt_publish(const char *payload, const char *id, size_t id_len)
 	return s == NATS_OK ? 0 : -1;
 }
 
+/* ---- HTTP: a client thread per message, retrying like a provider ---- */
+
+static int hp_port;
+static char hp_url[128];
+static pthread_mutex_t hp_mu = PTHREAD_MUTEX_INITIALIZER;
+static int hp_413; /* answers 413 seen by the clients */
+static pthread_t hp_threads[64];
+static int hp_nthreads;
+
+static int hp_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK ? 0 : -1;
+}
+
+static void hp_fini(void)
+{
+	for (int i = 0; i < hp_nthreads; i++)
+		pthread_join(hp_threads[i], NULL);
+	curl_global_cleanup();
+}
+
+/* A free port now (the source is opened, closed and opened again on it). */
+static int hp_fresh(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {0};
+	socklen_t len = sizeof(a);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	hp_port = ntohs(a.sin_port);
+	snprintf(hp_url, sizeof(hp_url), "http://127.0.0.1:%d/in", hp_port);
+	snprintf(url, sizeof(url),
+	         "http://127.0.0.1:%d/in?mode=api&retry_after=1s", hp_port);
+	return 0;
+}
+
+typedef struct hp_msg {
+	char url[128];
+	char key[32];
+	char *body;
+} hp_msg;
+
+static size_t hp_sink(char *p, size_t size, size_t n, void *payload)
+{
+	(void)p;
+	(void)payload;
+	return size * n;
+}
+
+/* Post until an answer that is not 503 nor a lost connection, for 30 s
+ * at most. */
+static void *hp_client(void *arg)
+{
+	hp_msg *m = arg;
+	CURL *h = curl_easy_init();
+	struct curl_slist *hd = NULL;
+	char kh[64];
+	snprintf(kh, sizeof(kh), "Idempotency-Key: %s", m->key);
+	hd = curl_slist_append(hd, kh);
+	int64_t end = now_ms() + 30000;
+	while (h && now_ms() < end) {
+		long code = 0;
+		curl_easy_setopt(h, CURLOPT_URL, m->url);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, m->body);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
+		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, hp_sink);
+		if (curl_easy_perform(h) == CURLE_OK)
+			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+		if (code == 413) {
+			pthread_mutex_lock(&hp_mu);
+			hp_413++;
+			pthread_mutex_unlock(&hp_mu);
+		}
+		if (code != 0 && code != 503)
+			break;
+		usleep(50 * 1000);
+	}
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(h);
+	free(m->body);
+	free(m);
+	return NULL;
+}
+
+static int hp_publish(const char *payload, const char *id, size_t id_len)
+{
+	(void)id;
+	(void)id_len;
+	static int nkey;
+	hp_msg *m = calloc(1, sizeof(*m));
+	if (!m || !(m->body = strdup(payload)) ||
+	    hp_nthreads == (int)(sizeof(hp_threads) / sizeof(*hp_threads))) {
+		if (m)
+			free(m->body);
+		free(m);
+		return -1;
+	}
+	snprintf(m->url, sizeof(m->url), "%s", hp_url);
+	snprintf(m->key, sizeof(m->key), "k-%d-%d", seq, ++nkey);
+	return pthread_create(&hp_threads[hp_nthreads++], NULL, hp_client, m)
+	           ? -1
+	           : 0;
+}
+
+static int hp_refused(void)
+{
+	pthread_mutex_lock(&hp_mu);
+	int n = hp_413;
+	pthread_mutex_unlock(&hp_mu);
+	return n;
+}
+
 static const driver drivers[] = {
-    {"jsonl", jl_init, jl_fini, jl_fresh, jl_publish, 0},
-    {"kafka", kf_init, kf_fini, kf_fresh, kf_publish, 1},
-    {"amqp", am_init, am_fini, am_fresh, am_publish, 1},
-    {"redis", rd_init, rd_fini, rd_fresh, rd_publish, 1},
-    {"nats", nt_init, nt_fini, nt_fresh, nt_publish, 1},
+    {"jsonl", jl_init, jl_fini, jl_fresh, jl_publish, 0, NULL},
+    {"kafka", kf_init, kf_fini, kf_fresh, kf_publish, 1, NULL},
+    {"amqp", am_init, am_fini, am_fresh, am_publish, 1, NULL},
+    {"redis", rd_init, rd_fini, rd_fresh, rd_publish, 1, NULL},
+    {"nats", nt_init, nt_fini, nt_fresh, nt_publish, 1, NULL},
+    {"http", hp_init, hp_fini, hp_fresh, hp_publish, 0, hp_refused},
 };
 static const driver *drv;
 
@@ -700,7 +833,10 @@ TEST(refused_deliveries_are_answered)
 	ASSERT_TRUE(s);
 	int refused = 0, good = 0;
 	int64_t end = now_ms() + 15000;
-	while ((refused < nwant || !good) && now_ms() < end) {
+	int want_refused = drv->refused_at_door ? 0 : nwant;
+	while ((refused < want_refused || !good ||
+	        (drv->refused_at_door && drv->refused_at_door() < nwant)) &&
+	       now_ms() < end) {
 		inbox_delivery d[8];
 		inbox_result res[8];
 		size_t n = poll_batch(s, d, 8, 200);
@@ -722,7 +858,13 @@ TEST(refused_deliveries_are_answered)
 		}
 		ASSERT_OK(inbox_source_settle(s, d, res, n));
 	}
-	ASSERT_EQ(refused, nwant);
+	if (drv->refused_at_door) {
+		/* refused to the sender, never handed over */
+		ASSERT_EQ(refused, 0);
+		ASSERT_EQ(drv->refused_at_door(), nwant);
+	} else {
+		ASSERT_EQ(refused, nwant);
+	}
 	ASSERT_EQ(good, 1);
 	inbox_source_close(s);
 	ASSERT_TRUE((s = open_src()) != NULL);
@@ -740,7 +882,7 @@ int main(int argc, char **argv)
 			drv = &drivers[i];
 	if (!drv) {
 		fprintf(stderr, "usage: source_conformance "
-		                "jsonl|kafka|amqp|redis|nats\n");
+		                "jsonl|kafka|amqp|redis|nats|http\n");
 		printf("0 passed, 1 failed\n");
 		return 1;
 	}

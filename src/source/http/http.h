@@ -58,6 +58,7 @@ typedef struct http_conf {
 	char *id_pointer;     /* api: the key from the body instead */
 	int status;           /* api: the status of an applied request */
 	size_t max_body;      /* bytes; over it: 413 */
+	int max_body_set;     /* given in the URL */
 	int64_t tolerance_ms; /* webhooks: timestamp tolerance */
 	int timeout_s;        /* idle connection timeout (headers, body) */
 	int64_t body_ms;      /* the whole body within this, else 408 */

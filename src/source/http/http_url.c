@@ -148,6 +148,7 @@ static int apply_param(const char *k, const char *v, void *payload)
 		rc = inbox__url_int_param(&n, x->src, "http", k, v, 1,
 		                          1LL << 30);
 		c->max_body = (size_t)n;
+		c->max_body_set = 1;
 		return rc;
 	}
 	if (!strcmp(k, "connections")) {
@@ -320,6 +321,12 @@ int inbox__http_conf_parse(http_conf *c, inbox_source *src, const char *url,
 	if (rc == INBOX_OK && u.query)
 		rc = inbox__url_params(src, "http", u.query, u.query_len,
 		                       INBOX__URL_NEED_EQ, apply_param, &x);
+	if (rc == INBOX_OK && !c->max_body_set && opts->max_payload) {
+		/* the envelope around the body stays within max_payload */
+		size_t wrap = 64 + 2 * strlen(c->method) + 6 * strlen(c->path);
+		c->max_body =
+		    opts->max_payload > wrap ? opts->max_payload - wrap : 1;
+	}
 	return rc == INBOX_OK ? check(&x) : rc;
 }
 
