@@ -23,6 +23,7 @@
 #                     dpkg-shlibdeps), the deploy_deb test
 #   systemd           systemd-analyze (the deploy_unit test verifies
 #                     packaging/inbox@.service)
+#   wrk               bench/http (the http:// source's load generator)
 #   bsdutils          script (commands run on a terminal)
 #   procps            ps, pgrep (no test needs them; for looking around)
 #   iproute2          ss (tests/servers/nats.sh and the NATS and RabbitMQ
@@ -94,7 +95,7 @@ libnats-dev nats-server
 libcurl4-openssl-dev libmicrohttpd-dev prometheus bsdutils curl jq
 libsystemd-dev debhelper dpkg-dev fakeroot systemd
 libpcre2-dev json-schema-test-suite
-procps iproute2 openssl socat"
+procps iproute2 openssl socat wrk"
 if [ "${1:-}" = --fuzz ]; then
 	PKGS="$PKGS clang libclang-rt-14-dev"
 fi

@@ -9,6 +9,9 @@
  *   amqp://[USER[:PASS]@]HOST[:PORT]/[VHOST/]QUEUE[?prefetch=&retry=ttl|requeue]
  *   redis://[[USER]:PASS@]HOST[:PORT][/DB]/STREAM?group=G[&claim_idle=]
  *   nats://[USER:PASS@]HOST:PORT/STREAM?durable=D[&ack_wait=]
+ *   http[s]://HOST:PORT/PATH?mode=api|standard|github|stripe[&...]
+ *                       an HTTP ingress: each request a message, its
+ *                       answer the ack (docs/http.md)
  * docs/config.md (sources) lists every backend's parameters, and
  * docs/reliability.md how each maps "ack", "retry later" and "dead
  * letter" onto its broker.
