@@ -65,6 +65,7 @@ typedef struct http_conf {
 	unsigned conn_limit;  /* connections at once */
 	int retry_after_s;    /* Retry-After of 409 and 503 */
 	int64_t ack_delay_ms; /* tests: a pause between commit and answers */
+	int64_t answer_ms;    /* a request waits at most this for its commit */
 	http_secret *secrets; /* webhooks: any one verifies (rotation) */
 	size_t nsecrets;
 	char *cert_file, *key_file; /* https */
@@ -87,6 +88,8 @@ typedef struct http_req {
 	inbox__buf resp;
 	const char *resp_type;
 	int replay;
+	int early;  /* answered by the watchdog while its batch ran */
+	int orphan; /* MHD finished it while in a batch: settle frees */
 	int retry_after;
 	const char *outcome; /* for the log */
 	struct http_req *next;
@@ -119,6 +122,9 @@ typedef struct http_source {
 	http_req **batch; /* handed out by the last poll */
 	size_t nbatch, batch_cap;
 	int closing;
+	pthread_t watchdog; /* answers what waits past answer_within */
+	int watching;
+	pthread_cond_t wd_cv;
 	size_t live;                   /* requests MHD has not finished */
 	http_counters ctr;             /* under mu */
 	struct http_source *next_open; /* the registry of open sources */

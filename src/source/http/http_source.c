@@ -86,7 +86,8 @@ static enum MHD_Result queue_answer(http_source *hs, http_req *req)
 		                        hs->conf.method);
 	enum MHD_Result rc = MHD_queue_response(req->conn, req->status, r);
 	MHD_destroy_response(r);
-	req->state = HTTP_REQ_ANSWERED;
+	if (!req->early) /* one of the watchdog's stays in its batch */
+		req->state = HTTP_REQ_ANSWERED;
 	count_and_log(hs, req);
 	return rc;
 }
@@ -280,7 +281,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		pthread_mutex_unlock(&hs->mu);
 		return start_req(hs, req, url, method);
 	}
-	if (req->state == HTTP_REQ_ANSWERED)
+	if (req->state == HTTP_REQ_ANSWERED || req->early)
 		return queue_answer(hs, req);
 	if (req->state != HTTP_REQ_RECEIVING)
 		return MHD_YES;
@@ -317,11 +318,19 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 	pthread_mutex_lock(&hs->mu);
 	hs->live--;
+	/* one the watchdog answered while its batch runs: the batch's
+	 * deliveries still point into it */
+	int held = req->state == HTTP_REQ_IN_BATCH;
+	if (held) {
+		req->orphan = 1;
+		req->conn = NULL;
+	}
 	pthread_cond_broadcast(&hs->cv);
 	pthread_mutex_unlock(&hs->mu);
-	/* never while queued or in a batch: a suspended connection is only
-	 * finished after its resume, and close resumes them all first */
-	req_free(req);
+	/* otherwise never while queued or in a batch: a suspended
+	 * connection is only finished after its resume */
+	if (!held)
+		req_free(req);
 }
 
 /* ---- open / close ---------------------------------------------------- */
@@ -410,6 +419,7 @@ static int listen_on(http_source *hs)
 }
 
 static void http_close(inbox_source *src);
+static void *watchdog_main(void *arg);
 
 static int http_open(inbox_source **out, const char *url,
                      const inbox_source_options *opts)
@@ -424,12 +434,19 @@ static int http_open(inbox_source **out, const char *url,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&hs->cv, &ca);
+	pthread_cond_init(&hs->wd_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	int rc = inbox__http_conf_parse(&hs->conf, &hs->base, url, opts);
 	if (rc == INBOX_OK)
 		rc = listen_on(hs);
 	if (rc < 0)
 		return rc;
+	hs->watching = 1;
+	if (pthread_create(&hs->watchdog, NULL, watchdog_main, hs) != 0) {
+		hs->watching = 0;
+		inbox_source_seterr(&hs->base, "http: cannot start a thread");
+		return INBOX_ERR_NOMEM;
+	}
 	inbox__http_registry_add(hs);
 	inbox__log(INBOX_LOG_INFO, opts->consumer,
 	           "\"event\":\"http_listening\",\"address\":\"%s\","
@@ -451,8 +468,15 @@ static void answer_all_held(http_source *hs)
 	hs->qhead = hs->qtail = NULL;
 	hs->qlen = 0;
 	for (size_t i = 0; i < hs->nbatch; i++) {
-		hs->batch[i]->next = q;
-		q = hs->batch[i];
+		http_req *req = hs->batch[i];
+		if (req->orphan) {
+			req_free(req);
+		} else if (req->early) {
+			req->state = HTTP_REQ_ANSWERED;
+		} else {
+			req->next = q;
+			q = req;
+		}
 	}
 	hs->nbatch = 0;
 	pthread_mutex_unlock(&hs->mu);
@@ -473,11 +497,97 @@ static void answer_all_held(http_source *hs)
 	pthread_mutex_unlock(&hs->mu);
 }
 
+/* ---- the watchdog: nobody waits past answer_within ------------------- */
+
+#define WD_MAX 64 /* answered per round (a round is 200 ms) */
+
+/* Under hs->mu: answer what waits too long into todo (at most WD_MAX).
+ * Still queued: nothing of it was processed (503, nothing stored). In
+ * the batch the runner is retrying (a database outage): its outcome is
+ * not known yet; it stays in the batch (so its key stays in flight:
+ * 409) and its retry after the commit gets the stored answer. */
+static size_t overdue(http_source *hs, struct MHD_Connection **todo)
+{
+	int64_t now = inbox__src_mono_ms();
+	size_t k = 0;
+	for (http_req **pp = &hs->qhead; *pp && k < WD_MAX;) {
+		http_req *r = *pp;
+		if (now - r->t0_ms <= hs->conf.answer_ms) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		hs->qlen--;
+		r->next = NULL;
+		inbox__http_problem(r, 503, "Temporarily unavailable",
+		                    "nothing was stored; retry later");
+		r->retry_after = hs->conf.retry_after_s;
+		r->outcome = "timeout";
+		r->state = HTTP_REQ_ANSWERED;
+		todo[k++] = r->conn;
+	}
+	hs->qtail = NULL;
+	for (http_req *r = hs->qhead; r; r = r->next)
+		hs->qtail = r;
+	for (size_t i = 0; i < hs->nbatch && k < WD_MAX; i++) {
+		http_req *r = hs->batch[i];
+		if (r->early || now - r->t0_ms <= hs->conf.answer_ms)
+			continue;
+		inbox__http_problem(r, 503, "Temporarily unavailable",
+		                    "the outcome is not known yet; retry with "
+		                    "the same key");
+		r->retry_after = hs->conf.retry_after_s;
+		r->outcome = "timeout";
+		r->replay = 0;
+		r->early = 1;
+		todo[k++] = r->conn;
+	}
+	return k;
+}
+
+static void *watchdog_main(void *arg)
+{
+	http_source *hs = arg;
+	struct MHD_Connection *todo[WD_MAX];
+	pthread_mutex_lock(&hs->mu);
+	while (hs->watching) {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_nsec += 200 * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&hs->wd_cv, &hs->mu, &dl);
+		if (!hs->watching)
+			break;
+		size_t k = overdue(hs, todo);
+		pthread_mutex_unlock(&hs->mu);
+		for (size_t i = 0; i < k; i++)
+			MHD_resume_connection(todo[i]);
+		pthread_mutex_lock(&hs->mu);
+	}
+	pthread_mutex_unlock(&hs->mu);
+	return NULL;
+}
+
+static void stop_watchdog(http_source *hs)
+{
+	if (!hs->watching)
+		return;
+	pthread_mutex_lock(&hs->mu);
+	hs->watching = 0;
+	pthread_cond_signal(&hs->wd_cv);
+	pthread_mutex_unlock(&hs->mu);
+	pthread_join(hs->watchdog, NULL);
+}
+
 static void http_close(inbox_source *src)
 {
 	http_source *hs = (http_source *)src;
 	if (hs->mhd) {
 		inbox__http_registry_remove(hs);
+		stop_watchdog(hs);
 		answer_all_held(hs);
 		MHD_stop_daemon(hs->mhd);
 	}
@@ -488,6 +598,7 @@ static void http_close(inbox_source *src)
 		memset(hs->key_pem, 0, strlen(hs->key_pem));
 	free(hs->key_pem);
 	pthread_cond_destroy(&hs->cv);
+	pthread_cond_destroy(&hs->wd_cv);
 	pthread_mutex_destroy(&hs->mu);
 	free(hs);
 }
@@ -558,17 +669,30 @@ static int http_poll(inbox_source *src, inbox_delivery *out, size_t max,
 static int http_settle(inbox_source *src, const inbox_result *res, size_t n)
 {
 	http_source *hs = (http_source *)src;
-	for (size_t i = 0; i < n; i++)
-		inbox__http_reply(&hs->conf, hs->batch[i],
-		                  res ? &res[i] : NULL);
+	pthread_mutex_lock(&hs->mu);
+	for (size_t i = 0; i < n; i++) /* the watchdog's are answered */
+		if (!hs->batch[i]->early)
+			inbox__http_reply(&hs->conf, hs->batch[i],
+			                  res ? &res[i] : NULL);
+	pthread_mutex_unlock(&hs->mu);
 	/* committed, not answered yet: where tests stage a crash */
 	inbox__src_sleep_ms(hs->conf.ack_delay_ms);
+	size_t k = 0;
 	pthread_mutex_lock(&hs->mu);
 	hs->nbatch = 0;
-	for (size_t i = 0; i < n; i++)
-		hs->batch[i]->state = HTTP_REQ_ANSWERED;
+	for (size_t i = 0; i < n; i++) {
+		http_req *req = hs->batch[i];
+		if (req->orphan) {
+			req_free(req);
+		} else if (req->early) {
+			req->state = HTTP_REQ_ANSWERED; /* resumed already */
+		} else {
+			req->state = HTTP_REQ_ANSWERED;
+			hs->batch[k++] = req; /* to resume */
+		}
+	}
 	pthread_mutex_unlock(&hs->mu);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < k; i++)
 		MHD_resume_connection(hs->batch[i]->conn);
 	return INBOX_OK;
 }

@@ -161,6 +161,11 @@ static int apply_param(const char *k, const char *v, void *payload)
 		c->tolerance_ms = ms;
 		return rc;
 	}
+	if (!strcmp(k, "answer_within")) {
+		rc = dur(x, k, v, 1000, 3600000, &ms);
+		c->answer_ms = ms;
+		return rc;
+	}
 	if (!strcmp(k, "ack_delay")) {
 		rc = dur(x, k, v, 0, 60000, &ms);
 		c->ack_delay_ms = ms;
@@ -182,7 +187,8 @@ static int apply_param(const char *k, const char *v, void *payload)
 	    "http: unknown parameter '%.60s' (mode, method, "
 	    "id_header, id_pointer, status, max_body, "
 	    "connections, timeout, body_timeout, retry_after, "
-	    "tolerance, secret, secret_file, cert, key, ack_delay)",
+	    "tolerance, answer_within, secret, secret_file, cert, key, "
+	    "ack_delay)",
 	    k);
 	return INBOX_ERR_URL;
 }
@@ -221,6 +227,7 @@ static int defaults(http_conf *c, const inbox_source_options *opts)
 	c->body_ms = 30000;
 	c->conn_limit = 1024;
 	c->retry_after_s = 1;
+	c->answer_ms = 10000;
 	if (inbox__url_set_str(&c->method, "POST") < 0 ||
 	    inbox__url_set_str(&c->id_header, "Idempotency-Key") < 0)
 		return INBOX_ERR_NOMEM;
