@@ -81,6 +81,16 @@ static void applied(const http_conf *c, http_req *req, const stored_result *s,
 	inbox__buf_printf(&req->resp, ",\"outcome\":\"%s\"}", outcome);
 }
 
+/* A rejected request's stored answer (the handler set it, then
+ * rejected): 422 with its bytes. */
+static void stored_problem(http_req *req, const stored_result *s)
+{
+	inbox__buf_reset(&req->resp);
+	inbox__buf_append(&req->resp, s->p, s->n);
+	req->status = 422;
+	req->resp_type = s->type ? s->type : PROBLEM_TYPE;
+}
+
 static void api_reply(const http_conf *c, http_req *req, const inbox_result *r)
 {
 	stored_result s;
@@ -93,17 +103,13 @@ static void api_reply(const http_conf *c, http_req *req, const inbox_result *r)
 	case INBOX_DUPLICATE:
 		req->replay = 1;
 		if (s.first == INBOX_DEAD_LETTERED) {
-			if (s.p) {
-				inbox__buf_reset(&req->resp);
-				inbox__buf_append(&req->resp, s.p, s.n);
-				req->status = 422;
-				req->resp_type = s.type ? s.type : PROBLEM_TYPE;
-			} else {
+			if (s.p)
+				stored_problem(req, &s);
+			else
 				inbox__http_problem(
 				    req, 422, "Request rejected",
 				    "this request was rejected when first "
 				    "processed and kept as a dead letter");
-			}
 			return;
 		}
 		applied(c, req, &s, "applied");
@@ -114,7 +120,11 @@ static void api_reply(const http_conf *c, http_req *req, const inbox_result *r)
 		                    "request (method, route or body differ)");
 		return;
 	case INBOX_DEAD_LETTERED:
-		inbox__http_problem(req, 422, "Request rejected", r->reason);
+		if (s.p) /* the handler's own answer, what a retry replays */
+			stored_problem(req, &s);
+		else
+			inbox__http_problem(req, 422, "Request rejected",
+			                    r->reason);
 		return;
 	case INBOX_IN_PROGRESS:
 		inbox__http_problem(req, 409, "Request in progress",
