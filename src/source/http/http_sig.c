@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/url.h"
 #include "source/http/http.h"
 
 #define MAC_LEN 32
@@ -60,25 +61,14 @@ long inbox__http_b64_decode(unsigned char *out, const char *s, size_t n)
 	return o;
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* MAC_LEN bytes of hex at s (exactly 2 * MAC_LEN digits). 0 or -1. */
 static int hex_mac(unsigned char *out, const char *s, size_t n)
 {
 	if (n != 2 * MAC_LEN)
 		return -1;
 	for (size_t i = 0; i < MAC_LEN; i++) {
-		int a = hexval((unsigned char)s[2 * i]);
-		int b = hexval((unsigned char)s[2 * i + 1]);
+		int a = inbox__hexval((unsigned char)s[2 * i]);
+		int b = inbox__hexval((unsigned char)s[2 * i + 1]);
 		if (a < 0 || b < 0)
 			return -1;
 		out[i] = (unsigned char)(a << 4 | b);
