@@ -57,7 +57,7 @@ check sh -c "echo '$out2' | grep -q 'create-invoice:o-1 *duplicate'"
 static_libs=$(pkg-config --static --libs inbox)
 echo "pkg-config --static --libs inbox: $static_libs"
 for l in -linbox -lpthread -lpq -lsqlite3 -ljansson -lcrypto -lrdkafka \
-	-lnats -lhiredis -lrabbitmq -lcurl -lpcre2-8; do
+	-lnats -lhiredis -lrabbitmq -lcurl -lpcre2-8 -lmicrohttpd; do
 	check sh -c "echo ' $static_libs ' | grep -q -- ' $l '"
 done
 link=""
