@@ -55,6 +55,16 @@ $gate_setup
     effect:
       - sql: INSERT INTO ${T}_gated (id) SELECT \$1 WHERE $gate_open
         params: [/body/id]
+  - name: orders.ptr
+    source: "http://127.0.0.1:0/ptr?mode=api&id_pointer=/requestId"
+    effect:
+      - sql: INSERT INTO ${T}_gated (id) VALUES (\$1)
+        params: [/body/requestId]
+  - name: orders.hdr
+    source: "http://127.0.0.1:0/hdr?mode=api&id_header=X-Request-Id"
+    effect:
+      - sql: INSERT INTO ${T}_gated (id) VALUES (\$1)
+        params: [/body/id]
 CFG
 start_http "$dir/inbox.yaml" "$dir/daemon.log" --metrics 127.0.0.1:0
 gport=$(sed -n 's/.*"consumer":"orders.gated","event":"http_listening","address":"[0-9.]*:\([0-9]*\)".*/\1/p' "$dir/daemon.log")
@@ -126,6 +136,25 @@ req after -X POST -H 'Idempotency-Key: k7' -d '{"id":"o7","amount":7}' "$G"
 expect_eq "after the 503, the same request: 201, not a replay" "$code:$(hdr after Idempotent-Replayed)" 201:
 expect_eq "after the 503: its one effect" "$(count "SELECT COUNT(*) FROM ${T}_gated WHERE id = 'o7'")" 1
 
+# The key from a configured body pointer, or a configured header.
+port_of() { sed -n "s/.*\"consumer\":\"orders.$1\",\"event\":\"http_listening\",\"address\":\"[0-9.]*:\([0-9]*\)\".*/\1/p" "$dir/daemon.log"; }
+P="http://127.0.0.1:$(port_of ptr)/ptr"
+H="http://127.0.0.1:$(port_of hdr)/hdr"
+req p1 -X POST -d '{"requestId":"r-1","x":1}' "$P"
+expect_eq "id_pointer: the key from the body: 200" "$code" 200
+expect_eq "id_pointer: the default body names that key" "$(cat "$dir/p1.b")" '{"key":"r-1","outcome":"applied"}'
+req p2 -X POST -H 'Idempotency-Key: other' -d '{"requestId":"r-1","x":1}' "$P"
+expect_eq "id_pointer: the same body again is the replay (the header is not the key)" "$code:$(hdr p2 Idempotent-Replayed)" 200:true
+req p3 -X POST -H 'Idempotency-Key: k' -d '{"x":1}' "$P"
+expect_eq "id_pointer: absent from the body: 400" "$code" 400
+req p4 -X POST -d '{"requestId":7}' "$P"
+expect_eq "id_pointer: not a string: 400" "$code" 400
+req h1 -X POST -H 'X-Request-Id: h-1' -d '{"id":"h-1"}' "$H"
+expect_eq "id_header: the key from X-Request-Id: 200" "$code" 200
+req h2 -X POST -H 'Idempotency-Key: h-1' -d '{"id":"h-1"}' "$H"
+expect_eq "id_header: Idempotency-Key alone is no key there: 400" "$code" 400
+expect_eq "one effect each" "$(count "SELECT COUNT(*) FROM ${T}_gated WHERE id IN ('r-1', 'h-1')")" 2
+
 mport=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$dir/daemon.log" | head -1)
 curl -s "http://127.0.0.1:$mport/metrics" >"$dir/metrics.txt"
 metric_of() { grep "^inbox_http_requests_total{consumer=\"orders.$1\",route=\"/$2\",class=\"$3\"}" "$dir/metrics.txt" | awk '{print $2}'; }
@@ -139,7 +168,7 @@ expect_eq "/metrics: 5xx answers of /orders" "$(metric_of api orders 5xx)" 0
 expect_eq "/metrics: 2xx answers of /gated" "$(metric_of gated gated 2xx)" 1
 expect_eq "/metrics: 5xx answers of /gated" "$(metric_of gated gated 5xx)" 1
 n=$(grep -c '"event":"http_request"' "$dir/daemon.log")
-expect_eq "the log: one http_request line per request" "$n" 16
+expect_eq "the log: one http_request line per request" "$n" 22
 check "the log: a 503 with outcome retry" grep -q '"status":503,"outcome":"retry"' "$dir/daemon.log"
 check "the log: a line with status 422 and outcome conflict" grep -q '"status":422,"outcome":"conflict"' "$dir/daemon.log"
 stop_daemon "$pid"
