@@ -119,6 +119,44 @@ typedef struct inbox_admin_generations {
 INBOX_API int inbox_admin_generations_read(inbox_store *st,
                                            inbox_admin_generations *out);
 
+/* What inbox_admin_stats_estimate() and
+ * inbox_admin_generations_estimate() estimated (bits of *estimated). */
+#define INBOX_ADMIN_EST_RECORDS 0x1u /* records, completed and dead */
+#define INBOX_ADMIN_EST_EXPIRED 0x2u /* expired */
+#define INBOX_ADMIN_EST_NEWEST  0x4u /* generations' newest_records */
+
+/* The numbers of inbox_admin_stats_read() at a cost that does not grow
+ * with the inbox, for a /metrics scrape. When the store's planner
+ * estimates the consumer's records below `exact_below`, or the store
+ * gives no estimates (SQLite), or exact_below <= 0, every number is
+ * exact: it is inbox_admin_stats_read(), *estimated 0. Beyond, on
+ * PostgreSQL:
+ *   - records and dead are the planner's estimates (its statistics,
+ *     scaled to the table's current size), completed is records minus
+ *     the others: *estimated has INBOX_ADMIN_EST_RECORDS;
+ *   - processing and failed are exact (the records without a
+ *     processed_at: a range of the (consumer, processed_at) index), as
+ *     are oldest_age_ms, the retention window, the dead letters and the
+ *     outbox numbers;
+ *   - expired is exact up to exact_below records, the planner's estimate
+ *     beyond (INBOX_ADMIN_EST_EXPIRED);
+ *   - oldest_created_age_ms is the older of the oldest unprocessed
+ *     record's and the oldest processed record's creation (a record
+ *     created earlier but processed later is not seen).
+ * estimated may be NULL. Errors as inbox_admin_stats_read(). */
+INBOX_API int inbox_admin_stats_estimate(inbox_store *st, const char *consumer,
+                                         int64_t exact_below,
+                                         inbox_admin_stats *out,
+                                         unsigned *estimated);
+
+/* inbox_admin_generations_read() with newest_records exact up to
+ * exact_below (> 0) and the planner's estimate beyond
+ * (INBOX_ADMIN_EST_NEWEST in *estimated, which may be NULL). */
+INBOX_API int inbox_admin_generations_estimate(inbox_store *st,
+                                               int64_t exact_below,
+                                               inbox_admin_generations *out,
+                                               unsigned *estimated);
+
 /* Retention headroom in milliseconds: the window minus the age of the
  * oldest processed record. Negative when records older than the window
  * are still kept (a purge is due); INT64_MAX when there is nothing to

@@ -23,13 +23,17 @@
  *     outbox_reconciled_found_total outbox_reconciled_not_found_total
  *     outbox_dead_letters_total outbox_lease_takeovers_total
  *     outbox_fenced_total
- *   gauges, from the store:
- *     records (inbox size) records_processing records_failed records_dead
+ *   gauges, from the store (read with inbox_admin_stats_estimate: past
+ *   INBOX_METRICS_EXACT_BELOW records some are estimates, and
+ *   records_estimated is 1; each HELP text says which are exact):
+ *     records (inbox size) records_estimated records_processing
+ *     records_failed records_dead
  *     records_expired oldest_record_age_seconds retention_seconds
  *     retention_headroom_seconds dead_letters dead_letters_pending
  *     outbox_pending outbox_oldest_age_seconds (when there is an outbox)
  *     store_up (1 if the last read of the store worked)
- *   gauges, from the caller: consumer_up (the consumer is running)
+ *   gauges, from the caller: consumer_up (the consumer is running),
+ *     source_lag (messages), source_lag_bytes (JSONL)
  *   inbox_build_info{version="..."} 1
  */
 #ifndef INBOX_METRICS_H
@@ -42,6 +46,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The exact_below a /metrics endpoint reads the store with
+ * (inbox_admin_stats_estimate, inbox_admin_generations_estimate): the
+ * HELP texts name it. */
+#define INBOX_METRICS_EXACT_BELOW 100000
 
 /* HTTP Content-Type of the exposition. */
 #define INBOX_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -67,13 +76,23 @@ typedef struct inbox_metrics_consumer {
 	/* The store's inbox generations (PostgreSQL); NULL, or count <= 0:
 	 * the inbox_generation* families are left out. */
 	const inbox_admin_generations *generations;
+	/* ---- version 2 ---- */
+	/* What of store and generations is an estimate: the bits of
+	 * inbox_admin_stats_estimate()'s and
+	 * inbox_admin_generations_estimate()'s *estimated (0: all exact).
+	 * Shown as inbox_records_estimated (0 or 1) when store is there. */
+	unsigned estimated;
+	/* The source's lag (inbox_source_lag()): messages behind, and bytes
+	 * behind (JSONL); < 0: the family is left out. */
+	int64_t lag;
+	int64_t lag_bytes;
 } inbox_metrics_consumer;
 
-#define INBOX_METRICS_CONSUMER_VERSION 1
+#define INBOX_METRICS_CONSUMER_VERSION 2
 #define INBOX_METRICS_CONSUMER_INIT                                            \
 	{                                                                      \
 		INBOX_METRICS_CONSUMER_VERSION, NULL, NULL, NULL, -1, NULL,    \
-		    NULL                                                       \
+		    NULL, 0, -1, -1                                            \
 	}
 
 /* Render the families of the outbox providers (inbox_providers_info)

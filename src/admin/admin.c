@@ -191,6 +191,134 @@ static void outbox_numbers(inbox_store *st, const char *consumer,
 	}
 }
 
+/* Ages from the oldest processed and created timestamps and the clock
+ * (epoch ms; < 0: none). Clamped at 0: a record written a moment after
+ * the clock was read is not from the future. */
+static void set_ages(inbox_admin_stats *out, int64_t processed, int64_t created,
+                     int64_t now)
+{
+	if (processed >= 0)
+		out->oldest_age_ms = now > processed ? now - processed : 0;
+	if (created >= 0)
+		out->oldest_created_age_ms = now > created ? now - created : 0;
+}
+
+static int retention_read(inbox_store *st, inbox__buf *b, const char *consumer,
+                          inbox_admin_stats *out)
+{
+	const char *p[1] = {consumer};
+	ints r;
+	int rc = query_ints(st, b,
+	                    "SELECT retention_seconds FROM {consumers}"
+	                    " WHERE name = $1",
+	                    1, p, &r);
+	if (rc == INBOX_OK && r.rows == 1 && r.v[0] > 0)
+		out->retention_seconds = r.v[0];
+	return rc;
+}
+
+/* ---- estimates (inbox_admin_stats_estimate) ---------------------------- */
+
+static int plan_row(int ncols, const char *const *v, void *payload)
+{
+	int64_t *rows = payload;
+	const char *at =
+	    ncols > 0 && v[0] ? strstr(v[0], "\"Plan Rows\":") : NULL;
+	if (at) {
+		char *end;
+		double d = strtod(at + strlen("\"Plan Rows\":"), &end);
+		if (end != at + strlen("\"Plan Rows\":") && d >= 0 && d < 9e18)
+			*rows = (int64_t)(d + 0.5);
+	}
+	return 1;
+}
+
+/* The planner's estimate of the rows the SELECT `tmpl` (np parameters)
+ * returns into *rows, or -1 when the store gives none (a backend without
+ * INBOX_SQL_EXPLAIN_ROWS): INBOX_OK either way, or the query's error. */
+static int estimate_rows(inbox_store *st, inbox__buf *b, const char *tmpl,
+                         int np, const char *const *p, int64_t *rows)
+{
+	char pre[64];
+	*rows = -1;
+	if (st->vt->version < 6 || !st->vt->sql_expr)
+		return INBOX_OK;
+	int n = st->vt->sql_expr(st, INBOX_SQL_EXPLAIN_ROWS, NULL, pre,
+	                         sizeof(pre));
+	if (n <= 0 || (size_t)n >= sizeof(pre))
+		return INBOX_OK;
+	inbox__buf t = INBOX__BUF_INIT;
+	int rc = inbox__buf_puts(&t, pre) < 0 || inbox__buf_puts(&t, tmpl) < 0
+	             ? INBOX_ERR_NOMEM
+	             : inbox__admin_sql(b, st, t.data);
+	inbox__buf_free(&t);
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b->data, np, p, plan_row, rows);
+	return rc;
+}
+
+/* A count of the rows of {inbox} `where` selects (np parameters): exact
+ * when cap <= 0; else the planner's estimate when it is at least cap
+ * (*est set), and otherwise exact, up to cap rows at most (a wrong
+ * estimate never makes it a full count). */
+static int capped_count(inbox_store *st, inbox__buf *b, const char *where,
+                        int np, const char *const *p, int64_t cap,
+                        int64_t *count, int *est)
+{
+	char q[512];
+	ints r;
+	*est = 0;
+	if (cap > 0) {
+		int64_t e;
+		snprintf(q, sizeof(q), "SELECT 1 FROM {inbox} WHERE %s", where);
+		int rc = estimate_rows(st, b, q, np, p, &e);
+		if (rc < 0)
+			return rc;
+		if (e >= cap) {
+			*count = e;
+			*est = 1;
+			return INBOX_OK;
+		}
+		snprintf(q, sizeof(q),
+		         "SELECT count(*) FROM (SELECT 1 FROM {inbox} WHERE %s"
+		         " LIMIT %lld) s",
+		         where, (long long)cap);
+	} else {
+		snprintf(q, sizeof(q), "SELECT count(*) FROM {inbox} WHERE %s",
+		         where);
+	}
+	int rc = query_ints(st, b, q, np, p, &r);
+	if (rc == INBOX_OK)
+		*count = r.v[0] > 0 ? r.v[0] : 0;
+	return rc;
+}
+
+/* Records past the window (retention_seconds > 0): exact, or, with
+ * cap > 0, exact up to cap. Only completed and dead records have a
+ * processed_at, so the range scan of the (consumer, processed_at) index
+ * is the whole predicate. */
+static int expired_read(inbox_store *st, inbox__buf *b, const char *consumer,
+                        inbox_admin_stats *out, int64_t cap, unsigned *est)
+{
+	char win[24];
+	int64_t w = out->retention_seconds;
+	snprintf(win, sizeof(win), "%lld",
+	         (long long)(w > INBOX__ADMIN_MAX_WINDOW_S
+	                         ? INBOX__ADMIN_MAX_WINDOW_S
+	                         : w));
+	const char *p[2] = {consumer, win};
+	int e = 0;
+	int rc =
+	    capped_count(st, b, "consumer = $1 AND processed_at < {cutoff:2}",
+	                 2, p, cap, &out->expired, &e);
+	if (e && est)
+		*est |= INBOX_ADMIN_EST_EXPIRED;
+	return rc;
+}
+
+static int rest_read(inbox_store *st, inbox__buf *bp, const char *consumer,
+                     inbox_admin_stats *out);
+
 int inbox_admin_stats_read(inbox_store *st, const char *consumer,
                            inbox_admin_stats *out)
 {
@@ -219,40 +347,25 @@ int inbox_admin_stats_read(inbox_store *st, const char *consumer,
 		                " {ms:min(created_at)}, {now}"
 		                " FROM {inbox} WHERE consumer = $1",
 		                1, p, &r);
-	if (rc == INBOX_OK && r.rows == 1) {
-		/* Clamped at 0: a record written a moment after the clock was
-		 * read is not from the future. */
-		if (r.v[0] >= 0)
-			out->oldest_age_ms =
-			    r.v[2] > r.v[0] ? r.v[2] - r.v[0] : 0;
-		if (r.v[1] >= 0)
-			out->oldest_created_age_ms =
-			    r.v[2] > r.v[1] ? r.v[2] - r.v[1] : 0;
-	}
+	if (rc == INBOX_OK && r.rows == 1)
+		set_ages(out, r.v[0], r.v[1], r.v[2]);
 	if (rc == INBOX_OK)
-		rc = query_ints(st, &b,
-		                "SELECT retention_seconds FROM {consumers}"
-		                " WHERE name = $1",
-		                1, p, &r);
-	if (rc == INBOX_OK && r.rows == 1 && r.v[0] > 0)
-		out->retention_seconds = r.v[0];
-	if (rc == INBOX_OK && out->retention_seconds > 0) {
-		char win[24];
-		int64_t w = out->retention_seconds;
-		snprintf(win, sizeof(win), "%lld",
-		         (long long)(w > INBOX__ADMIN_MAX_WINDOW_S
-		                         ? INBOX__ADMIN_MAX_WINDOW_S
-		                         : w));
-		p[1] = win;
-		rc = query_ints(
-		    st, &b,
-		    "SELECT count(*) FROM {inbox} WHERE consumer = $1"
-		    " AND status IN ('completed', 'dead')"
-		    " AND processed_at < {cutoff:2}",
-		    2, p, &r);
-		if (rc == INBOX_OK)
-			out->expired = r.v[0] > 0 ? r.v[0] : 0;
-	}
+		rc = retention_read(st, &b, consumer, out);
+	if (rc == INBOX_OK && out->retention_seconds > 0)
+		rc = expired_read(st, &b, consumer, out, 0, NULL);
+	if (rc == INBOX_OK)
+		rc = rest_read(st, &b, consumer, out);
+	inbox__buf_free(&b);
+	return rc;
+}
+
+static int rest_read(inbox_store *st, inbox__buf *bp, const char *consumer,
+                     inbox_admin_stats *out)
+{
+	const char *p[1] = {consumer};
+	ints r;
+	int rc = INBOX_OK;
+	inbox__buf b = *bp;
 	if (rc == INBOX_OK)
 		rc = query_ints(st, &b,
 		                "SELECT count(*), count(stored_fingerprint),"
@@ -268,11 +381,122 @@ int inbox_admin_stats_read(inbox_store *st, const char *consumer,
 	if (rc == INBOX_OK)
 		outbox_numbers(st, consumer, &out->outbox_pending,
 		               &out->outbox_oldest_age_ms);
+	*bp = b;
+	return rc;
+}
+
+int inbox_admin_stats_estimate(inbox_store *st, const char *consumer,
+                               int64_t exact_below, inbox_admin_stats *out,
+                               unsigned *estimated)
+{
+	unsigned none;
+	if (!estimated)
+		estimated = &none;
+	*estimated = 0;
+	if (exact_below <= 0)
+		return inbox_admin_stats_read(st, consumer, out);
+	if (!st || !out)
+		return INBOX_ERR_INVALID;
+	if (inbox__vbegin_store(st, INBOX__V_ADMIN_STATS, out) < 0)
+		return INBOX_ERR_INVALID;
+	out->oldest_age_ms = out->oldest_created_age_ms = -1;
+	out->outbox_pending = out->outbox_oldest_age_ms = -1;
+	if (!consumer)
+		return inbox__admin_invalid(st,
+		                            "stats: a consumer is required");
+	if (st->in_txn)
+		return INBOX_ERR_STATE;
+	const char *p[1] = {consumer};
+	inbox__buf b = INBOX__BUF_INIT;
+	int64_t total = -1, dead = -1;
+	int rc = estimate_rows(
+	    st, &b, "SELECT 1 FROM {inbox} WHERE consumer = $1", 1, p, &total);
+	if (rc != INBOX_OK || total < exact_below) {
+		/* small (or no estimate): every number exact */
+		inbox__buf_free(&b);
+		return rc != INBOX_OK
+		           ? rc
+		           : inbox_admin_stats_read(st, consumer, out);
+	}
+	*estimated |= INBOX_ADMIN_EST_RECORDS;
+	/* Exact: the records without a processed_at (processing, failed),
+	 * a range of the (consumer, processed_at) index. */
+	inbox_admin_stats open = {0};
+	rc = inbox__admin_sql(&b, st,
+	                      "SELECT status, count(*) FROM {inbox}"
+	                      " WHERE consumer = $1 AND processed_at IS NULL"
+	                      " GROUP BY status");
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b.data, 1, p, status_row, &open);
+	out->processing = open.processing;
+	out->failed = open.failed;
+	if (rc == INBOX_OK)
+		rc = estimate_rows(st, &b,
+		                   "SELECT 1 FROM {inbox} WHERE consumer = $1"
+		                   " AND status = 'dead'",
+		                   1, p, &dead);
+	if (rc == INBOX_OK) {
+		out->dead = dead > 0 ? dead : 0;
+		if (total < open.records + out->dead)
+			total = open.records + out->dead;
+		out->records = total;
+		out->completed = total - open.records - out->dead;
+	}
+	/* Exact: the oldest processed record (the index's first entry).
+	 * The oldest created one is the older of the oldest unprocessed
+	 * record's and the oldest processed one's creation: a record
+	 * created earlier but processed later is missed (documented). */
+	ints r;
+	if (rc == INBOX_OK)
+		rc = query_ints(
+		    st, &b,
+		    "SELECT {ms:min(processed_at)}, {now},"
+		    " (SELECT {ms:min(created_at)} FROM {inbox}"
+		    "  WHERE consumer = $1 AND processed_at IS NULL),"
+		    " (SELECT {ms:created_at} FROM {inbox}"
+		    "  WHERE consumer = $1 AND processed_at IS NOT NULL"
+		    "  ORDER BY processed_at LIMIT 1)"
+		    " FROM {inbox} WHERE consumer = $1",
+		    1, p, &r);
+	if (rc == INBOX_OK && r.rows == 1) {
+		int64_t c = r.v[2];
+		if (r.v[3] >= 0 && (c < 0 || r.v[3] < c))
+			c = r.v[3];
+		set_ages(out, r.v[0], c, r.v[1]);
+	}
+	if (rc == INBOX_OK)
+		rc = retention_read(st, &b, consumer, out);
+	if (rc == INBOX_OK && out->retention_seconds > 0)
+		rc =
+		    expired_read(st, &b, consumer, out, exact_below, estimated);
+	if (rc == INBOX_OK)
+		rc = rest_read(st, &b, consumer, out);
 	inbox__buf_free(&b);
 	return rc;
 }
 
+static int generations_read(inbox_store *st, inbox_admin_generations *out,
+                            int64_t cap, unsigned *estimated);
+
 int inbox_admin_generations_read(inbox_store *st, inbox_admin_generations *out)
+{
+	return generations_read(st, out, 0, NULL);
+}
+
+int inbox_admin_generations_estimate(inbox_store *st, int64_t exact_below,
+                                     inbox_admin_generations *out,
+                                     unsigned *estimated)
+{
+	unsigned none;
+	if (!estimated)
+		estimated = &none;
+	*estimated = 0;
+	return generations_read(st, out, exact_below > 0 ? exact_below : 0,
+	                        estimated);
+}
+
+static int generations_read(inbox_store *st, inbox_admin_generations *out,
+                            int64_t cap, unsigned *estimated)
 {
 	if (!st || !out)
 		return INBOX_ERR_INVALID;
@@ -304,11 +528,11 @@ int inbox_admin_generations_read(inbox_store *st, inbox_admin_generations *out)
 		char g[24];
 		snprintf(g, sizeof(g), "%lld", (long long)out->newest);
 		const char *p[1] = {g};
-		rc = query_ints(
-		    st, &b, "SELECT count(*) FROM {inbox} WHERE gen = {i:1}", 1,
-		    p, &r);
-		if (rc == INBOX_OK && r.rows == 1)
-			out->newest_records = r.v[0];
+		int e = 0;
+		rc = capped_count(st, &b, "gen = {i:1}", 1, p, cap,
+		                  &out->newest_records, &e);
+		if (e && estimated)
+			*estimated |= INBOX_ADMIN_EST_NEWEST;
 	}
 	if (rc != INBOX_OK) {
 		/* Not migrated to generations (or gone): not an error for

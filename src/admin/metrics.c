@@ -20,15 +20,18 @@
 #include "core/abi.h"
 
 typedef enum kind {
-	K_COUNTER,    /* uint64_t in inbox_stats */
-	K_OUTBOX,     /* uint64_t in inbox_outbox_stats */
-	K_COUNT,      /* int64_t in inbox_admin_stats, absent when < 0 */
-	K_AGE,        /* int64_t milliseconds, shown in seconds; absent < 0 */
-	K_RETENTION,  /* retention_seconds, absent when 0 */
-	K_HEADROOM,   /* inbox_admin_headroom_ms, absent when unknown */
-	K_GEN,        /* int64_t in inbox_admin_generations */
-	K_STORE_UP,   /* 1 when the store numbers are there */
-	K_CONSUMER_UP /* the caller's running flag */
+	K_COUNTER,     /* uint64_t in inbox_stats */
+	K_OUTBOX,      /* uint64_t in inbox_outbox_stats */
+	K_COUNT,       /* int64_t in inbox_admin_stats, absent when < 0 */
+	K_AGE,         /* int64_t milliseconds, shown in seconds; absent < 0 */
+	K_RETENTION,   /* retention_seconds, absent when 0 */
+	K_HEADROOM,    /* inbox_admin_headroom_ms, absent when unknown */
+	K_GEN,         /* int64_t in inbox_admin_generations */
+	K_STORE_UP,    /* 1 when the store numbers are there */
+	K_CONSUMER_UP, /* the caller's running flag */
+	K_ESTIMATED,   /* 1 when records/completed/dead are estimates */
+	K_LAG,         /* the source's lag in messages, absent < 0 */
+	K_LAG_BYTES    /* the source's lag in bytes, absent < 0 */
 } kind;
 
 typedef struct family {
@@ -113,19 +116,29 @@ static const family families[] = {
      "Late outbox outcomes refused because the row was claimed again.",
      OBX(fenced)},
     {"inbox_records", "gauge",
-     "Inbox records of the consumer in the store (inbox size).",
+     "Inbox records of the consumer in the store (inbox size): exact when "
+     "inbox_records_estimated is 0, else the store planner's estimate.",
      ADM(K_COUNT, records)},
+    {"inbox_records_estimated", "gauge",
+     "1 when inbox_records and inbox_records_dead are the store planner's "
+     "estimates (an inbox past 100000 records, PostgreSQL), 0 when they "
+     "are exact counts.",
+     K_ESTIMATED, 0},
     {"inbox_records_processing", "gauge",
-     "Inbox records in processing (held under a lease).",
+     "Inbox records in processing (held under a lease); always exact.",
      ADM(K_COUNT, processing)},
     {"inbox_records_failed", "gauge",
-     "Inbox records that failed transiently, waiting for a redelivery.",
+     "Inbox records that failed transiently, waiting for a redelivery; "
+     "always exact.",
      ADM(K_COUNT, failed)},
-    {"inbox_records_dead", "gauge", "Inbox records of dead-lettered keys.",
+    {"inbox_records_dead", "gauge",
+     "Inbox records of dead-lettered keys: exact when "
+     "inbox_records_estimated is 0, else the store planner's estimate.",
      ADM(K_COUNT, dead)},
     {"inbox_records_expired", "gauge",
      "Inbox records older than the retention window (a purge would "
-     "delete them).",
+     "delete them): exact up to 100000, the store planner's estimate "
+     "beyond.",
      ADM(K_COUNT, expired)},
     {"inbox_oldest_record_age_seconds", "gauge",
      "Age of the oldest processed inbox record.", ADM(K_AGE, oldest_age_ms)},
@@ -160,12 +173,23 @@ static const family families[] = {
     {"inbox_generations_filter_bytes", "gauge",
      "Memory the filters take in every consumer process.", GEN(filter_bytes)},
     {"inbox_generations_newest_records", "gauge",
-     "Records in the newest generation (sealed past --seal-rows).",
+     "Records in the newest generation (sealed past --seal-rows): exact "
+     "up to 100000, the store planner's estimate beyond.",
      GEN(newest_records)},
     {"inbox_store_up", "gauge",
      "1 if the last read of the consumer's store succeeded.", K_STORE_UP, 0},
     {"inbox_consumer_up", "gauge", "1 while the consumer is running.",
      K_CONSUMER_UP, 0},
+    {"inbox_source_lag", "gauge",
+     "Messages the source holds that the consumer has not taken yet, as "
+     "the broker tells it (Kafka: high watermark minus position, summed "
+     "over the assigned partitions; Redis: the group's lag; NATS: the "
+     "consumer's pending; RabbitMQ: the queue's ready messages), read at "
+     "most every few seconds.",
+     K_LAG, 0},
+    {"inbox_source_lag_bytes", "gauge",
+     "Bytes of the source file past the consumer's position (JSONL).",
+     K_LAG_BYTES, 0},
 };
 
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
@@ -232,6 +256,19 @@ static int value(const family *f, const inbox_metrics_consumer *c, char *buf,
 		if (c->running < 0)
 			return 0;
 		snprintf(buf, len, "%d", c->running ? 1 : 0);
+		return 1;
+	case K_ESTIMATED:
+		if (!c->store)
+			return 0;
+		snprintf(buf, len, "%d",
+		         c->estimated & INBOX_ADMIN_EST_RECORDS ? 1 : 0);
+		return 1;
+	case K_LAG:
+	case K_LAG_BYTES:
+		v = f->k == K_LAG ? c->lag : c->lag_bytes;
+		if (v < 0)
+			return 0;
+		snprintf(buf, len, "%lld", (long long)v);
 		return 1;
 	default:
 		break;

@@ -70,6 +70,7 @@ typedef struct mon {
 	int store_ok;
 	inbox_admin_stats db;
 	inbox_admin_generations gens; /* count <= 0: none to show */
+	unsigned estimated;           /* INBOX_ADMIN_EST_* of db and gens */
 	char err[512];
 } mon;
 
@@ -267,14 +268,21 @@ static void refresh(cli_http *h, mon *m, int full)
 	else if (h->role == CLI_HTTP_DISPATCH)
 		rc = read_outbox(m);
 	else {
+		/* A scrape's cost must not grow with the inbox. */
 		m->db.version = INBOX_ADMIN_STATS_VERSION;
-		rc = inbox_admin_stats_read(m->st, m->cc->name, &m->db);
+		rc = inbox_admin_stats_estimate(m->st, m->cc->name,
+		                                INBOX_METRICS_EXACT_BELOW,
+		                                &m->db, &m->estimated);
 	}
 	/* (zeroed, count 0 = none shown, whenever it is not read) */
 	memset(&m->gens, 0, sizeof(m->gens));
 	m->gens.version = INBOX_ADMIN_GENERATIONS_VERSION;
-	if (rc == INBOX_OK && full && h->role != CLI_HTTP_DISPATCH)
-		inbox_admin_generations_read(m->st, &m->gens);
+	if (rc == INBOX_OK && full && h->role != CLI_HTTP_DISPATCH) {
+		unsigned e = 0;
+		inbox_admin_generations_estimate(
+		    m->st, INBOX_METRICS_EXACT_BELOW, &m->gens, &e);
+		m->estimated |= e;
+	}
 	if (rc != INBOX_OK) {
 		store_failed(h, m, full ? "reading the store" : "store ping",
 		             rc);
@@ -303,6 +311,8 @@ static char *metrics_page(cli_http *h, size_t *len)
 		cs[i].name = m->cc->name;
 		cs[i].store = m->store_ok && m->read_full ? &m->db : NULL;
 		cs[i].generations = cs[i].store ? &m->gens : NULL;
+		cs[i].estimated = m->estimated;
+		cs[i].lag = cs[i].lag_bytes = -1;
 		if (h->role == CLI_HTTP_RUN) {
 			snaps[i] = m->snap;
 			snaps[i].version = INBOX_STATS_VERSION;

@@ -52,7 +52,8 @@ static const struct {
     [INBOX__V_METRICS_CONSUMER] = {"inbox_metrics_consumer",
                                    "INBOX_METRICS_CONSUMER_INIT",
                                    INBOX_METRICS_CONSUMER_VERSION,
-                                   {0, sizeof(inbox_metrics_consumer)}},
+                                   {0, END(inbox_metrics_consumer, generations),
+                                    sizeof(inbox_metrics_consumer)}},
     [INBOX__V_PROVIDER_INFO] = {"inbox_provider_info",
                                 "INBOX_PROVIDER_INFO_VERSION",
                                 INBOX_PROVIDER_INFO_VERSION,
@@ -109,7 +110,8 @@ static const struct {
 _Static_assert(INBOX_CONSUMER_OPTIONS_VERSION <= MAXV &&
                    INBOX_STORE_OPTIONS_VERSION <= MAXV &&
                    INBOX_DISPATCHER_OPTIONS_VERSION <= MAXV &&
-                   INBOX_ADMIN_DLQ_FILTER_VERSION <= MAXV,
+                   INBOX_ADMIN_DLQ_FILTER_VERSION <= MAXV &&
+                   INBOX_METRICS_CONSUMER_VERSION <= MAXV,
                "a struct version without its size in core/abi.c");
 
 size_t inbox__vsize(inbox__vstruct k, unsigned v)

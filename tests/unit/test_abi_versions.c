@@ -467,9 +467,28 @@ TEST(metrics_consumer_array)
 	ASSERT_CONTAINS(logged, "\"struct\":\"inbox_metrics_consumer\","
 	                        "\"version\":0");
 	ASSERT_CONTAINS(logged, "\"struct\":\"inbox_metrics_consumer\","
-	                        "\"version\":2");
+	                        "\"version\":3");
 	ASSERT_CONTAINS(logged, "\"struct\":\"inbox_stats\",\"version\":0");
 	ASSERT_OK(inbox_log_set(NULL, INBOX_LOG_DEBUG, NULL));
+	/* An array of version 1 (built before estimated, lag, lag_bytes):
+	 * read with its own stride, no lag shown. */
+	s.version = INBOX_STATS_VERSION;
+	struct v1 {
+		unsigned version;
+		const char *name;
+		const inbox_stats *counters;
+		const inbox_admin_stats *store;
+		int running;
+		const inbox_outbox_stats *outbox;
+		const inbox_admin_generations *generations;
+	} one[2] = {{1, "one", &s, NULL, -1, NULL, NULL},
+	            {1, "two", NULL, NULL, 1, NULL, NULL}};
+	ASSERT_OK(inbox_metrics_render(
+	    &out, &len, (const inbox_metrics_consumer *)(const void *)one, 2));
+	ASSERT_CONTAINS(out, "inbox_applied_total{consumer=\"one\"} 7\n");
+	ASSERT_CONTAINS(out, "inbox_consumer_up{consumer=\"two\"} 1\n");
+	ASSERT_TRUE(!strstr(out, "inbox_source_lag"));
+	free(out);
 }
 
 int main(void)

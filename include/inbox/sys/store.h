@@ -150,7 +150,15 @@ typedef enum inbox_sql_expr {
 	INBOX_SQL_CUTOFF,    /* "now minus $N seconds", comparable with a
 	                      * timestamp column */
 	INBOX_SQL_HEX,       /* EXPR, a BLOB/bytea column, as lower-case hex */
-	INBOX_SQL_LEN /* EXPR, a BLOB/bytea column: its length in bytes */
+	INBOX_SQL_LEN, /* EXPR, a BLOB/bytea column: its length in bytes */
+	/* Optional (a backend may answer < 0: the admin API then counts
+	 * exactly). A prefix (no arg) that, put before a SELECT, makes it
+	 * return the planner's plan instead of running it: one row, whose
+	 * first column holds JSON in which the first "Plan Rows": N is the
+	 * estimate of the rows the SELECT would return (PostgreSQL's
+	 * EXPLAIN (FORMAT JSON)). What inbox_admin_stats_estimate() reads
+	 * a big inbox's sizes with. */
+	INBOX_SQL_EXPLAIN_ROWS
 } inbox_sql_expr;
 
 /* Bounds on a transaction's waits, in ms; 0 = none (see

@@ -29,6 +29,8 @@ int inbox__pg_sql_expr(inbox_store *st, inbox_sql_expr e, const char *arg,
 		return snprintf(out, len, "encode(%s, 'hex')", a);
 	case INBOX_SQL_LEN:
 		return snprintf(out, len, "length(%s)", a);
+	case INBOX_SQL_EXPLAIN_ROWS:
+		return snprintf(out, len, "EXPLAIN (FORMAT JSON) ");
 	}
 	return -1;
 }

@@ -31,6 +31,9 @@ int inbox__sq_sql_expr(inbox_store *st, inbox_sql_expr e, const char *arg,
 		return snprintf(out, len, "hex(%s)", a);
 	case INBOX_SQL_LEN:
 		return snprintf(out, len, "length(CAST(%s AS BLOB))", a);
+	case INBOX_SQL_EXPLAIN_ROWS:
+		/* no row estimates: the admin API counts exactly */
+		break;
 	}
 	return -1;
 }

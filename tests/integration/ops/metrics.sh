@@ -57,6 +57,7 @@ expect_eq "histogram count = messages" "$(m inbox_processing_duration_seconds_co
 expect_eq "histogram +Inf bucket = count" \
 	"$(awk '/^inbox_processing_duration_seconds_bucket\{.*le="\+Inf"/ { print $2 }' "$dir/metrics.txt")" "$lines"
 expect_eq "inbox size (records)" "$(m inbox_records)" 21
+expect_eq "records exact, not estimated (a small inbox)" "$(m inbox_records_estimated)" 0
 expect_eq "records_dead" "$(m inbox_records_dead)" 1
 expect_eq "records_processing" "$(m inbox_records_processing)" 0
 expect_eq "dead_letters in the store" "$(m inbox_dead_letters)" 3
