@@ -101,6 +101,27 @@ INBOX_API int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
  * wrote the text. Valid until the next call on the handle. */
 INBOX_API const char *inbox_source_errmsg(const inbox_source *src);
 
+/* How far the consumer of src is behind its source, as the source last
+ * told it: *messages, the messages the broker holds that the handle has
+ * not taken yet, and *bytes (JSONL: bytes of the file past the position);
+ * -1 each when unknown (a source that cannot tell, or not asked yet).
+ * What each source counts:
+ *   kafka  high watermark minus position, summed over the partitions
+ *          assigned to this member (the watermarks the fetcher last saw)
+ *   redis  the group's lag (XINFO GROUPS, Redis >= 7.0) plus its
+ *          pending entries; pending only on an older server
+ *   nats   the JetStream consumer's num_pending plus num_ack_pending
+ *   amqp   the queue's ready messages (a passive queue.declare on a
+ *          channel of its own)
+ *   jsonl  messages unknown; bytes past the position
+ * The polling thread refreshes it from inside inbox_source_poll at most
+ * every INBOX_SOURCE_LAG_EVERY_S seconds (<inbox/sys/source.h>), so it
+ * is that old at most while the source is polled. Either pointer may be
+ * NULL. Thread-safe: any thread may call it while another polls, until
+ * the handle is closed. INBOX_OK, or INBOX_ERR_INVALID (src NULL). */
+INBOX_API int inbox_source_lag(const inbox_source *src, int64_t *messages,
+                               int64_t *bytes);
+
 /* ------------------------------------------------------------------ */
 /* The runner                                                           */
 /* ------------------------------------------------------------------ */

@@ -350,6 +350,7 @@ static void *worker_main(void *arg)
 	ro.on_batch = on_batch;
 	ro.payload = w;
 	int rc;
+	cli_http_set_source(g_http, w->idx, w->src);
 	cli_http_set_running(g_http, w->idx, 1);
 	for (;;) {
 		rc = inbox_run(w->c, w->src, &ro, &g_stop);

@@ -62,6 +62,9 @@ typedef struct mon {
 	inbox_outbox_stats osnap;
 	int have_osnap;
 	int dispatcher; /* D_* */
+	/* The consumer's source while it runs, for its lag (under h->mu;
+	 * cleared when it stops, before the source is closed). */
+	const inbox_source *src;
 	/* HTTP thread only. */
 	inbox_store *st;
 	double
@@ -313,6 +316,8 @@ static char *metrics_page(cli_http *h, size_t *len)
 		cs[i].generations = cs[i].store ? &m->gens : NULL;
 		cs[i].estimated = m->estimated;
 		cs[i].lag = cs[i].lag_bytes = -1;
+		if (m->src) /* the cache of its polling thread */
+			inbox_source_lag(m->src, &cs[i].lag, &cs[i].lag_bytes);
 		if (h->role == CLI_HTTP_RUN) {
 			snaps[i] = m->snap;
 			snaps[i].version = INBOX_STATS_VERSION;
@@ -697,10 +702,21 @@ void cli_http_set_running(cli_http *h, int i, int running)
 		return;
 	pthread_mutex_lock(&h->mu);
 	h->m[i].running = running;
+	if (!running)
+		h->m[i].src = NULL;
 	if (running) {
 		h->m[i].started = 1;
 		h->m[i].waiting[0] = '\0';
 	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+void cli_http_set_source(cli_http *h, int i, const inbox_source *src)
+{
+	if (!h || i < 0 || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->m[i].src = src;
 	pthread_mutex_unlock(&h->mu);
 }
 

@@ -31,6 +31,7 @@
 
 #include <inbox/inbox.h>
 #include <inbox/outbox.h>
+#include <inbox/source.h>
 
 #include "cli/config.h"
 
@@ -65,6 +66,9 @@ const char *cli_http_address(const cli_http *h);
 void cli_http_publish(cli_http *h, int i, const inbox_stats *s);
 /* Consumer i is running (1) or has stopped (0). */
 void cli_http_set_running(cli_http *h, int i, int running);
+/* The source consumer i polls (its lag is shown in /metrics), set by
+ * its thread before it runs; cli_http_set_running(h, i, 0) forgets it. */
+void cli_http_set_source(cli_http *h, int i, const inbox_source *src);
 /* Consumer i is not started yet: why (copied; "waiting for its store
  * ...: ..."), shown by /healthz (503); NULL clears it. */
 void cli_http_set_waiting(cli_http *h, int i, const char *why);

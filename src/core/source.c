@@ -50,7 +50,8 @@ static const inbox_source_vtable *source_for(const char *url)
 
 int inbox_source_register(const inbox_source_vtable *vt)
 {
-	if (!vt || vt->version != INBOX_SOURCE_VTABLE_VERSION || !vt->scheme ||
+	if (!vt || vt->version < 2 ||
+	    vt->version > INBOX_SOURCE_VTABLE_VERSION || !vt->scheme ||
 	    !vt->open || !vt->close || !vt->poll || !vt->settle)
 		return INBOX_ERR_INVALID;
 	for (int i = 0; i < nregistered; i++)
@@ -117,6 +118,49 @@ void inbox_source_close(inbox_source *src)
 	inbox__secrets_free(sec);
 }
 
+/* Ask the backend's lag slot, at most every INBOX_SOURCE_LAG_EVERY_S
+ * (version 3; the struct of a version 2 backend ends before the cache).
+ * Whatever it wrote to errmsg is not the poll's error. */
+static void refresh_lag(inbox_source *src)
+{
+	if (src->vt->version < 3 || !src->vt->lag)
+		return;
+	int64_t now = (int64_t)(inbox__mono_seconds() * 1000.0) + 1;
+	int64_t at = __atomic_load_n(&src->lag_at_ms, __ATOMIC_RELAXED);
+	if (at > 0 && now - at < (int64_t)(INBOX_SOURCE_LAG_EVERY_S * 1000))
+		return;
+	int64_t m = -1, b = -1;
+	if (src->vt->lag(src, &m, &b) < 0)
+		m = b = -1;
+	src->errmsg[0] = '\0';
+	__atomic_store_n(&src->lag_messages, m < 0 ? -1 : m, __ATOMIC_RELAXED);
+	__atomic_store_n(&src->lag_bytes, b < 0 ? -1 : b, __ATOMIC_RELAXED);
+	/* the time of the answer: a slow one is not asked again at once */
+	__atomic_store_n(&src->lag_at_ms,
+	                 (int64_t)(inbox__mono_seconds() * 1000.0) + 1,
+	                 __ATOMIC_RELEASE);
+}
+
+int inbox_source_lag(const inbox_source *src, int64_t *messages, int64_t *bytes)
+{
+	int64_t m = -1, b = -1;
+	int rc = INBOX_ERR_INVALID;
+	if (src) {
+		rc = INBOX_OK;
+		if (src->vt->version >= 3 &&
+		    __atomic_load_n(&src->lag_at_ms, __ATOMIC_ACQUIRE) > 0) {
+			m = __atomic_load_n(&src->lag_messages,
+			                    __ATOMIC_RELAXED);
+			b = __atomic_load_n(&src->lag_bytes, __ATOMIC_RELAXED);
+		}
+	}
+	if (messages)
+		*messages = m;
+	if (bytes)
+		*bytes = b;
+	return rc;
+}
+
 /* Tokens unique in the process: a delivery of another batch, or of
  * another handle, never matches the batch in hand. */
 static uint64_t next_token = 1;
@@ -139,6 +183,7 @@ int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		                    src->vt->scheme, src->batch_n);
 		return INBOX_ERR_STATE;
 	}
+	refresh_lag(src);
 	int rc = src->vt->poll(src, out, max, n, timeout_ms, eof);
 	if (rc < 0 && *n > 0) /* not the contract: give them back */
 		src->vt->settle(src, NULL, *n);

@@ -131,6 +131,7 @@ static const inbox_source_vtable flaky_vt = {
     flaky_close,
     flaky_poll,
     flaky_settle,
+    NULL,
 };
 
 static int noop_handler(inbox_txn *t, const inbox_msg *m, void *payload)

@@ -78,6 +78,7 @@ static const inbox_source_vtable fake_vt = {
     fake_close,
     fake_poll,
     fake_settle,
+    NULL,
 };
 
 static inbox_source *open_fake(void)

@@ -30,9 +30,14 @@
  *     deliveries, with that n; res is NULL (redeliver them all) or holds
  *     the result of the i-th delivery of that poll at res[i].
  *
- * Version 2 (this one): settle lost its `d` argument and the backends'
+ * Version 2: settle lost its `d` argument and the backends'
  * source_token, the contract moved into the framework. A version 1 vtable
  * is refused by inbox_source_register.
+ *
+ * Version 3 (this one): the optional `lag` slot, and the framework's lag
+ * cache at the end of struct inbox_source (so a version 2 backend, whose
+ * struct ends before it, still registers: its lag is never asked for nor
+ * cached, inbox_source_lag() says unknown).
  */
 #ifndef INBOX_SYS_SOURCE_H
 #define INBOX_SYS_SOURCE_H
@@ -61,9 +66,20 @@ struct inbox_source {
 	 * others follow it by one). */
 	size_t batch_n;
 	uint64_t batch_token;
+	/* ---- version 3 ---- */
+	/* The lag cache, kept by the framework (a backend never touches
+	 * it): what the lag slot said last (-1: unknown), written by the
+	 * polling thread, read by any (atomic), and when it answered
+	 * (monotonic milliseconds, 0: never). A backend allocates its
+	 * struct zeroed (calloc), as batch_n needs already. */
+	int64_t lag_messages;
+	int64_t lag_bytes;
+	int64_t lag_at_ms;
 };
 
-#define INBOX_SOURCE_VTABLE_VERSION 2
+#define INBOX_SOURCE_VTABLE_VERSION 3
+/* How often the framework asks a backend's lag slot, at most (seconds). */
+#define INBOX_SOURCE_LAG_EVERY_S 2.0
 
 struct inbox_source_vtable {
 	unsigned version;   /* INBOX_SOURCE_VTABLE_VERSION */
@@ -82,9 +98,25 @@ struct inbox_source_vtable {
 	/* See inbox_source_settle and the contract above: n is the size of
 	 * the batch in hand (> 0), res NULL or its n results in poll order. */
 	int (*settle)(inbox_source *src, const inbox_result *res, size_t n);
+
+	/* ---- version 3 ---- */
+
+	/* Optional (NULL: the lag is unknown). How far the consumer is
+	 * behind the source: *messages, the messages the broker holds that
+	 * this handle has not taken yet (as the broker counts them: see
+	 * inbox_source_lag()), and *bytes, for a source that counts bytes
+	 * (JSONL: bytes past the position), each -1 when unknown (both are
+	 * -1 on entry). Called by the framework from inside
+	 * inbox_source_poll, on the polling thread, with no batch in hand,
+	 * at most every INBOX_SOURCE_LAG_EVERY_S seconds: it may ask the
+	 * broker (one round trip, with a short timeout), never wait for
+	 * messages, and must leave the consumption as it was. < 0 on
+	 * failure (the lag becomes unknown; the poll goes on, nothing is
+	 * reported as the poll's error). */
+	int (*lag)(inbox_source *src, int64_t *messages, int64_t *bytes);
 };
 
-/* INBOX_ERR_INVALID: a slot missing, a version other than
+/* INBOX_ERR_INVALID: a slot missing, a version other than 2 or
  * INBOX_SOURCE_VTABLE_VERSION, a scheme taken, the registry full. */
 INBOX_API int inbox_source_register(const inbox_source_vtable *vt);
 /* The scheme of the i-th registered source (the built-in ones first), or

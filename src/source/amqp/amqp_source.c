@@ -388,8 +388,49 @@ static int am_settle(inbox_source *src, const inbox_result *res, size_t n)
 	return INBOX_OK;
 }
 
+/* The lag slot: the queue's ready messages (queue.declare-ok's
+ * message_count of a passive declare), asked on the publish channel,
+ * never the consuming one: the deliveries that arrive meanwhile on the
+ * consuming channel are kept by rabbitmq-c for the next poll. A refusal
+ * (the queue is gone) closes that channel only; it is opened anew when
+ * next needed. Bounded by the connection's RPC timeout. */
+static int am_lag(inbox_source *src, int64_t *messages, int64_t *bytes)
+{
+	amqp_source *s = (amqp_source *)src;
+	(void)bytes;
+	if (!s->conn || inbox__amqp_open_pub(s) < 0)
+		return INBOX_ERR_SOURCE;
+	amqp_queue_declare_ok_t *ok =
+	    amqp_queue_declare(s->conn, s->pub_ch, amqp_cstring_bytes(s->queue),
+	                       1, 0, 0, 0, amqp_empty_table);
+	amqp_rpc_reply_t r = amqp_get_rpc_reply(s->conn);
+	if (r.reply_type == AMQP_RESPONSE_NORMAL && ok) {
+		*messages = (int64_t)ok->message_count;
+		return INBOX_OK;
+	}
+	if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+	    r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+		amqp_channel_close_ok_t cok = {0};
+		amqp_send_method(s->conn, s->pub_ch,
+		                 AMQP_CHANNEL_CLOSE_OK_METHOD, &cok);
+		s->pub_open = 0;
+	} else {
+		char why[300];
+		inbox__amqp_reply_text(r, why, sizeof(why));
+		inbox__amqp_lost(s, "amqp: queue depth at %s: %s", s->where,
+		                 why);
+	}
+	return INBOX_ERR_SOURCE;
+}
+
 const inbox_source_vtable inbox__amqp_source = {
-    INBOX_SOURCE_VTABLE_VERSION, "amqp", am_open, am_close, am_poll, am_settle,
+    INBOX_SOURCE_VTABLE_VERSION,
+    "amqp",
+    am_open,
+    am_close,
+    am_poll,
+    am_settle,
+    am_lag,
 };
 
 /* amqps://: the same source, which reads the scheme again (amqp_url.c). */

@@ -263,6 +263,24 @@ static int jl_settle(inbox_source *src, const inbox_result *res, size_t n)
 	return rc;
 }
 
+/* Bytes of the file past the position: from the first line not acked
+ * (queued, or being read) to the file's size now. A pipe has no size:
+ * unknown. Messages are not counted (that would mean reading ahead). */
+static int jl_lag(inbox_source *src, int64_t *messages, int64_t *bytes)
+{
+	jl_source *s = (jl_source *)src;
+	struct stat sb;
+	(void)messages;
+	if (!s->regular || fstat(s->fd, &sb) < 0)
+		return 0;
+	uint64_t pos = s->nq > 0       ? s->q[0].off
+	               : s->cur_active ? s->cur_off
+	                               : s->offset;
+	uint64_t size = sb.st_size > 0 ? (uint64_t)sb.st_size : 0;
+	*bytes = size > pos ? (int64_t)(size - pos) : 0;
+	return 0;
+}
+
 const inbox_source_vtable inbox__jsonl_source = {
     .version = INBOX_SOURCE_VTABLE_VERSION,
     .scheme = "jsonl",
@@ -270,4 +288,5 @@ const inbox_source_vtable inbox__jsonl_source = {
     .close = jl_close,
     .poll = jl_poll,
     .settle = jl_settle,
+    .lag = jl_lag,
 };

@@ -301,6 +301,9 @@ void inbox__kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
  * header `name` to out, or its refusal when the value holds a NUL byte
  * or is not UTF-8; returns 1 if appended, 0 if absent or empty, -1 on
  * NOMEM. */
+/* The lag slot (kafka_parts.c): high watermark minus position, summed
+ * over the assigned partitions. */
+int inbox__kafka_lag(inbox_source *src, int64_t *messages, int64_t *bytes);
 int inbox__kafka_header_id(inbox__buf *out, rd_kafka_headers_t *hdrs,
                            const char *name);
 /* Append the headers as a JSON object text (NUL-terminated). 0 or -1. */

@@ -204,4 +204,5 @@ const inbox_source_vtable inbox__kafka_source = {
     kafka_close,
     inbox__kafka_poll,
     inbox__kafka_settle,
+    inbox__kafka_lag,
 };

@@ -583,6 +583,42 @@ static int ns_settle(inbox_source *src, const inbox_result *res, size_t n)
 	return rc;
 }
 
+/* The lag slot: the durable consumer's num_pending (stream messages it
+ * has not delivered yet) plus num_ack_pending (delivered, not acked),
+ * from a consumer info request (one round trip, bounded by the
+ * ack_timeout). Unknown while not set up (disconnected). */
+static int ns_lag(inbox_source *src, int64_t *messages, int64_t *bytes)
+{
+	nats_source *ns = (nats_source *)src;
+	(void)bytes;
+	if (!ns->js || ns->need_setup)
+		return INBOX_ERR_SOURCE;
+	jsOptions o;
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+	if (jsOptions_Init(&o) != NATS_OK)
+		return INBOX_ERR_SOURCE;
+	o.Wait = ns->ack_timeout_ms > 0 && ns->ack_timeout_ms < 2000
+	             ? ns->ack_timeout_ms
+	             : 2000;
+	natsStatus st =
+	    js_GetConsumerInfo(&ci, ns->js, ns->stream, ns->durable, &o, &jerr);
+	if (st != NATS_OK || !ci) {
+		jsConsumerInfo_Destroy(ci);
+		return INBOX_ERR_SOURCE;
+	}
+	*messages = (int64_t)ci->NumPending +
+	            (ci->NumAckPending > 0 ? ci->NumAckPending : 0);
+	jsConsumerInfo_Destroy(ci);
+	return INBOX_OK;
+}
+
 const inbox_source_vtable inbox__nats_source = {
-    INBOX_SOURCE_VTABLE_VERSION, "nats", ns_open, ns_close, ns_poll, ns_settle,
+    INBOX_SOURCE_VTABLE_VERSION,
+    "nats",
+    ns_open,
+    ns_close,
+    ns_poll,
+    ns_settle,
+    ns_lag,
 };

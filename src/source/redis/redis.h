@@ -254,5 +254,7 @@ int64_t inbox__redis_id_ms(const char *entry_id);
 int inbox__redis_push_tomb(redis_source *rs, const char *entry_id, int due);
 int inbox__redis_poll(inbox_source *src, inbox_delivery *out, size_t max,
                       size_t *n, int timeout_ms, int *eof);
+/* The lag slot (redis_poll.c): the group's lag plus its pending. */
+int inbox__redis_lag(inbox_source *src, int64_t *messages, int64_t *bytes);
 
 #endif

@@ -389,3 +389,66 @@ int inbox__redis_poll(inbox_source *src, inbox_delivery *out, size_t max,
 	*n = rs->nbatch;
 	return INBOX_OK;
 }
+
+/* The group's field `name` in one XINFO GROUPS entry (a flat array of
+ * names and values under RESP2), or NULL. */
+static const redisReply *group_field(const redisReply *g, const char *name)
+{
+	if (g->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (size_t i = 0; i + 1 < g->elements; i += 2)
+		if (g->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(g->element[i]->str, name) == 0)
+			return g->element[i + 1];
+	return NULL;
+}
+
+/* XINFO GROUPS: the group's lag (entries not yet delivered to it, Redis
+ * >= 7.0) plus its pending entries (delivered, not acked). The server
+ * has no lag when it cannot tell (an older server; or it is nil after
+ * some XDEL/XTRIM): then entries-added - entries-read when both are
+ * there, else pending alone. */
+int inbox__redis_lag(inbox_source *src, int64_t *messages, int64_t *bytes)
+{
+	redis_source *rs = (redis_source *)src;
+	(void)bytes;
+	const char *argv[] = {"XINFO", "GROUPS", rs->stream};
+	const char *xargv[] = {"XINFO", "STREAM", rs->stream};
+	redisReply *r = NULL, *x = NULL;
+	int rc = inbox__redis_sock_timeout(rs, rs->timeout_ms);
+	if (rc == INBOX_OK)
+		rc = inbox__redis_cmd(rs, "XINFO GROUPS", 3, argv, NULL, &r);
+	if (rc < 0)
+		return rc;
+	const redisReply *g = NULL;
+	for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements;
+	     i++) {
+		const redisReply *n = group_field(r->element[i], "name");
+		if (n && n->type == REDIS_REPLY_STRING &&
+		    strcmp(n->str, rs->group) == 0)
+			g = r->element[i];
+	}
+	const redisReply *pend = g ? group_field(g, "pending") : NULL;
+	const redisReply *lag = g ? group_field(g, "lag") : NULL;
+	const redisReply *read = g ? group_field(g, "entries-read") : NULL;
+	if (!pend || pend->type != REDIS_REPLY_INTEGER) {
+		freeReplyObject(r);
+		return INBOX_ERR_SOURCE;
+	}
+	int64_t behind = -1;
+	if (lag && lag->type == REDIS_REPLY_INTEGER) {
+		behind = lag->integer;
+	} else if (read && read->type == REDIS_REPLY_INTEGER &&
+	           inbox__redis_cmd(rs, "XINFO STREAM", 3, xargv, NULL, &x) ==
+	               INBOX_OK) {
+		const redisReply *added = group_field(x, "entries-added");
+		if (added && added->type == REDIS_REPLY_INTEGER &&
+		    added->integer >= read->integer)
+			behind = added->integer - read->integer;
+	}
+	*messages = pend->integer + (behind > 0 ? behind : 0);
+	freeReplyObject(r);
+	if (x)
+		freeReplyObject(x);
+	return INBOX_OK;
+}

@@ -126,8 +126,8 @@ static int rs_settle(inbox_source *src, const inbox_result *res, size_t n)
 }
 
 const inbox_source_vtable inbox__redis_source = {
-    INBOX_SOURCE_VTABLE_VERSION, "redis",   rs_open, rs_close,
-    inbox__redis_poll,           rs_settle,
+    INBOX_SOURCE_VTABLE_VERSION, "redis",   rs_open,          rs_close,
+    inbox__redis_poll,           rs_settle, inbox__redis_lag,
 };
 
 /* rediss://: the same source, which refuses it with the reason

@@ -81,6 +81,14 @@ else
 	ok "no key, id or payload in /metrics"
 fi
 
+# The source's lag: a JSONL file counts bytes (refreshed every 2 s).
+lag_read() {
+	get /metrics >"$dir/lag.txt"
+	[ "$(metric "$dir/lag.txt" inbox_source_lag_bytes)" = 0 ]
+}
+check "source lag: 0 bytes behind once the file is read" wait_until 10 lag_read
+check "no message lag for a file (unknown)" sh -c "! grep -q '^inbox_source_lag{' '$dir/lag.txt'"
+
 get /healthz >/dev/null
 expect_eq "GET /healthz: 200 while running" "$http_status" 200
 check "healthz says ok" jqok '.status == "ok" and .consumers[0].running and .consumers[0].store == "ok"' "$dir/http.body"
