@@ -114,6 +114,19 @@ INBOX_API int inbox_metrics_render_providers(char **out, size_t *len,
                                              const inbox_provider_info *ps,
                                              size_t n);
 
+/* Render the process's own families, with Prometheus' standard names
+ * (no label), into *out (malloc'ed, NUL-terminated, *len bytes; free()
+ * it), read from /proc/self at each call:
+ *   process_start_time_seconds     gauge, Unix time the process started
+ *   process_resident_memory_bytes  gauge, resident set size
+ *   process_virtual_memory_bytes   gauge
+ *   process_open_fds               gauge, open file descriptors
+ *   process_max_fds                gauge, the soft limit
+ *   process_cpu_seconds_total      counter, user + system CPU time
+ * A family whose source cannot be read (not Linux) is left out. Errors:
+ * INVALID, NOMEM. Thread-safe. */
+INBOX_API int inbox_metrics_render_process(char **out, size_t *len);
+
 /* Render the exposition of n consumers into *out (malloc'ed,
  * NUL-terminated, *len bytes; free() it). Names that are not valid UTF-8
  * are rendered with U+FFFD in place of the bad bytes. Errors: INVALID

@@ -348,6 +348,11 @@ typedef enum inbox_breaker_state {
 /* One provider as it is now, and its counters since the registry opened.
  * Versioned: the library allocates them (inbox_providers_info) in the
  * version the caller asks for. */
+/* Upper bounds (seconds) of the call duration histogram's buckets
+ * (inbox_provider_info, version 2); the last is +Inf. */
+#define INBOX_CALL_BUCKETS 12
+INBOX_API extern const double inbox_call_bounds[INBOX_CALL_BUCKETS];
+
 typedef struct inbox_provider_info {
 	unsigned version; /* INBOX_PROVIDER_INFO_VERSION */
 	const char *name; /* "scheme://host:port" */
@@ -360,9 +365,17 @@ typedef struct inbox_provider_info {
 	uint64_t rejected;     /* rows put back: breaker open, or held */
 	uint64_t rate_limited; /* calls that waited for the rate limit */
 	uint64_t retry_after;  /* answers with a Retry-After honoured */
+	/* ---- version 2 ---- */
+	/* How long the dispatchers' HTTP calls to the provider took (the
+	 * request, from connecting to the last byte of the answer or the
+	 * failure; reconcile queries and callbacks not counted), seconds:
+	 * cumulative buckets by inbox_call_bounds, their sum and count. */
+	uint64_t call_buckets[INBOX_CALL_BUCKETS];
+	double call_seconds_sum;
+	uint64_t call_count;
 } inbox_provider_info;
 
-#define INBOX_PROVIDER_INFO_VERSION 1
+#define INBOX_PROVIDER_INFO_VERSION 2
 
 /* A snapshot of every provider the registry has seen, in the order they
  * were first used: *out is one allocation (names included), free() it;

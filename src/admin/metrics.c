@@ -8,11 +8,14 @@
  */
 #include <inbox/metrics.h>
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/json.h"
@@ -501,6 +504,127 @@ int inbox_metrics_render(char **out, size_t *len,
 	return INBOX_OK;
 }
 
+/* ---- the process --------------------------------------------------------- */
+
+/* /proc/self/stat's fields after the command (which may hold spaces and
+ * parentheses: it ends at the last ')'): *utime, *stime, *start (clock
+ * ticks), *vsize (bytes), *rss (pages). 0, or -1. */
+static int proc_stat(unsigned long long *utime, unsigned long long *stime,
+                     unsigned long long *start, unsigned long long *vsize,
+                     long long *rss)
+{
+	char buf[2048];
+	FILE *f = fopen("/proc/self/stat", "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	/* fields 3.. : state ppid pgrp session tty tpgid flags minflt
+	 * cminflt majflt cmajflt utime stime cutime cstime priority nice
+	 * threads itrealvalue starttime vsize rss */
+	return sscanf(p + 1,
+	              " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu"
+	              " %*d %*d %*d %*d %*d %*d %llu %llu %lld",
+	              utime, stime, start, vsize, rss) == 5
+	           ? 0
+	           : -1;
+}
+
+/* The boot time (Unix seconds) from /proc/stat's btime; -1. */
+static long long boot_time(void)
+{
+	char line[256];
+	long long bt = -1;
+	FILE *f = fopen("/proc/stat", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %lld", &bt) == 1)
+			break;
+	fclose(f);
+	return bt;
+}
+
+static long long open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	long long n = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n > 0 ? n - 1 : 0; /* not the directory's own descriptor */
+}
+
+static int pgauge(inbox__buf *b, const char *name, const char *type,
+                  const char *help, const char *value)
+{
+	return inbox__buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", name,
+	                         help, name, type, name, value);
+}
+
+int inbox_metrics_render_process(char **out, size_t *len)
+{
+	if (!out || !len)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	*len = 0;
+	inbox__buf b = INBOX__BUF_INIT;
+	int bad = inbox__buf_append(&b, "", 0);
+	char v[64];
+	unsigned long long ut, st, start, vsize;
+	long long rss, bt = boot_time(), fds = open_fds();
+	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	if (proc_stat(&ut, &st, &start, &vsize, &rss) == 0 && hz > 0) {
+		snprintf(v, sizeof(v), "%.2f", (double)(ut + st) / (double)hz);
+		bad |= pgauge(
+		    &b, "process_cpu_seconds_total", "counter",
+		    "Total user and system CPU time spent in seconds.", v);
+		if (bt >= 0) {
+			snprintf(v, sizeof(v), "%.2f",
+			         (double)bt + (double)start / (double)hz);
+			bad |= pgauge(&b, "process_start_time_seconds", "gauge",
+			              "Start time of the process since unix "
+			              "epoch in seconds.",
+			              v);
+		}
+		snprintf(v, sizeof(v), "%llu", vsize);
+		bad |= pgauge(&b, "process_virtual_memory_bytes", "gauge",
+		              "Virtual memory size in bytes.", v);
+		if (page > 0 && rss >= 0) {
+			snprintf(v, sizeof(v), "%lld", rss * (long long)page);
+			bad |=
+			    pgauge(&b, "process_resident_memory_bytes", "gauge",
+			           "Resident memory size in bytes.", v);
+		}
+	}
+	if (fds >= 0) {
+		snprintf(v, sizeof(v), "%lld", fds);
+		bad |= pgauge(&b, "process_open_fds", "gauge",
+		              "Number of open file descriptors.", v);
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)rl.rlim_cur);
+		bad |= pgauge(&b, "process_max_fds", "gauge",
+		              "Maximum number of open file descriptors.", v);
+	}
+	if (bad) {
+		inbox__buf_free(&b);
+		return INBOX_ERR_NOMEM;
+	}
+	*out = b.data;
+	*len = b.len;
+	return INBOX_OK;
+}
+
 /* ---- providers ---------------------------------------------------------- */
 
 typedef struct pfamily {
@@ -580,6 +704,47 @@ int inbox_metrics_render_providers(char **out, size_t *len,
 			    inbox__buf_printf(&b, "%s{provider=\"", pf->name);
 			bad |= label_value(&b, ps[i].name ? ps[i].name : "");
 			bad |= inbox__buf_printf(&b, "\"} %llu\n", v);
+		}
+	}
+	/* the call duration histogram (version 2 of the snapshot) */
+	if (n && ups->version >= 2) {
+		static const char h[] = "inbox_outbox_call_duration_seconds";
+		bad |= inbox__buf_printf(
+		    &b,
+		    "# HELP %s Duration of the outbox dispatchers' HTTP calls "
+		    "to the provider (request to answer or failure; reconcile "
+		    "queries not counted).\n# TYPE %s histogram\n",
+		    h, h);
+		for (size_t i = 0; i < n; i++) {
+			const char *name = ps[i].name ? ps[i].name : "";
+			for (int j = 0; j < INBOX_CALL_BUCKETS; j++) {
+				char le[32];
+				if (j == INBOX_CALL_BUCKETS - 1)
+					snprintf(le, sizeof(le), "+Inf");
+				else
+					snprintf(le, sizeof(le), "%g",
+					         inbox_call_bounds[j]);
+				bad |= inbox__buf_printf(
+				    &b, "%s_bucket{provider=\"", h);
+				bad |= label_value(&b, name);
+				bad |= inbox__buf_printf(
+				    &b, "\",le=\"%s\"} %llu\n", le,
+				    (unsigned long long)(j == INBOX_CALL_BUCKETS -
+				                                     1
+				                             ? ps[i].call_count
+				                             : ps[i]
+				                                   .call_buckets
+				                                       [j]));
+			}
+			bad |= inbox__buf_printf(&b, "%s_sum{provider=\"", h);
+			bad |= label_value(&b, name);
+			bad |= inbox__buf_printf(&b, "\"} %.9g\n",
+			                         ps[i].call_seconds_sum);
+			bad |= inbox__buf_printf(&b, "%s_count{provider=\"", h);
+			bad |= label_value(&b, name);
+			bad |= inbox__buf_printf(
+			    &b, "\"} %llu\n",
+			    (unsigned long long)ps[i].call_count);
 		}
 	}
 	free(ps);

@@ -367,6 +367,18 @@ static char *metrics_page(cli_http *h, size_t *len)
 		}
 	}
 	free(pout);
+	/* process_* (start time, memory, descriptors), standard names */
+	char *xout = NULL;
+	size_t xlen = 0;
+	if (out && inbox_metrics_render_process(&xout, &xlen) == INBOX_OK) {
+		char *both = realloc(out, *len + xlen + 1);
+		if (both) {
+			memcpy(both + *len, xout, xlen + 1);
+			*len += xlen;
+			out = both;
+		}
+	}
+	free(xout);
 done:
 	free(cs);
 	free(snaps);

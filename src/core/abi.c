@@ -57,7 +57,8 @@ static const struct {
     [INBOX__V_PROVIDER_INFO] = {"inbox_provider_info",
                                 "INBOX_PROVIDER_INFO_VERSION",
                                 INBOX_PROVIDER_INFO_VERSION,
-                                {0, sizeof(inbox_provider_info)}},
+                                {0, END(inbox_provider_info, retry_after),
+                                 sizeof(inbox_provider_info)}},
     [INBOX__V_STORE_OPTIONS] = {"inbox_store_options",
                                 "INBOX_STORE_OPTIONS_INIT",
                                 INBOX_STORE_OPTIONS_VERSION,
@@ -111,7 +112,8 @@ _Static_assert(INBOX_CONSUMER_OPTIONS_VERSION <= MAXV &&
                    INBOX_STORE_OPTIONS_VERSION <= MAXV &&
                    INBOX_DISPATCHER_OPTIONS_VERSION <= MAXV &&
                    INBOX_ADMIN_DLQ_FILTER_VERSION <= MAXV &&
-                   INBOX_METRICS_CONSUMER_VERSION <= MAXV,
+                   INBOX_METRICS_CONSUMER_VERSION <= MAXV &&
+                   INBOX_PROVIDER_INFO_VERSION <= MAXV,
                "a struct version without its size in core/abi.c");
 
 size_t inbox__vsize(inbox__vstruct k, unsigned v)

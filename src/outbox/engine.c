@@ -319,6 +319,11 @@ static void transfer_done(inbox_dispatcher *d, CURL *easy, CURLcode cc)
 	}
 	inbox_effect_result res;
 	inbox__http_call_result(j->x, &j->it, (int)cc, &res);
+	curl_off_t us = -1;
+	if (p &&
+	    curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &us) == CURLE_OK &&
+	    us >= 0)
+		inbox__provider_observe(p, (double)us / 1e6);
 	if (p)
 		inbox__provider_release(
 		    p, &j->ticket, now, inbox__provider_verdict(res.status),

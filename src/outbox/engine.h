@@ -120,6 +120,10 @@ void inbox__provider_release(inbox__prov *p, const inbox__ticket *t,
                              double now_ms, inbox__verdict v,
                              int64_t retry_after_ms);
 
+/* A call's duration (seconds) into the provider's histogram
+ * (inbox_provider_info, version 2). Thread-safe. */
+void inbox__provider_observe(inbox__prov *p, double seconds);
+
 /* A call that was admitted but never started (no memory): the slot back,
  * no verdict. */
 void inbox__provider_cancel(inbox__prov *p, const inbox__ticket *t);

@@ -58,7 +58,12 @@ struct inbox__prov {
 	double refilled_at; /* ms */
 	uint64_t calls, fails, opens, trials, rejected, rate_limited,
 	    retry_after;
+	uint64_t call_buckets[INBOX_CALL_BUCKETS], call_count;
+	double call_seconds_sum;
 };
+
+const double inbox_call_bounds[INBOX_CALL_BUCKETS] = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 1e300};
 
 /* A provider's settings given before its first call. */
 typedef struct rule {
@@ -75,6 +80,19 @@ struct inbox_providers {
 	inbox_provider_event_fn on_event; /* set before use */
 	void *event_payload;
 };
+
+void inbox__provider_observe(inbox__prov *p, double seconds)
+{
+	if (!p || !(seconds >= 0))
+		return;
+	pthread_mutex_lock(&p->r->mu);
+	p->call_seconds_sum += seconds;
+	p->call_count++;
+	for (int i = 0; i < INBOX_CALL_BUCKETS; i++)
+		if (seconds <= inbox_call_bounds[i])
+			p->call_buckets[i]++;
+	pthread_mutex_unlock(&p->r->mu);
+}
 
 /* What changed under the lock, told after it (the callback may log). */
 typedef struct change {
@@ -457,6 +475,9 @@ int inbox_providers_info(inbox_providers *r, unsigned version,
 		f.rejected = p->rejected;
 		f.rate_limited = p->rate_limited;
 		f.retry_after = p->retry_after;
+		memcpy(f.call_buckets, p->call_buckets, sizeof(f.call_buckets));
+		f.call_seconds_sum = p->call_seconds_sum;
+		f.call_count = p->call_count;
 		void *e = a + i * stride;
 		*(unsigned *)e = version;
 		inbox__vfill(INBOX__V_PROVIDER_INFO, e, &f);

@@ -81,6 +81,19 @@ else
 	ok "no key, id or payload in /metrics"
 fi
 
+# The process's own families, Prometheus' standard names.
+now=$(date +%s)
+check "process_start_time_seconds: within the last minute" awk -v now="$now" '
+	$1 == "process_start_time_seconds" { f = 1; if (!($2 > now - 60 && $2 <= now + 1)) exit 1 }
+	END { exit !f }' "$dir/metrics.txt"
+check "process_resident_memory_bytes: more than 1 MB" awk '
+	$1 == "process_resident_memory_bytes" { f = 1; if (!($2 > 1048576)) exit 1 }
+	END { exit !f }' "$dir/metrics.txt"
+fds=$(ls "/proc/$daemon_pid/fd" | wc -l)
+check "process_open_fds: what /proc/PID/fd shows ($fds, give or take two)" awk -v n="$fds" '
+	$1 == "process_open_fds" { f = 1; d = $2 - n; if (d < -2 || d > 2) exit 1 }
+	END { exit !f }' "$dir/metrics.txt"
+
 # The source's lag: a JSONL file counts bytes (refreshed every 2 s).
 lag_read() {
 	get /metrics >"$dir/lag.txt"

@@ -115,9 +115,22 @@ expect_eq "no inbox gauges (inbox run shows them)" "$(m inbox_records)" ""
 expect_eq "no consumer_up" "$(m inbox_consumer_up)" ""
 n=$(grep -c '^# TYPE inbox_outbox_.*_total counter$' "$m1")
 expect_eq "ten outbox counter families" "$n" 10
-labels=$(grep -v '^#' "$m1" | grep -o '{[^}]*}' | sed 's/^{version="[^"]*"}$/{version}/' | sort -u | tr '\n' ' ')
+labels=$(grep -v '^#' "$m1" | grep -o '{[^}]*}' | sed 's/^{version="[^"]*"}$/{version}/; s/,le="[^"]*"//' | sort -u | tr '\n' ' ')
 expect_eq "labels: only the consumer name (and version, the provider)" "$labels" \
 	"{consumer=\"billing.order-confirmed.v1\"} {provider=\"http://127.0.0.1:$PROV_PORT\"} {version} "
+
+# The call duration histogram: one observation per HTTP call (not the
+# reconcile lookups), by provider.
+h=inbox_outbox_call_duration_seconds
+hl="provider=\"http://127.0.0.1:$PROV_PORT\""
+expect_eq "call histogram: one observation per call (= attempts_total)" \
+	"$(awk -v k="${h}_count{$hl}" '$1 == k { print $2 }' "$m1")" "$(m inbox_outbox_attempts_total)"
+expect_eq "call histogram: +Inf bucket = count" \
+	"$(awk -v k="${h}_bucket{$hl,le=\"+Inf\"}" '$1 == k { print $2 }' "$m1")" "$(m inbox_outbox_attempts_total)"
+check "call histogram: buckets cumulative, sum > 0" awk -v p="^${h}_bucket" -v s="^${h}_sum" '
+	$1 ~ p { if ($2 < last) exit 1; last = $2; nb++ }
+	$1 ~ s { sum = $2 }
+	END { exit !(nb == 12 && sum > 0) }' "$m1"
 
 get /healthz >"$dir/health.json"
 expect_eq "GET /healthz: 200" "$http_status" 200
