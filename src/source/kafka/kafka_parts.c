@@ -356,51 +356,39 @@ void inbox__kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	}
 }
 
-/* Where a partition with nothing settled by us yet starts: the group's
- * committed offset (a request, bounded), else where auto.offset.reset
- * sends a new group (the low or the high watermark). -1: unknown. */
-static int64_t start_offset(kafka_source *ks, int32_t p, int64_t lo, int64_t hi)
+/* Where auto.offset.reset sends a group without a committed offset:
+ * the low or the high watermark. */
+static int reset_to_end(kafka_source *ks)
 {
-	int64_t off = -1;
-	rd_kafka_topic_partition_list_t *l =
-	    rd_kafka_topic_partition_list_new(1);
-	if (!l)
-		return -1;
-	rd_kafka_topic_partition_list_add(l, ks->topic, p);
-	if (rd_kafka_committed(ks->rk, l, 500) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-	    l->elems[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
-		off = l->elems[0].offset;
-	rd_kafka_topic_partition_list_destroy(l);
-	if (off < 0) {
-		char reset[32] = "earliest";
-		size_t n = sizeof(reset);
-		const rd_kafka_conf_t *c = rd_kafka_conf(ks->rk);
-		if (c && rd_kafka_conf_get(c, "auto.offset.reset", reset, &n) !=
-		             RD_KAFKA_CONF_OK)
-			snprintf(reset, sizeof(reset), "earliest");
-		off = strcmp(reset, "latest") == 0 ||
-		              strcmp(reset, "largest") == 0 ||
-		              strcmp(reset, "end") == 0
-		          ? hi
-		          : lo;
-	}
-	return off;
+	char reset[32] = "earliest";
+	size_t n = sizeof(reset);
+	const rd_kafka_conf_t *c = rd_kafka_conf(ks->rk);
+	if (!c || rd_kafka_conf_get(c, "auto.offset.reset", reset, &n) !=
+	              RD_KAFKA_CONF_OK)
+		return 0;
+	return strcmp(reset, "latest") == 0 || strcmp(reset, "largest") == 0 ||
+	       strcmp(reset, "end") == 0;
 }
 
 /* The lag slot: high watermark minus position, summed over the assigned
  * partitions. The position is where this member is done, not where its
  * fetcher is (librdkafka fetches ahead): the next offset after the
  * settled prefix, else the last one committed, else where the partition
- * starts (start_offset). The watermarks are the ones the fetcher last
- * saw (rd_kafka_get_watermark_offsets: no request); a partition not
- * fetched from yet asks the broker, with a short timeout. No assigned
- * partition: 0 once the group assigned us, else unknown. */
+ * starts: the group's committed offset (one request for all such
+ * partitions, bounded), else where auto.offset.reset sends it. The
+ * watermarks are the ones the fetcher last saw
+ * (rd_kafka_get_watermark_offsets: no request); a partition not fetched
+ * from yet asks the broker, with a short timeout. No assigned partition:
+ * 0 once the group assigned us, else unknown. */
 int inbox__kafka_lag(inbox_source *src, int64_t *messages, int64_t *bytes)
 {
 	kafka_source *ks = (kafka_source *)src;
 	(void)bytes;
 	int64_t sum = 0;
-	int known = 0;
+	int known = 0, end = -1;
+	rd_kafka_topic_partition_list_t *ask = NULL;
+	/* the watermarks of the partitions asked about, by partition */
+	int64_t *wm = NULL;
 	for (size_t p = 0; p < ks->nparts; p++) {
 		kafka_part *kp = &ks->parts[p];
 		if (!kp->assigned)
@@ -418,13 +406,44 @@ int inbox__kafka_lag(inbox_source *src, int64_t *messages, int64_t *bytes)
 		int64_t pos = kp->settled_next;
 		if (pos < 0)
 			pos = kp->committed_next;
-		if (pos < 0)
-			pos = start_offset(ks, (int32_t)p, lo, hi);
-		if (pos < 0 || hi < 0)
+		if (pos >= 0) {
+			sum += hi > pos ? hi - pos : 0;
+			known = 1;
 			continue;
-		sum += hi > pos ? hi - pos : 0;
-		known = 1;
+		}
+		/* nothing settled nor committed by us: asked below */
+		if (!wm && !(wm = calloc(2 * ks->nparts, sizeof(*wm))))
+			continue;
+		if (!ask && !(ask = rd_kafka_topic_partition_list_new(8)))
+			continue;
+		rd_kafka_topic_partition_list_add(ask, ks->topic, (int32_t)p);
+		wm[2 * p] = lo;
+		wm[2 * p + 1] = hi;
 	}
+	if (ask && rd_kafka_committed(ks->rk, ask, 500) ==
+	               RD_KAFKA_RESP_ERR_NO_ERROR) {
+		for (int i = 0; i < ask->cnt; i++) {
+			const rd_kafka_topic_partition_t *e = &ask->elems[i];
+			if (e->partition < 0 ||
+			    (size_t)e->partition >= ks->nparts)
+				continue;
+			int64_t lo = wm[2 * e->partition];
+			int64_t hi = wm[2 * e->partition + 1];
+			int64_t pos = e->err == RD_KAFKA_RESP_ERR_NO_ERROR
+			                  ? e->offset
+			                  : -1;
+			if (pos < 0) {
+				if (end < 0)
+					end = reset_to_end(ks);
+				pos = end ? hi : lo;
+			}
+			sum += hi > pos ? hi - pos : 0;
+			known = 1;
+		}
+	}
+	if (ask)
+		rd_kafka_topic_partition_list_destroy(ask);
+	free(wm);
 	if (known || ks->assigned_once)
 		*messages = sum;
 	return 0;
