@@ -697,15 +697,19 @@ static int http_settle(inbox_source *src, const inbox_result *res, size_t n)
 	return INBOX_OK;
 }
 
-const inbox_source_vtable inbox__http_source = {INBOX_SOURCE_VTABLE_VERSION,
-                                                "http",
-                                                http_open,
-                                                http_close,
-                                                http_poll,
-                                                http_settle};
-const inbox_source_vtable inbox__https_source = {INBOX_SOURCE_VTABLE_VERSION,
-                                                 "https",
-                                                 http_open,
-                                                 http_close,
-                                                 http_poll,
-                                                 http_settle};
+const inbox_source_vtable inbox__http_source = {
+    INBOX_SOURCE_VTABLE_VERSION,
+    "http",
+    http_open,
+    http_close,
+    http_poll,
+    http_settle,
+    NULL /* lag: requests wait in no queue of their own */};
+const inbox_source_vtable inbox__https_source = {
+    INBOX_SOURCE_VTABLE_VERSION,
+    "https",
+    http_open,
+    http_close,
+    http_poll,
+    http_settle,
+    NULL /* lag: requests wait in no queue of their own */};
