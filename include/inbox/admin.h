@@ -182,6 +182,16 @@ typedef struct inbox_admin_record {
 	int64_t processed_at_ms; /* 0 until completed or dead */
 	int64_t updated_at_ms;
 	int64_t now_ms; /* the database's clock when it was read */
+	/* What the record keeps of its first processing (stored results,
+	 * inbox_txn_set_result): the handler's result — result_len bytes,
+	 * any bytes, followed by a NUL — or NULL when none was stored; its
+	 * content type or NULL; the outcome it was recorded with
+	 * ("applied", "stale", "dead_lettered"), or NULL when none was
+	 * stored (a completed record without one was applied). */
+	char *result;
+	size_t result_len;
+	char *result_type;
+	char *outcome;
 } inbox_admin_record;
 
 /* Read the record (consumer, key). *out is malloc'ed: free it with

@@ -88,7 +88,8 @@ typedef enum inbox_err {
 	INBOX_ERR_IO = -14,      /* file or socket I/O error */
 	INBOX_ERR_TIMEOUT = -15, /* operation timed out */
 	INBOX_ERR_HANDLER = -16, /* a handler returned an invalid verdict */
-	INBOX_ERR_NUL = -17      /* the text holds U+0000: not a C string */
+	INBOX_ERR_NUL = -17,     /* the text holds U+0000: not a C string */
+	INBOX_ERR_TOO_LARGE = -18 /* over a configured size limit */
 } inbox_err;
 
 /* Static English description of an error code; never NULL. */
@@ -192,8 +193,9 @@ typedef struct inbox_delivery {
 	const char *refused;
 } inbox_delivery;
 
-/* The result for one delivery. `reason` points into memory owned by the
- * consumer, valid until the next processing call on the same consumer.
+/* The result for one delivery. `key`, `reason`, `result` and
+ * `result_type` point into memory owned by the consumer, valid until the
+ * next processing call on the same consumer (or its close).
  * Versioned (see "Versioned structs" above): set `version` before the
  * call (INBOX_RESULT_INIT); for an array, the first element's. */
 typedef struct inbox_result {
@@ -203,12 +205,34 @@ typedef struct inbox_result {
 	const char *key;    /* the resolved inbox key, NULL if none */
 	const char *reason; /* why: dead letter / retry / conflict; or NULL */
 	int64_t dead_letter_id; /* id of the dead letter written, or 0 */
+	/* --- version 2: stored results (inbox_txn_set_result) --- */
+	/* APPLIED / STALE: the result this processing stored; DEAD_LETTERED:
+	 * the result a handler set before it returned REJECT (kept with the
+	 * dead record); DUPLICATE: the result the key's first processing
+	 * stored — also for a repeat inside the same batch, after a
+	 * restart, and for a key in a sealed generation (PostgreSQL). NULL
+	 * when none was stored, and always for CONFLICT (the payload
+	 * differs: the stored answer is not this message's), RETRY,
+	 * IN_PROGRESS and a message dead-lettered before its handler ran.
+	 * result_len bytes (a NUL byte follows them, not counted). */
+	const void *result;
+	size_t result_len;
+	/* The result's content type as the handler gave it (NUL-terminated),
+	 * or NULL (none given, or no result). */
+	const char *result_type;
+	/* DUPLICATE: the outcome the key was first recorded with — APPLIED,
+	 * STALE or DEAD_LETTERED (a duplicate of a dead-lettered key is
+	 * dropped too); INBOX_OUTCOME_NONE when there is no record to tell
+	 * (a message older than the retention window dropped by
+	 * INBOX_REPLAY_DROP). INBOX_OUTCOME_NONE for every other outcome. */
+	inbox_outcome first_outcome;
 } inbox_result;
 
-#define INBOX_RESULT_VERSION 1
+#define INBOX_RESULT_VERSION 2
 #define INBOX_RESULT_INIT                                                      \
 	{                                                                      \
-		INBOX_RESULT_VERSION, INBOX_OUTCOME_NONE, 0, NULL, NULL, 0     \
+		INBOX_RESULT_VERSION, INBOX_OUTCOME_NONE, 0, NULL, NULL, 0,    \
+		    NULL, 0, NULL, INBOX_OUTCOME_NONE                          \
 	}
 
 /* ------------------------------------------------------------------ */
@@ -500,14 +524,25 @@ typedef struct inbox_consumer_options {
 	 * crash under a lease is a takeover, counted toward max_attempts.
 	 * Ignored (the default) when version is below 4. */
 	int max_deliveries;
+	/* --- version 5 --- */
+	/* Largest result a handler may store with inbox_txn_set_result(),
+	 * in bytes. 0: the default, 64 KiB (65536), also when version is
+	 * below 5. A larger result is refused to the handler
+	 * (INBOX_ERR_TOO_LARGE), never cut. At most 256 MiB, else open
+	 * fails with INBOX_ERR_INVALID. The results live in the inbox
+	 * records, as long as they do: keep them small (an id, a status, a
+	 * response), not documents. */
+	size_t max_result_bytes;
 } inbox_consumer_options;
 
-#define INBOX_CONSUMER_OPTIONS_VERSION 4
+#define INBOX_CONSUMER_OPTIONS_VERSION 5
+#define INBOX_DEFAULT_MAX_RESULT_BYTES (64 * 1024)
 #define INBOX_CONSUMER_OPTIONS_INIT                                            \
 	{                                                                      \
 		INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,        \
 		    7 * 24 * 3600, 5, 30000, 1024 * 1024,                      \
-		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL, 0, 0           \
+		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL, 0, 0,          \
+		    INBOX_DEFAULT_MAX_RESULT_BYTES                             \
 	}
 
 /* Create a consumer on `st` (borrowed: it must outlive the consumer; one
@@ -720,6 +755,35 @@ INBOX_API void inbox_txn_mark_skipped(inbox_txn *t);
 
 /* Reason text kept with a RETRY or REJECT (copied). */
 INBOX_API void inbox_txn_set_reason(inbox_txn *t, const char *reason);
+
+/* Stored results ("the same answer every time"). In a handler: attach a
+ * result — len bytes at data, any bytes, and an optional content type
+ * ("application/json"; NUL-terminated, or NULL) — to the key's inbox
+ * record, written in the same transaction as the record and the
+ * handler's effects. The bytes and the type are copied; calling it again
+ * replaces the result (len 0 stores an empty result, which is not "no
+ * result"). What becomes of it follows the handler's verdict:
+ *   OK      the result commits with the record: this delivery's
+ *           inbox_result carries it (APPLIED or STALE), and so does every
+ *           later duplicate of the key, as long as the record lives
+ *           (retention, purge; on PostgreSQL also once the record's
+ *           generation is sealed), with first_outcome;
+ *   REJECT  the effects roll back, the record is dead-lettered and the
+ *           result is kept with it (a refusal is an answer too: its
+ *           duplicates get it, first_outcome DEAD_LETTERED);
+ *   RETRY   dropped with the effects (nothing is final yet).
+ * Returns INBOX_OK; INBOX_ERR_INVALID (NULL t, NULL data with len > 0, a
+ * content type over 255 bytes or holding a control character);
+ * INBOX_ERR_TOO_LARGE when len exceeds the consumer's max_result_bytes —
+ * nothing is stored then (an earlier result stays), and it is the
+ * handler's error to handle (return REJECT, or store a smaller answer):
+ * a result is never cut; INBOX_ERR_NOMEM; INBOX_ERR_STATE outside a
+ * handler of inbox_consumer_process*() or inbox_lease_complete(), or on
+ * a store whose backend keeps no results (vtable version < 7). The
+ * store's write happens after the handler returns, so its own failure
+ * (transient: the batch re-runs) is the batch's, not this call's. */
+INBOX_API int inbox_txn_set_result(inbox_txn *t, const char *content_type,
+                                   const void *data, size_t len);
 
 /* ------------------------------------------------------------------ */
 /* Counters                                                              */

@@ -12,6 +12,7 @@
 
 #include "admin/admin_sql.h"
 #include "base/log.h"
+#include "base/url.h" /* inbox__hexval */
 
 int64_t inbox__admin_num(const char *v)
 {
@@ -588,6 +589,29 @@ static int record_row(int ncols, const char *const *v, void *payload)
 	r->lease_expired = r->status && !strcmp(r->status, "processing") &&
 	                   r->lease_until_ms > 0 &&
 	                   r->lease_until_ms < r->now_ms;
+	if (ncols >= 15) {
+		/* the stored result, as hex text whatever the store */
+		if (v[12]) {
+			size_t n = strlen(v[12]) / 2;
+			r->result = malloc(n + 1);
+			if (!r->result)
+				rr->oom = 1;
+			for (size_t i = 0; r->result && i < n; i++) {
+				int hi =
+				    inbox__hexval((unsigned char)v[12][2 * i]);
+				int lo = inbox__hexval(
+				    (unsigned char)v[12][2 * i + 1]);
+				r->result[i] = (char)((hi < 0 ? 0 : hi) * 16 +
+				                      (lo < 0 ? 0 : lo));
+			}
+			if (r->result) {
+				r->result[n] = '\0';
+				r->result_len = n;
+			}
+		}
+		r->result_type = inbox__admin_dup(v[13], &rr->oom);
+		r->outcome = inbox__admin_dup(v[14], &rr->oom);
+	}
 	rr->r = r;
 	return 1;
 }
@@ -610,8 +634,9 @@ int inbox_admin_inspect(inbox_store *st, const char *consumer, const char *key,
 	    &b, st,
 	    "SELECT consumer, key, status, fingerprint, message_id, attempts,"
 	    " fence, {ms:lease_until}, {ms:created_at}, {ms:processed_at},"
-	    " {ms:updated_at}, {now} FROM {inbox}"
-	    " WHERE consumer = $1 AND key = $2");
+	    " {ms:updated_at}, {now}, CASE WHEN result IS NULL THEN NULL"
+	    " ELSE {hex:result} END, result_type, outcome"
+	    " FROM {inbox} WHERE consumer = $1 AND key = $2");
 	if (rc == INBOX_OK)
 		rc = inbox_store_query(st, b.data, 2, p, record_row, &rr);
 	inbox__buf_free(&b);
@@ -640,6 +665,9 @@ void inbox_admin_record_free(inbox_admin_record *r)
 	free(r->status);
 	free(r->fingerprint);
 	free(r->message_id);
+	free(r->result);
+	free(r->result_type);
+	free(r->outcome);
 	free(r);
 }
 

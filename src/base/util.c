@@ -51,6 +51,8 @@ static const err_info errs[] = {
      "handler returned an invalid verdict"},
     {INBOX_ERR_NUL, "INBOX_ERR_NUL",
      "the text holds U+0000 and cannot be passed as a C string"},
+    {INBOX_ERR_TOO_LARGE, "INBOX_ERR_TOO_LARGE",
+     "over a configured size limit"},
 };
 
 static const err_info *find_err(int err)
@@ -98,6 +100,16 @@ const char *inbox_outcome_name(inbox_outcome o)
 		return "skipped";
 	}
 	return "unknown";
+}
+
+int inbox__outcome_parse(const char *name)
+{
+	if (!name)
+		return INBOX_OUTCOME_NONE;
+	for (int o = INBOX_APPLIED; o <= INBOX_SKIPPED; o++)
+		if (strcmp(name, inbox_outcome_name((inbox_outcome)o)) == 0)
+			return o;
+	return INBOX_OUTCOME_NONE;
 }
 
 int inbox_outcome_ackable(inbox_outcome o)

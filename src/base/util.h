@@ -42,6 +42,11 @@ static inline void inbox__flag_set(volatile sig_atomic_t *f, int v)
 	__atomic_store_n(f, v, __ATOMIC_RELEASE);
 }
 
+/* The inverse of inbox_outcome_name() ("applied" -> INBOX_APPLIED);
+ * INBOX_OUTCOME_NONE (0) for NULL or any other text. An int: this layer
+ * does not include the public header. */
+int inbox__outcome_parse(const char *name);
+
 /* Monotonic and wall clocks. */
 int64_t inbox__now_ms(void);
 double inbox__mono_seconds(void);

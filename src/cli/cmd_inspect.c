@@ -9,6 +9,7 @@
 
 #include <inbox/admin.h>
 
+#include "base/json.h" /* inbox__utf8_valid */
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
@@ -22,17 +23,19 @@ const char cli_inspect_usage[] =
     "Show the inbox record of KEY for CONSUMER: status (completed, "
     "processing,\nfailed, dead), attempts, fingerprint, fencing token, "
     "lease (and whether it\nexpired), message id, created/processed/updated "
-    "times, the dead letters\nwritten for that key and its outbox rows "
-    "(id, step, state, attempts).\nA key with dead letters but no record "
-    "(dead-lettered before one was\nwritten: a schema violation...) shows "
-    "its dead letters.\n"
+    "times, the stored result of its first processing (its outcome, "
+    "content type\nand bytes), the dead letters written for that key and "
+    "its outbox rows (id,\nstep, state, attempts). A key with dead letters "
+    "but no record (dead-lettered\nbefore one was written: a schema "
+    "violation...) shows its dead letters.\n"
     "--message-id ID: the keys of the records and dead letters of that "
     "message id\n(a scan of the consumer's records: ids are not indexed), "
     "each shown as above.\n--position POSITION: as the source spells it "
     "(orders.jsonl:42, topic/0@17,\noutbox:ID): the dead letters at that "
     "position (records keep the message id,\nnot the position), or that "
     "outbox row's key.\n"
-    "--json prints one JSON object per key.\n"
+    "--json prints one JSON object per key (the result as text when it is "
+    "UTF-8,\nand as hex).\n"
     "Exit codes: 0 found, 1 no record nor dead letter, 2 usage, 3 config "
     "error, 4 "
     "cannot\nopen the store.\n";
@@ -89,9 +92,31 @@ static void print_json(const inbox_admin_record *r)
 	cli_json_string(stdout, r->message_id,
 	                r->message_id ? strlen(r->message_id) : 0);
 	printf(",\"created_at_ms\":%lld,\"processed_at_ms\":%lld,"
-	       "\"updated_at_ms\":%lld,\"dead_letters\":[",
+	       "\"updated_at_ms\":%lld,\"outcome\":",
 	       (long long)r->created_at_ms, (long long)r->processed_at_ms,
 	       (long long)r->updated_at_ms);
+	cli_json_string(stdout, r->outcome,
+	                r->outcome ? strlen(r->outcome) : 0);
+	printf(",\"result_type\":");
+	cli_json_string(stdout, r->result_type,
+	                r->result_type ? strlen(r->result_type) : 0);
+	/* the bytes exactly (hex), and as text when they are UTF-8 */
+	printf(",\"result_bytes\":%lld,\"result\":",
+	       r->result ? (long long)r->result_len : -1LL);
+	if (r->result && inbox__utf8_valid(r->result, r->result_len))
+		cli_json_string(stdout, r->result, r->result_len);
+	else
+		fputs("null", stdout);
+	printf(",\"result_hex\":");
+	if (r->result) {
+		fputc('"', stdout);
+		for (size_t i = 0; i < r->result_len; i++)
+			printf("%02x", (unsigned char)r->result[i]);
+		fputc('"', stdout);
+	} else {
+		fputs("null", stdout);
+	}
+	printf(",\"dead_letters\":[");
 }
 
 static void print_text(const inbox_admin_record *r)
@@ -123,6 +148,26 @@ static void print_text(const inbox_admin_record *r)
 	       cli_time_text(r->processed_at_ms, t, sizeof(t)));
 	printf("updated ......... %s\n",
 	       cli_time_text(r->updated_at_ms, t, sizeof(t)));
+	/* a completed record without a stored outcome was applied */
+	printf("outcome ......... %s\n",
+	       r->outcome                        ? r->outcome
+	       : !strcmp(r->status, "completed") ? "applied"
+	       : !strcmp(r->status, "dead")      ? "dead_lettered"
+	                                         : "none yet");
+	if (r->result) {
+		printf("result .......... %zu bytes, ", r->result_len);
+		if (r->result_type)
+			cli_print_safe(stdout, r->result_type,
+			               strlen(r->result_type), 0);
+		else
+			fputs("no content type", stdout);
+		fputs(": ", stdout);
+		/* at most 1 KiB on a terminal; --json has all of it */
+		cli_print_safe(stdout, r->result, r->result_len, 1024);
+		fputc('\n', stdout);
+	} else {
+		printf("result .......... none stored\n");
+	}
 	printf("dead letters .... ");
 }
 

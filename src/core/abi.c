@@ -17,7 +17,7 @@
 /* The end of a field: the size of a version whose last field it is. */
 #define END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 
-#define MAXV 4
+#define MAXV 5
 
 static const struct {
 	const char *name, *init;
@@ -27,7 +27,8 @@ static const struct {
     [INBOX__V_RESULT] = {"inbox_result",
                          "INBOX_RESULT_INIT",
                          INBOX_RESULT_VERSION,
-                         {0, sizeof(inbox_result)}},
+                         {0, END(inbox_result, dead_letter_id),
+                          sizeof(inbox_result)}},
     [INBOX__V_STATS] = {"inbox_stats",
                         "INBOX_STATS_INIT",
                         INBOX_STATS_VERSION,
@@ -71,6 +72,7 @@ static const struct {
          {0, END(inbox_consumer_options, handler_payload),
           END(inbox_consumer_options, json_schema),
           END(inbox_consumer_options, batch_timeout_ms),
+          END(inbox_consumer_options, max_deliveries),
           sizeof(inbox_consumer_options)}},
     [INBOX__V_SOURCE_OPTIONS] = {"inbox_source_options",
                                  "INBOX_SOURCE_OPTIONS_INIT",
@@ -109,6 +111,7 @@ static const struct {
 
 /* A new version of a struct needs its size above. */
 _Static_assert(INBOX_CONSUMER_OPTIONS_VERSION <= MAXV &&
+                   INBOX_RESULT_VERSION <= MAXV &&
                    INBOX_STORE_OPTIONS_VERSION <= MAXV &&
                    INBOX_DISPATCHER_OPTIONS_VERSION <= MAXV &&
                    INBOX_ADMIN_DLQ_FILTER_VERSION <= MAXV &&

@@ -26,6 +26,9 @@
 
 #define BATCH_TRANSIENT_TRIES 4
 
+/* The largest max_result_bytes accepted (inbox.h). */
+#define MAX_RESULT_LIMIT ((size_t)256 * 1024 * 1024)
+
 const double inbox_latency_bounds[INBOX_LATENCY_BUCKETS] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
     0.05,   0.1,   0.25,   0.5,   1.0,  1e300};
@@ -141,6 +144,14 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 		         md, o->max_attempts);
 		return INBOX_ERR_INVALID;
 	}
+	size_t mr = o->version >= 5 ? o->max_result_bytes : 0;
+	if (mr > MAX_RESULT_LIMIT) {
+		snprintf(err, errlen,
+		         "max_result_bytes (%zu) is over the limit of %zu "
+		         "bytes (256 MiB)",
+		         mr, MAX_RESULT_LIMIT);
+		return INBOX_ERR_INVALID;
+	}
 	/* An unknown value would fall through to APPLY, the risky one. */
 	if (o->replay_policy != INBOX_REPLAY_DEAD_LETTER &&
 	    o->replay_policy != INBOX_REPLAY_DROP &&
@@ -167,6 +178,7 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	c->max_deliveries = max_deliveries(o);
 	c->lease_ms = o->lease_ms;
 	c->max_payload = o->max_payload;
+	c->max_result = mr ? mr : INBOX_DEFAULT_MAX_RESULT_BYTES;
 	c->replay = o->replay_policy;
 	c->handler = o->handler;
 	c->handler_payload = o->handler_payload;
@@ -232,8 +244,13 @@ void inbox_consumer_close(inbox_consumer *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->slots_cap; i++)
+	for (size_t i = 0; i < c->claims_held; i++)
+		inbox__claim_release(&c->claims[i]);
+	for (size_t i = 0; i < c->slots_cap; i++) {
 		inbox__msg_free(&c->slots[i].msg);
+		inbox__buf_free(&c->slots[i].own.data);
+		inbox__buf_free(&c->slots[i].own.type);
+	}
 	free(c->slots);
 	free(c->claims);
 	free(c->order);
@@ -365,15 +382,92 @@ int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
 	return c->st->vt->dead_letter(c->st, &dl, id);
 }
 
+/* inbox_claim as vtable versions 1 to 6 lay it out: the same fields,
+ * without the stored result. */
+typedef struct claim_v6 {
+	const char *key;
+	const char *fingerprint;
+	const char *message_id;
+	int is_new;
+	inbox_status status;
+	char stored_fingerprint[65];
+	int32_t attempts;
+	int64_t fence;
+	int lease_expired;
+} claim_v6;
+
+int inbox__claim(inbox_consumer *c, inbox_claim *claims, size_t n,
+                 inbox_status status, int64_t lease_ms)
+{
+	inbox_store *st = c->st;
+	for (size_t i = 0; i < n; i++) {
+		claims[i].result = NULL;
+		claims[i].result_len = 0;
+		claims[i].result_type = NULL;
+		claims[i].first_outcome = INBOX_OUTCOME_NONE;
+	}
+	if (st->vt->version >= 7)
+		return st->vt->claim(st, c->name, claims, n, status, lease_ms);
+	/* An older backend steps through the array by its own size. */
+	claim_v6 *old = n ? calloc(n, sizeof(*old)) : NULL;
+	if (n && !old)
+		return INBOX_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		old[i].key = claims[i].key;
+		old[i].fingerprint = claims[i].fingerprint;
+		old[i].message_id = claims[i].message_id;
+	}
+	int rc = st->vt->claim(st, c->name, (inbox_claim *)(void *)old, n,
+	                       status, lease_ms);
+	for (size_t i = 0; i < n; i++) {
+		claims[i].is_new = old[i].is_new;
+		claims[i].status = old[i].status;
+		memcpy(claims[i].stored_fingerprint, old[i].stored_fingerprint,
+		       sizeof(old[i].stored_fingerprint));
+		claims[i].attempts = old[i].attempts;
+		claims[i].fence = old[i].fence;
+		claims[i].lease_expired = old[i].lease_expired;
+	}
+	free(old);
+	return rc;
+}
+
+void inbox__claim_release(inbox_claim *cl)
+{
+	free(cl->result);
+	free(cl->result_type);
+	cl->result = NULL;
+	cl->result_type = NULL;
+	cl->result_len = 0;
+	cl->first_outcome = INBOX_OUTCOME_NONE;
+}
+
+int inbox__store_result(inbox_consumer *c, const char *key,
+                        inbox_outcome outcome, const inbox__stored *r)
+{
+	inbox_store *st = c->st;
+	int has = r && r->set;
+	/* APPLIED is what a completed record without an outcome reads as:
+	 * nothing to write for it (the hot path stays one statement). */
+	if ((!has && outcome == INBOX_APPLIED) || st->vt->version < 7 ||
+	    !st->vt->set_result)
+		return INBOX_OK;
+	return st->vt->set_result(
+	    st, c->name, key, outcome, has && r->has_type ? r->type.data : NULL,
+	    has ? r->data.data : NULL, has ? r->data.len : 0);
+}
+
 /* Run fn under a savepoint. On return *verdict is OK, RETRY or REJECT and
  * the savepoint is released (rolled back first unless OK). */
 int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
                        void *payload, int *verdict, inbox_outcome *ok,
-                       char *reason, size_t rlen)
+                       char *reason, size_t rlen, inbox__stored *result)
 {
 	inbox_store *st = c->st;
 	*ok = INBOX_APPLIED;
 	reason[0] = '\0';
+	if (result)
+		result->set = 0;
 	if (!fn) {
 		*verdict = INBOX_HANDLER_OK;
 		return INBOX_OK;
@@ -383,6 +477,8 @@ int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
 		return rc;
 	inbox_txn t;
 	inbox__txn_init(&t, c, m);
+	t.result = result;
+	t.max_result = c->max_result;
 	m->nomem = 0;
 	int v = fn(&t, m, payload);
 	/* A statement failed for the infrastructure's sake (a lost
@@ -406,6 +502,8 @@ int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
 		         "handler returned invalid verdict %d", v);
 		v = INBOX_HANDLER_RETRY;
 	}
+	if (v == INBOX_HANDLER_RETRY && result)
+		result->set = 0; /* nothing is final yet */
 	if (v != INBOX_HANDLER_OK) {
 		rc = st->vt->rollback_to(st);
 		if (rc < 0)
@@ -527,6 +625,25 @@ static void set_result(inbox__slot *s, inbox_outcome o, int32_t attempts)
 	s->res.dead_letter_id = s->dl_id;
 }
 
+/* The stored result a delivery's inbox_result carries (version 2). */
+static void attach(inbox__slot *s, const void *data, size_t len,
+                   const char *type, inbox_outcome first)
+{
+	s->res.result = data;
+	s->res.result_len = data ? len : 0;
+	s->res.result_type = data ? type : NULL;
+	s->res.first_outcome = first;
+}
+
+/* Attach the result this processing's handler set, if it set one. */
+static void attach_own(inbox__slot *s)
+{
+	if (s->own.set)
+		attach(s, s->own.data.data, s->own.data.len,
+		       s->own.has_type ? s->own.type.data : NULL,
+		       INBOX_OUTCOME_NONE);
+}
+
 /* Dead-letter a claimed record: move it to DEAD and keep the message. */
 static int bury(inbox_consumer *c, inbox__slot *s, int32_t attempts,
                 inbox_status expect)
@@ -562,10 +679,12 @@ static int apply(inbox_consumer *c, inbox__slot *s, int32_t attempt,
 	int64_t rows;
 	s->msg.attempt = attempt;
 	rc = inbox__run_handler(c, &s->msg, c->handler, c->handler_payload,
-	                        &verdict, &ok, s->reason, sizeof(s->reason));
+	                        &verdict, &ok, s->reason, sizeof(s->reason),
+	                        &s->own);
 	if (rc < 0)
 		return rc;
 	if (verdict == INBOX_HANDLER_OK) {
+		inbox_outcome o = ok;
 		if (attempt != stored_attempts) {
 			rc = st->vt->finish(st, c->name, s->msg.key.data, 0,
 			                    INBOX_ST_NONE, INBOX_ST_COMPLETED,
@@ -573,11 +692,25 @@ static int apply(inbox_consumer *c, inbox__slot *s, int32_t attempt,
 			if (rc < 0)
 				return rc;
 		}
-		set_result(s, ok, attempt);
+		rc = inbox__store_result(c, s->msg.key.data, o, &s->own);
+		if (rc < 0)
+			return rc;
+		set_result(s, o, attempt);
+		attach_own(s);
 		return INBOX_OK;
 	}
-	if (verdict == INBOX_HANDLER_REJECT)
-		return bury(c, s, attempt, INBOX_ST_NONE);
+	if (verdict == INBOX_HANDLER_REJECT) {
+		rc = bury(c, s, attempt, INBOX_ST_NONE);
+		if (rc < 0 || s->res.outcome != INBOX_DEAD_LETTERED ||
+		    !s->own.set)
+			return rc;
+		/* the refusal is the answer its duplicates get */
+		rc = inbox__store_result(c, s->msg.key.data,
+		                         INBOX_DEAD_LETTERED, &s->own);
+		if (rc >= 0)
+			attach_own(s);
+		return rc;
+	}
 	if (attempt >= c->max_attempts) {
 		char why[512];
 		snprintf(why, sizeof(why), "max attempts (%d) reached: %s",
@@ -656,6 +789,12 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 	case INBOX_ST_COMPLETED:
 	case INBOX_ST_DEAD:
 		set_result(s, INBOX_DUPLICATE, cl->attempts);
+		/* the first processing's answer, read with the claim */
+		attach(s, cl->result, cl->result_len, cl->result_type,
+		       cl->first_outcome != INBOX_OUTCOME_NONE
+		           ? cl->first_outcome
+		       : cl->status == INBOX_ST_DEAD ? INBOX_DEAD_LETTERED
+		                                     : INBOX_APPLIED);
 		return INBOX_OK;
 	case INBOX_ST_PROCESSING:
 		if (!cl->lease_expired) {
@@ -735,6 +874,14 @@ static int decide_repeat(inbox_consumer *c, inbox__slot *s)
 		set_result(s, po, p->res.attempts);
 	} else {
 		set_result(s, INBOX_DUPLICATE, p->res.attempts);
+		/* the primary's answer, as a later batch would get it */
+		if (po == INBOX_DUPLICATE)
+			attach(s, p->res.result, p->res.result_len,
+			       p->res.result_type, p->res.first_outcome);
+		else if (po == INBOX_APPLIED || po == INBOX_STALE ||
+		         po == INBOX_DEAD_LETTERED)
+			attach(s, p->res.result, p->res.result_len,
+			       p->res.result_type, po);
 	}
 	return INBOX_OK;
 }
@@ -746,8 +893,7 @@ static int run_batch(inbox_consumer *c, size_t n, size_t nclaims)
 	if (rc < 0)
 		return rc;
 	if (nclaims > 0) {
-		rc = st->vt->claim(st, c->name, c->claims, nclaims,
-		                   INBOX_ST_COMPLETED, 0);
+		rc = inbox__claim(c, c->claims, nclaims, INBOX_ST_COMPLETED, 0);
 		if (rc < 0)
 			goto fail;
 	}
@@ -802,6 +948,10 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 	    0)
 		return INBOX_ERR_INVALID;
 	size_t stride = inbox__vsize(INBOX__V_RESULT, rv);
+	/* the last call's results are no longer promised to anyone */
+	for (size_t k = 0; k < c->claims_held; k++)
+		inbox__claim_release(&c->claims[k]);
+	c->claims_held = 0;
 	if (grow(c, n) < 0)
 		return INBOX_ERR_NOMEM;
 	double t0 = inbox__mono_seconds();
@@ -813,10 +963,14 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 		return rc;
 	}
 	for (int attempt = 0; attempt < BATCH_TRANSIENT_TRIES; attempt++) {
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			memset(&c->slots[i].res, 0, sizeof(c->slots[i].res));
+			c->slots[i].own.set = 0;
+		}
+		c->claims_held = nclaims;
 		for (size_t k = 0; k < nclaims; k++) {
 			inbox_claim *cl = &c->claims[k];
+			inbox__claim_release(cl);
 			cl->is_new = 0;
 			cl->status = INBOX_ST_NONE;
 			cl->stored_fingerprint[0] = '\0';

@@ -26,6 +26,15 @@ struct inbox_msg {
 	int nomem;        /* inbox_msg_get() ran out of memory */
 };
 
+/* A stored result: one a handler set (inbox_txn_set_result), kept in
+ * buffers reused between messages. */
+typedef struct inbox__stored {
+	int set;         /* a result was set */
+	int has_type;    /* type holds a content type */
+	inbox__buf data; /* the bytes (NUL-terminated by the buffer) */
+	inbox__buf type;
+} inbox__stored;
+
 struct inbox_txn {
 	inbox_consumer *c;
 	inbox_store *st;
@@ -38,6 +47,10 @@ struct inbox_txn {
 	int nomem; /* ...for want of memory: the batch fails (NOMEM) */
 	int stale;
 	int skipped; /* inbox_txn_mark_skipped: no step wanted it */
+	/* Where inbox_txn_set_result() writes (NULL: not in a handler that
+	 * may store one); the consumer's max_result_bytes. */
+	inbox__stored *result;
+	size_t max_result;
 	char reason[512];
 };
 
@@ -58,6 +71,7 @@ typedef struct inbox__slot {
 	inbox_result res;
 	int takeover; /* took over an expired lease */
 	int64_t dl_id;
+	inbox__stored own; /* the result this processing's handler set */
 } inbox__slot;
 
 struct inbox_consumer {
@@ -71,6 +85,7 @@ struct inbox_consumer {
 	int32_t max_deliveries; /* 0 = no bound */
 	int64_t lease_ms;
 	size_t max_payload;
+	size_t max_result; /* max_result_bytes */
 	inbox_replay_policy replay;
 	inbox_handler_fn handler;
 	void *handler_payload;
@@ -83,7 +98,8 @@ struct inbox_consumer {
 	inbox_claim *claims;
 	struct order_entry *order; /* claimable deliveries sorted by key */
 	size_t claims_cap;
-	inbox__buf canon; /* inbox__msg_prepare's fingerprint input */
+	size_t claims_held; /* claims[0..held) may hold stored results */
+	inbox__buf canon;   /* inbox__msg_prepare's fingerprint input */
 
 	inbox_stats stats;
 };
@@ -103,9 +119,23 @@ void inbox__txn_init(inbox_txn *t, inbox_consumer *c, inbox_msg *m);
 void inbox__txn_failed(inbox_txn *t, int rc);
 
 /* consumer.c, shared with lease.c */
+/* Run fn under a savepoint. `result` (may be NULL: the handler cannot
+ * store one) receives what the handler set with inbox_txn_set_result:
+ * kept for OK and REJECT, dropped (set = 0) for RETRY. */
 int inbox__run_handler(inbox_consumer *c, inbox_msg *m, inbox_handler_fn fn,
                        void *payload, int *verdict, inbox_outcome *ok,
-                       char *reason, size_t rlen);
+                       char *reason, size_t rlen, inbox__stored *result);
+/* Claim through the store whatever its vtable version (the version 7
+ * fields zeroed first, left zero by an older backend). */
+int inbox__claim(inbox_consumer *c, inbox_claim *claims, size_t n,
+                 inbox_status status, int64_t lease_ms);
+/* Free what a claim read back (the version 7 fields) and zero them. */
+void inbox__claim_release(inbox_claim *cl);
+/* Record on key's record the outcome it completed with and the result r
+ * (r NULL or unset: none). Nothing is written for APPLIED without a
+ * result (the hot path) or on a backend without results. */
+int inbox__store_result(inbox_consumer *c, const char *key,
+                        inbox_outcome outcome, const inbox__stored *r);
 int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
                              const char *reason, int32_t attempts,
                              const char *stored_fp, int64_t *id);

@@ -94,8 +94,9 @@ static int acquire_in_txn(inbox_consumer *c, inbox_lease *l,
 	inbox_claim cl = {
 	    .key = m->key.data, .fingerprint = m->fp, .message_id = m->id};
 	int64_t rows;
-	int rc = st->vt->claim(st, c->name, &cl, 1, INBOX_ST_PROCESSING,
-	                       c->lease_ms);
+	int rc = inbox__claim(c, &cl, 1, INBOX_ST_PROCESSING, c->lease_ms);
+	/* an acquisition answers with an outcome only: no stored result */
+	inbox__claim_release(&cl);
 	if (rc < 0)
 		return rc;
 	if (cl.is_new) {
@@ -267,6 +268,7 @@ int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
 	char reason[512] = "";
 	int verdict = INBOX_HANDLER_OK;
 	inbox_outcome ok = INBOX_APPLIED;
+	inbox__stored result = {0};
 	double t0 = inbox__mono_seconds();
 	*outcome = INBOX_OUTCOME_NONE;
 	int rc = st->vt->begin(st);
@@ -278,13 +280,14 @@ int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
 	if (rc < 0)
 		goto out;
 	rc = inbox__run_handler(c, &l->msg, fn, payload, &verdict, &ok, reason,
-	                        sizeof(reason));
+	                        sizeof(reason), &result);
 	if (rc == INBOX__ERR_REDO) /* (no claim here: cannot happen) */
 		rc = INBOX_ERR_TRANSIENT;
 	if (rc < 0)
 		goto out;
 	if (verdict == INBOX_HANDLER_OK) {
 		*outcome = ok;
+		rc = inbox__store_result(c, l->msg.key.data, *outcome, &result);
 	} else if (verdict == INBOX_HANDLER_RETRY &&
 	           l->attempt < c->max_attempts) {
 		rc = fenced_finish(l, INBOX_ST_COMPLETED, INBOX_ST_FAILED,
@@ -297,11 +300,17 @@ int inbox_lease_complete(inbox_lease *l, inbox_handler_fn fn, void *payload,
 		if (rc >= 0)
 			rc = inbox__write_dead_letter(c, &l->msg, reason,
 			                              l->attempt, NULL, &id);
+		/* a REJECT's result stays with the dead record */
+		if (rc >= 0 && verdict == INBOX_HANDLER_REJECT)
+			rc = inbox__store_result(c, l->msg.key.data,
+			                         INBOX_DEAD_LETTERED, &result);
 		*outcome = INBOX_DEAD_LETTERED;
 	}
 	if (rc >= 0)
 		rc = st->vt->commit(st);
 out:
+	inbox__buf_free(&result.data);
+	inbox__buf_free(&result.type);
 	if (rc < 0 && st->in_txn)
 		st->vt->rollback(st);
 	if (rc == INBOX_ERR_FENCED) {

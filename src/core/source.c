@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/secret.h"
@@ -255,7 +256,24 @@ int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
 		                    src->vt->scheme, n, k);
 		return INBOX_ERR_INVALID;
 	}
+	/* Backends read the results at this library's layout: an array of
+	 * an older version is widened first. */
+	inbox_result *wide = NULL;
+	if (res && res->version != INBOX_RESULT_VERSION) {
+		size_t stride = inbox__vsize(INBOX__V_RESULT, res->version);
+		wide = calloc(k, sizeof(*wide));
+		if (!wide) {
+			src->vt->settle(src, NULL, k);
+			return INBOX_ERR_NOMEM;
+		}
+		for (size_t i = 0; i < k; i++)
+			memcpy(&wide[i],
+			       (const char *)(const void *)res + i * stride,
+			       stride);
+		res = wide;
+	}
 	int rc = src->vt->settle(src, res, k);
+	free(wide);
 	scrub(src);
 	return rc;
 }

@@ -92,6 +92,37 @@ void inbox_txn_set_reason(inbox_txn *t, const char *reason)
 		snprintf(t->reason, sizeof(t->reason), "%s", reason);
 }
 
+int inbox_txn_set_result(inbox_txn *t, const char *content_type,
+                         const void *data, size_t len)
+{
+	if (!t || (!data && len > 0))
+		return INBOX_ERR_INVALID;
+	if (content_type) {
+		size_t n = strlen(content_type);
+		if (n > 255)
+			return INBOX_ERR_INVALID;
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)content_type[i] < 0x20 ||
+			    content_type[i] == 0x7f)
+				return INBOX_ERR_INVALID;
+	}
+	if (!t->result || t->st->vt->version < 7 || !t->st->vt->set_result)
+		return INBOX_ERR_STATE;
+	if (len > t->max_result)
+		return INBOX_ERR_TOO_LARGE;
+	inbox__stored *r = t->result;
+	inbox__buf_reset(&r->data);
+	inbox__buf_reset(&r->type);
+	r->set = 0;
+	/* an empty append still allocates: data is never NULL once set */
+	if (inbox__buf_append(&r->data, len ? data : "", len) < 0 ||
+	    (content_type && inbox__buf_puts(&r->type, content_type) < 0))
+		return INBOX_ERR_NOMEM;
+	r->has_type = content_type != NULL;
+	r->set = 1;
+	return INBOX_OK;
+}
+
 #define MAX_UPSERT_COLS 62
 
 int inbox_txn_upsert_versioned(inbox_txn *t, const char *table,

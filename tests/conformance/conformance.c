@@ -2298,6 +2298,9 @@ TEST(registration_checks_what_a_vtable_claims)
 	env_teardown(&e);
 }
 
+/* Stored results: their own cases, in their own file. */
+#include "results.c"
+
 int main(int argc, char **argv)
 {
 	URL = argc > 1 ? argv[1] : getenv("INBOX_TEST_STORE_URL");
@@ -2347,5 +2350,6 @@ int main(int argc, char **argv)
 	RUN(admin_dialect_spells_every_expression);
 	RUN(admin_reads_refuse_an_open_transaction);
 	RUN(registration_checks_what_a_vtable_claims);
+	run_result_cases();
 	return test_summary();
 }

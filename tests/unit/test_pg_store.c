@@ -141,12 +141,14 @@ TEST(migrate_idempotent)
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_migrate(st));
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	/* 2: the outbox, 3: generations, 4: idempotent dead letters */
-	ASSERT_EQ(v, 4);
+	/* 2: the outbox, 3: generations, 4: idempotent dead letters, 5:
+	 * stored results */
+	ASSERT_EQ(v, INBOX__SCHEMA_VERSION);
 	char sql[256];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
 	         pfx);
-	ASSERT_EQ(scalar(sql), 4); /* one row per version applied */
+	/* one row per version applied */
+	ASSERT_EQ(scalar(sql), INBOX__SCHEMA_VERSION);
 	inbox_store_close(st);
 }
 
@@ -174,7 +176,8 @@ TEST(migrate_concurrent)
 	char sql[256];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
 	         pfx);
-	ASSERT_EQ(scalar(sql), 4); /* versions 1 to 4, once each */
+	/* versions 1 to the last, once each */
+	ASSERT_EQ(scalar(sql), INBOX__SCHEMA_VERSION);
 }
 
 TEST(claim_new_then_duplicate)
@@ -517,7 +520,7 @@ TEST(upgrade_from_v3)
 	st = open_with(pfx, NULL, 1);
 	ASSERT_TRUE(st != NULL);
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 4);
+	ASSERT_EQ(v, INBOX__SCHEMA_VERSION);
 	snprintf(sql, sizeof(sql),
 	         "SELECT count(*) FROM \"%sdead_letters\" WHERE deliveries = 1"
 	         " AND dedup_key IS NULL AND last_seen_at IS NULL",
@@ -552,6 +555,84 @@ TEST(upgrade_from_v3)
 	         "\"%sdead_letters\"",
 	         pfx);
 	ASSERT_EQ(scalar(sql), 32);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
+/* Stored results (schema version 5): a handler's result for the
+ * upgrade test. */
+static int v5_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	(void)m;
+	(void)p;
+	return inbox_txn_set_result(t, "text/plain", "r-new", 5) == 0
+	           ? INBOX_HANDLER_OK
+	           : INBOX_HANDLER_REJECT;
+}
+
+/* A v4 database upgrades to v5 on its own (the step needs nothing
+ * else): its records are kept, in every generation, and hold no result
+ * — a duplicate of one has none, first outcome applied — and new
+ * records store theirs; the columns reach the sealed generation too. */
+TEST(upgrade_from_v4_results)
+{
+	char pfx[64], sql[768];
+	snprintf(pfx, sizeof(pfx), "%sv4_", prefix);
+	inbox_store *st = open_with(pfx, NULL, 0);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(inbox__pg_migrate_to(st, 4));
+	int v = 0;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 4);
+	const char *old = "{\"id\":\"old-1\"}";
+	char fp[65];
+	ASSERT_OK(inbox_fingerprint(old, strlen(old), "", fp, NULL, 0));
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO \"%sinbox\" (gen, consumer, key, fingerprint,"
+	         " status, attempts, fence, processed_at)"
+	         " VALUES (1, 'c', 'old-1', '%s', 'completed', 1, 1, now())",
+	         pfx, fp);
+	ASSERT_OK(admin_exec(sql));
+	int sealed = 0;
+	ASSERT_OK(inbox_store_seal(st, 1, &sealed));
+	ASSERT_EQ(sealed, 1);
+	inbox_store_close(st);
+	st = open_with(pfx, NULL, 1);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 5);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 5);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM \"%sinbox_g1\" WHERE result IS NULL"
+	         " AND result_type IS NULL AND outcome IS NULL",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 1);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "c";
+	co.handler = v5_handler;
+	inbox_consumer *c = NULL;
+	char err[256];
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
+	inbox_delivery d = {0};
+	d.payload = old;
+	d.payload_len = strlen(old);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
+	ASSERT_TRUE(r.result == NULL && r.result_type == NULL);
+	const char *nw = "{\"id\":\"new-1\"}";
+	d.payload = nw;
+	d.payload_len = strlen(nw);
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r.result_len, 5);
+	ASSERT_TRUE(r.result && memcmp(r.result, "r-new", 5) == 0);
+	ASSERT_STREQ(r.result_type, "text/plain");
 	inbox_consumer_close(c);
 	inbox_store_close(st);
 }
@@ -982,7 +1063,7 @@ TEST(schema_option)
 	ASSERT_TRUE(st != NULL);
 	int v = 0;
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 4);
+	ASSERT_EQ(v, INBOX__SCHEMA_VERSION);
 	inbox_claim cl;
 	ASSERT_OK(VT(st)->begin(st));
 	ASSERT_OK(claim1(st, "sc", &cl, "S1", FP_A, INBOX_ST_COMPLETED, 0));
@@ -1838,6 +1919,7 @@ int main(void)
 	RUN(dead_letter_binary_payload);
 	RUN(dead_letter_dedup);
 	RUN(upgrade_from_v3);
+	RUN(upgrade_from_v4_results);
 	RUN(purge_batches);
 	RUN(purge_busy);
 	RUN(transient_and_reconnect);

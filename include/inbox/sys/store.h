@@ -28,7 +28,8 @@
  *
  * Tables (each name preceded by the configured prefix, quoted):
  *   inbox(consumer, key, fingerprint, status, attempts, fence,
- *         lease_until, message_id, created_at, processed_at, updated_at)
+ *         lease_until, message_id, created_at, processed_at, updated_at,
+ *         result BLOB/bytea, result_type, outcome)  (the last three: v5)
  *         PRIMARY KEY (consumer, key); index (consumer, processed_at)
  *   dead_letters(id, consumer, key, message_id, payload BLOB/bytea,
  *         headers, position, attempts, reason, fingerprint,
@@ -85,6 +86,18 @@ typedef struct inbox_claim {
 	int32_t attempts;  /* stored attempts (0 when new) */
 	int64_t fence;     /* stored fencing token (1 when new) */
 	int lease_expired; /* PROCESSING and lease_until < now */
+	/* out, version 7: what the existing record stored with
+	 * set_result (NULL/0/NONE when new, invisible, or nothing stored).
+	 * result: malloc'ed by the backend, result_len bytes followed by a
+	 * NUL; result_type: malloc'ed, NUL-terminated, or NULL; the caller
+	 * frees both with free(). first_outcome: the stored outcome
+	 * (APPLIED, STALE, DEAD_LETTERED), or INBOX_OUTCOME_NONE when none
+	 * was stored (the status tells it then). Read in the claim's own
+	 * statement: a duplicate costs no second one. */
+	void *result;
+	size_t result_len;
+	char *result_type;
+	inbox_outcome first_outcome;
 } inbox_claim;
 
 /* A dead letter to write. */
@@ -130,8 +143,8 @@ struct inbox_store {
  * 5: + set_limits; 6: + flags, alias, native_type, sql_expr, exec_setup,
  * check_sql, url_private (what the admin API, declared effects and the
  * inbox command need, so that no code outside a backend branches on its
- * kind). */
-#define INBOX_STORE_VTABLE_VERSION 6
+ * kind); 7: + set_result and the stored result in inbox_claim. */
+#define INBOX_STORE_VTABLE_VERSION 7
 
 /* inbox_store_vtable.flags (version 6). */
 #define INBOX_STORE_F_SCHEMAS 0x1u /* inbox_store_options.schema applies */
@@ -387,6 +400,21 @@ struct inbox_store_vtable {
 	 * private to its connection (SQLite's :memory:): another handle
 	 * opened on it sees a different, empty one. NULL: never. */
 	int (*url_private)(const char *url);
+
+	/* ---- version 7 ------------------------------------------------- */
+
+	/* Mandatory from version 7. In the open transaction: store on the
+	 * record (consumer, key) the outcome it was completed with
+	 * (APPLIED, STALE or DEAD_LETTERED) and the handler's result:
+	 * content_type (NULL: none) and len bytes at data (data NULL: no
+	 * result, the outcome only). Replaces what was stored. A backend
+	 * may defer it like exec with rows NULL. A claim of the key later
+	 * reads both back (inbox_claim's version 7 fields), in whichever
+	 * generation the record is, for as long as the record lives. */
+	int (*set_result)(inbox_store *st, const char *consumer,
+	                  const char *key, inbox_outcome outcome,
+	                  const char *content_type, const void *data,
+	                  size_t len);
 };
 
 /* Returned by a store backend's calls only (never by the public API):

@@ -41,9 +41,45 @@ static int build_arrays(pg_store *s, const inbox_claim *claims, size_t n)
 	return bad ? -1 : 0;
 }
 
+/* The stored result at columns c (bytea, as text), c + 1 (type) and
+ * c + 2 (outcome) of row i, copied into malloc'ed memory (the claim's
+ * version 7 fields). INBOX_OK or INBOX_ERR_NOMEM. */
+static int fill_result(pg_store *s, inbox_claim *cl, const PGresult *r, int i,
+                       int c)
+{
+	cl->first_outcome =
+	    PQgetisnull(r, i, c + 2)
+	        ? INBOX_OUTCOME_NONE
+	        : (inbox_outcome)inbox__outcome_parse(PQgetvalue(r, i, c + 2));
+	if (PQgetisnull(r, i, c))
+		return INBOX_OK;
+	size_t n = 0;
+	unsigned char *raw =
+	    PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, c), &n);
+	cl->result = raw ? malloc(n + 1) : NULL;
+	cl->result_type =
+	    !PQgetisnull(r, i, c + 1) ? strdup(PQgetvalue(r, i, c + 1)) : NULL;
+	if (!cl->result || (!PQgetisnull(r, i, c + 1) && !cl->result_type)) {
+		PQfreemem(raw);
+		free(cl->result);
+		free(cl->result_type);
+		cl->result = NULL;
+		cl->result_type = NULL;
+		inbox__store_seterr(&s->base, "", "claim: out of memory");
+		return INBOX_ERR_NOMEM;
+	}
+	if (n)
+		memcpy(cl->result, raw, n);
+	((char *)cl->result)[n] = '\0';
+	cl->result_len = n;
+	PQfreemem(raw);
+	return INBOX_OK;
+}
+
 /* Fill a claim that is not new from columns c..c+4 of row i: status,
- * fingerprint, attempts, fence, lease expired. A NULL status means the
- * row is invisible to this statement's snapshot. */
+ * fingerprint, attempts, fence, lease expired (then the stored result,
+ * c+5..c+7, by fill_result). A NULL status means the row is invisible to
+ * this statement's snapshot. */
 static void fill_existing(inbox_claim *cl, const PGresult *r, int i, int c)
 {
 	cl->is_new = 0;
@@ -144,6 +180,11 @@ static int reread(pg_store *s, const char *consumer, inbox_claim *claims,
 		for (int j = 0; j < rows; j++)
 			if (strcmp(PQgetvalue(r, j, 0), claims[i].key) == 0) {
 				fill_existing(&claims[i], r, j, 1);
+				if (!invisible(&claims[i]) &&
+				    fill_result(s, &claims[i], r, j, 6) < 0) {
+					PQclear(r);
+					return INBOX_ERR_NOMEM;
+				}
 				break;
 			}
 		/* Still absent (deleted meanwhile): stays NONE, never new. */
@@ -206,8 +247,14 @@ int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
 		fill_new(&claims[i]);
 	for (int i = 0; i < PQntuples(r); i++) {
 		int64_t ord = inbox__pg_int(r, i, 0);
-		if (ord >= 1 && (size_t)ord <= n)
-			fill_existing(&claims[ord - 1], r, i, 1);
+		if (ord < 1 || (size_t)ord > n)
+			continue;
+		fill_existing(&claims[ord - 1], r, i, 1);
+		if (!invisible(&claims[ord - 1]) &&
+		    fill_result(s, &claims[ord - 1], r, i, 6) < 0) {
+			PQclear(r);
+			return INBOX_ERR_NOMEM;
+		}
 	}
 	PQclear(r);
 	repeats(claims, n, status);
@@ -359,5 +406,39 @@ int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 	}
 	for (int i = 0; i < N; i++)
 		inbox__buf_free(&tmp[i]);
+	return rc;
+}
+
+int inbox__pg_set_result(inbox_store *st, const char *consumer, const char *key,
+                         inbox_outcome outcome, const char *content_type,
+                         const void *data, size_t len)
+{
+	pg_store *s = (pg_store *)st;
+	if (!consumer || !key || (!data && len)) {
+		inbox__store_seterr(st, "", "set_result: invalid arguments");
+		return INBOX_ERR_INVALID;
+	}
+	/* Hex text, so that the statement may wait in the batch's queue
+	 * (whose parameters are strings) and go with the commit. */
+	char *hex = NULL;
+	if (data) {
+		static const char digits[] = "0123456789abcdef";
+		hex = malloc(len * 2 + 1);
+		if (!hex) {
+			inbox__store_seterr(st, "",
+			                    "set_result: out of memory");
+			return INBOX_ERR_NOMEM;
+		}
+		const unsigned char *p = data;
+		for (size_t i = 0; i < len; i++) {
+			hex[2 * i] = digits[p[i] >> 4];
+			hex[2 * i + 1] = digits[p[i] & 15];
+		}
+		hex[len * 2] = '\0';
+	}
+	const char *params[5] = {consumer, key, hex, data ? content_type : NULL,
+	                         inbox_outcome_name(outcome)};
+	int rc = inbox__pg_exec(st, s->sql[PGQ_SET_RESULT], 5, params, NULL);
+	free(hex);
 	return rc;
 }

@@ -101,6 +101,10 @@ static int migrate_locked(pg_store *s, int target)
 	if (rc == INBOX_OK && target >= 4 && version < 4 &&
 	    (rc = apply(s, inbox__pg_schema_v4(s))) == INBOX_OK)
 		rc = record_version(s, 4);
+	/* v5: stored results, in place (pg_sql.c). */
+	if (rc == INBOX_OK && target >= 5 && version < 5 &&
+	    (rc = apply(s, inbox__pg_schema_v5(s))) == INBOX_OK)
+		rc = record_version(s, 5);
 	return rc;
 }
 

@@ -29,11 +29,16 @@
 	"  CASE WHEN $5 = 'processing'" \
 	"   THEN now() + $6 * interval '1 millisecond' END," \
 	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
+/* The stored result (schema v5) comes with the record it was found in,
+ * whichever generation that is: a duplicate costs no second statement,
+ * and a record without a result reads three NULLs. */
 #define CLAIM_ANSWER(MORE) \
 	" SELECT old.ord, i.status, i.fingerprint, i.attempts, i.fence," \
-	"  coalesce(i.lease_until < now(), false)" \
+	"  coalesce(i.lease_until < now(), false)," \
+	"  i.result, i.result_type, i.outcome" \
 	" FROM old LEFT JOIN LATERAL (SELECT y.status, y.fingerprint," \
-	"  y.attempts, y.fence, y.lease_until FROM {T} y" \
+	"  y.attempts, y.fence, y.lease_until, y.result, y.result_type," \
+	"  y.outcome FROM {T} y" \
 	"  WHERE y.consumer = $1 AND y.key = old.k" MORE \
 	"  LIMIT 1) i ON true"
 static const char *const templates[PGQ_COUNT] = {
@@ -98,7 +103,7 @@ static const char *const templates[PGQ_COUNT] = {
 
 	[PGQ_CLAIM_REREAD] =
 	"SELECT key, status, fingerprint, attempts, fence,"
-	" coalesce(lease_until < now(), false)"
+	" coalesce(lease_until < now(), false), result, result_type, outcome"
 	" FROM {T} WHERE consumer = $1 AND key = ANY($2::text[])",
 
 	[PGQ_RECLAIM] =
@@ -178,6 +183,15 @@ static const char *const templates[PGQ_COUNT] = {
 	[PGQ_OUTBOX_ADD] = inbox__pg_outbox_add_sql,
 	[PGQ_OUTBOX_CLAIM] = inbox__pg_outbox_claim_sql,
 	[PGQ_OUTBOX_FINISH] = inbox__pg_outbox_finish_sql,
+
+	/* The outcome and result of a record's first processing (schema
+	 * v5), the bytes as hex text: it travels as a handler statement,
+	 * deferred with the batch's others. In the record's generation,
+	 * sealed or not (the seal refuses inserts only). */
+	[PGQ_SET_RESULT] =
+	"UPDATE {T} SET result = decode($3::text, 'hex'),"
+	" result_type = $4::text, outcome = $5::text, updated_at = now()"
+	" WHERE consumer = $1::text AND key = $2::text",
 };
 /* clang-format on */
 
@@ -207,6 +221,7 @@ const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
     [PGQ_PURGE_DELETE] = {3, t_purge},  [PGQ_PURGE_COUNT] = {2, t_count},
     [PGQ_VERSION] = {0, NULL},          [PGQ_OUTBOX_ADD] = {13, NULL},
     [PGQ_OUTBOX_CLAIM] = {3, NULL},     [PGQ_OUTBOX_FINISH] = {9, NULL},
+    [PGQ_SET_RESULT] = {5, NULL},
 };
 
 /* clang-format off */
@@ -256,6 +271,13 @@ static const char schema_v4[] =
 	" ADD COLUMN IF NOT EXISTS last_seen_at timestamptz;\n"
 	"CREATE UNIQUE INDEX IF NOT EXISTS \"{P}dead_letters_dedup_idx\""
 	" ON {D} (consumer, dedup_key);\n";
+/* v5: stored results (pg_inbox.c). Columns only, on the partitioned
+ * table: every generation, sealed ones too, gets them (NULL: no result
+ * stored), and new generations (LIKE the table) have them. */
+static const char schema_v5[] =
+	"ALTER TABLE {T} ADD COLUMN IF NOT EXISTS result bytea,"
+	" ADD COLUMN IF NOT EXISTS result_type text,"
+	" ADD COLUMN IF NOT EXISTS outcome text;\n";
 /* clang-format on */
 
 int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out)
@@ -367,6 +389,11 @@ char *inbox__pg_schema_v1(const pg_store *s)
 char *inbox__pg_schema_v4(const pg_store *s)
 {
 	return expanded(s, schema_v4);
+}
+
+char *inbox__pg_schema_v5(const pg_store *s)
+{
+	return expanded(s, schema_v5);
 }
 
 int64_t inbox__pg_lock_key(const inbox_store *st, const char *purpose)

@@ -302,4 +302,5 @@ const inbox_store_vtable inbox__pg_vtable = {
     .sql_expr = inbox__pg_sql_expr,
     .exec_setup = inbox__pg_exec_setup,
     .check_sql = inbox__pg_check_sql,
+    .set_result = inbox__pg_set_result,
 };

@@ -63,6 +63,7 @@ enum pg_query {
 	PGQ_OUTBOX_ADD, /* SQL in pg_outbox.c */
 	PGQ_OUTBOX_CLAIM,
 	PGQ_OUTBOX_FINISH,
+	PGQ_SET_RESULT, /* run as a handler statement (deferred in a batch) */
 	PGQ_COUNT
 };
 
@@ -219,6 +220,8 @@ int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out);
  * or NULL. */
 char *inbox__pg_schema_v1(const pg_store *s);
 char *inbox__pg_schema_v4(const pg_store *s);
+/* The v5 upgrade (stored results), malloc'ed, or NULL. */
+char *inbox__pg_schema_v5(const pg_store *s);
 
 /* Advisory lock key of this handle's tables for `purpose` ("migrate",
  * "purge"): FNV-1a 64 of "libinbox:<purpose>:<schema>.<prefix>". The
@@ -357,6 +360,9 @@ int inbox__pg_extend(inbox_store *st, const char *consumer, const char *key,
                      int64_t fence, int64_t lease_ms, int64_t *rows);
 int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
                           int64_t *id);
+int inbox__pg_set_result(inbox_store *st, const char *consumer, const char *key,
+                         inbox_outcome outcome, const char *content_type,
+                         const void *data, size_t len);
 
 /* pg_purge.c */
 int inbox__pg_purge(inbox_store *st, const char *consumer,

@@ -8,6 +8,7 @@
  * that were present) costs no round trip and no allocation.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
@@ -48,6 +49,36 @@ int inbox__sq_register_consumer(inbox_store *st, const char *consumer,
 	return inbox__sq_run(s, stmt, "register consumer");
 }
 
+/* The record's stored result (columns 5-7 of SQ_CLAIM_SELECT) into the
+ * claim's version 7 fields, copied: the column's memory is SQLite's
+ * until the next step. NULLs (no result) cost nothing. */
+static int read_result(sq_store *s, sqlite3_stmt *stmt, inbox_claim *c)
+{
+	c->first_outcome = (inbox_outcome)inbox__outcome_parse(
+	    (const char *)sqlite3_column_text(stmt, 7));
+	if (sqlite3_column_type(stmt, 5) == SQLITE_NULL)
+		return INBOX_OK;
+	const void *b = sqlite3_column_blob(stmt, 5);
+	size_t n = (size_t)sqlite3_column_bytes(stmt, 5);
+	const char *t = (const char *)sqlite3_column_text(stmt, 6);
+	c->result = malloc(n + 1);
+	c->result_type = t ? strdup(t) : NULL;
+	if (!c->result || (t && !c->result_type)) {
+		free(c->result);
+		free(c->result_type);
+		c->result = NULL;
+		c->result_type = NULL;
+		inbox__store_seterr(&s->base, "SQLITE_NOMEM",
+		                    "claim: out of memory");
+		return INBOX_ERR_NOMEM;
+	}
+	if (n)
+		memcpy(c->result, b, n);
+	((char *)c->result)[n] = '\0';
+	c->result_len = n;
+	return INBOX_OK;
+}
+
 /* Fill the out fields of a claim whose key was already present (possibly
  * inserted by an earlier claim of the same call). */
 static int read_existing(sq_store *s, const char *consumer, inbox_claim *c,
@@ -72,6 +103,7 @@ static int read_existing(sq_store *s, const char *consumer, inbox_claim *c,
 		    c->status == INBOX_ST_PROCESSING &&
 		    sqlite3_column_type(stmt, 4) != SQLITE_NULL &&
 		    sqlite3_column_int64(stmt, 4) < now;
+		err = read_result(s, stmt, c);
 	} else if (rc != SQLITE_DONE) {
 		err = inbox__sq_fail(s, rc, "claim");
 	}
@@ -266,4 +298,31 @@ int inbox__sq_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 	}
 	inbox__sq_done(stmt);
 	return err;
+}
+
+int inbox__sq_set_result(inbox_store *st, const char *consumer, const char *key,
+                         inbox_outcome outcome, const char *content_type,
+                         const void *data, size_t len)
+{
+	sq_store *s = SQ(st);
+	sqlite3_stmt *stmt;
+	if (!consumer || !key || (!data && len))
+		return bad_arg(s, "set result");
+	int err = inbox__sq_need_txn(s, "set result");
+	if (err || (err = inbox__sq_fixed(s, SQ_SET_RESULT, &stmt)) != 0)
+		return err;
+	inbox__sq_bind_str(stmt, 1, consumer);
+	inbox__sq_bind_str(stmt, 2, key);
+	/* a BLOB, byte for byte; an empty result is a zero blob, not NULL */
+	if (!data)
+		sqlite3_bind_null(stmt, 3);
+	else if (len)
+		sqlite3_bind_blob64(stmt, 3, data, len, SQLITE_STATIC);
+	else
+		sqlite3_bind_zeroblob(stmt, 3, 0);
+	inbox__sq_bind_str(stmt, 4, data ? content_type : NULL);
+	sqlite3_bind_text(stmt, 5, inbox_outcome_name(outcome), -1,
+	                  SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 6, inbox__now_ms());
+	return inbox__sq_run(s, stmt, "set result");
 }

@@ -75,6 +75,9 @@ static const char *const migrations[SQ_SCHEMA_VERSION + 1] = {
      * first, from v4_columns. */
     [4] = "CREATE UNIQUE INDEX IF NOT EXISTS {dead_letters_dedup_idx}"
           " ON {dead_letters} (consumer, dedup_key);",
+    /* 5: stored results, in place (the columns, from v5_columns: NULL
+     * for every existing record, which holds no result). */
+    [5] = "",
 };
 
 /* SQLite has no ADD COLUMN IF NOT EXISTS: these run only when dedup_key is
@@ -84,6 +87,14 @@ static const char v4_columns[] =
     "ALTER TABLE {dead_letters} ADD COLUMN"
     " deliveries INTEGER NOT NULL DEFAULT 1;"
     "ALTER TABLE {dead_letters} ADD COLUMN last_seen_at INTEGER;";
+
+/* v5: what the record keeps of its first processing (sqlite_inbox.c):
+ * the handler's result, its content type, the outcome. Only when the
+ * result column is missing, like v4_columns. */
+static const char v5_columns[] =
+    "ALTER TABLE {inbox} ADD COLUMN result BLOB;"
+    "ALTER TABLE {inbox} ADD COLUMN result_type TEXT;"
+    "ALTER TABLE {inbox} ADD COLUMN outcome TEXT;";
 
 static int exec_tmpl(sq_store *s, const char *tmpl, const char *what)
 {
@@ -168,6 +179,9 @@ static int apply(sq_store *s, int v)
 	    (err = has_column(s, "dead_letters", "dedup_key", &n)) == 0 &&
 	    n == 0)
 		err = exec_tmpl(s, v4_columns, "migrate");
+	if (!err && v == 5 &&
+	    (err = has_column(s, "inbox", "result", &n)) == 0 && n == 0)
+		err = exec_tmpl(s, v5_columns, "migrate");
 	return err ? err : exec_tmpl(s, migrations[v], "migrate");
 }
 

@@ -21,8 +21,11 @@ static const char *const fixed_sql[SQ_NFIXED] = {
         "processed_at, updated_at) "
         "VALUES (?1, ?2, ?3, ?4, 1, 1, ?5, ?6, ?7, ?8, ?7) "
         "ON CONFLICT (consumer, key) DO NOTHING",
+    /* The stored result comes with the record: a duplicate costs no
+     * second statement, and one without a result reads two NULLs. */
     [SQ_CLAIM_SELECT] =
-        "SELECT status, fingerprint, attempts, fence, lease_until "
+        "SELECT status, fingerprint, attempts, fence, lease_until, "
+        "result, result_type, outcome "
         "FROM {inbox} WHERE consumer = ?1 AND key = ?2",
     [SQ_RECLAIM] = "UPDATE {inbox} SET status = ?3, attempts = attempts + 1, "
                    "fence = fence + 1, lease_until = ?4, processed_at = ?5, "
@@ -98,6 +101,9 @@ static const char *const fixed_sql[SQ_NFIXED] = {
         " attempts = max(attempts + ?9, 0),"
         " done_at = CASE WHEN ?3 = 'done' THEN ?10 END, updated_at = ?10"
         " WHERE id = ?1 AND fence = ?2 AND state = 'in_flight'",
+    [SQ_SET_RESULT] =
+        "UPDATE {inbox} SET result = ?3, result_type = ?4, outcome = ?5, "
+        "updated_at = ?6 WHERE consumer = ?1 AND key = ?2",
 };
 
 int inbox__sq_need_txn(sq_store *s, const char *what)

@@ -366,4 +366,5 @@ const inbox_store_vtable inbox__sqlite_vtable = {
     .exec_setup = inbox__sq_exec_setup,
     .check_sql = inbox__sq_check_sql,
     .url_private = inbox__sq_url_private,
+    .set_result = inbox__sq_set_result,
 };

@@ -45,6 +45,7 @@ enum {
 	SQ_OUTBOX_DUE,
 	SQ_OUTBOX_CLAIM,
 	SQ_OUTBOX_FINISH,
+	SQ_SET_RESULT, /* stored results (schema version 5) */
 	SQ_NFIXED
 };
 
@@ -144,6 +145,9 @@ int inbox__sq_extend(inbox_store *st, const char *consumer, const char *key,
                      int64_t fence, int64_t lease_ms, int64_t *rows);
 int inbox__sq_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
                           int64_t *id);
+int inbox__sq_set_result(inbox_store *st, const char *consumer, const char *key,
+                         inbox_outcome outcome, const char *content_type,
+                         const void *data, size_t len);
 int inbox__sq_purge(inbox_store *st, const char *consumer,
                     int64_t retention_seconds, int batch_limit, int dry_run,
                     int64_t *deleted);

@@ -1,0 +1,519 @@
+/*
+ * Stored results (issue 14, part 1): "the same answer every time". A
+ * handler stores a result with inbox_txn_set_result(); every duplicate of
+ * the key gets the first processing's result and outcome — in the same
+ * batch, after a restart, once the record's generation is sealed
+ * (PostgreSQL) — and a conflict gets nothing.
+ *
+ * Included by conformance.c (its helpers are static there); run by
+ * run_result_cases() from its main.
+ */
+
+/* What result_handler stores, and how it answers. */
+typedef struct rctx {
+	const env *e;
+	const char *type; /* content type given */
+	const void *data; /* NULL: the order id, as "inv-<orderId>" */
+	size_t len;
+	int verdict;     /* what it returns after storing */
+	int no_result;   /* store nothing */
+	int then_larger; /* then try one byte over the limit */
+	int set_rc;      /* what the (last) inbox_txn_set_result returned */
+	int calls;
+} rctx;
+
+/* Inserts the invoice, then stores a result (see rctx). */
+static int result_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	rctx *x = p;
+	x->calls++;
+	const char *order = NULL;
+	if (inbox_msg_get(m, "/data/orderId", &order) != 0)
+		return INBOX_HANDLER_REJECT;
+	char q[256];
+	snprintf(q, sizeof(q),
+	         "INSERT INTO %s (order_id, total) VALUES ($1, 1)",
+	         x->e->invoices);
+	const char *params[] = {order};
+	if (inbox_txn_exec(t, q, 1, params, NULL) != 0)
+		return INBOX_HANDLER_RETRY;
+	if (!x->no_result) {
+		char inv[64];
+		snprintf(inv, sizeof(inv), "inv-%s", order);
+		x->set_rc =
+		    x->data
+		        ? inbox_txn_set_result(t, x->type, x->data, x->len)
+		        : inbox_txn_set_result(t, x->type, inv, strlen(inv));
+	}
+	if (x->then_larger) {
+		static char big[4096];
+		x->set_rc = inbox_txn_set_result(t, "text/plain", big,
+		                                 (size_t)x->then_larger);
+	}
+	if (x->verdict == INBOX_HANDLER_REJECT)
+		inbox_txn_set_reason(t, "refused by the business rule");
+	return x->verdict;
+}
+
+static inbox_consumer *open_results(inbox_store *st, rctx *x, size_t max_res)
+{
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "billing.results.v1";
+	o.handler = result_handler;
+	o.handler_payload = x;
+	o.max_attempts = 3;
+	o.retention_seconds = 3600;
+	o.max_result_bytes = max_res;
+	inbox_consumer *c = NULL;
+	char err[256];
+	int rc = inbox_consumer_open(&c, st, &o, err, sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "consumer open: %d %s\n", rc, err);
+	return c;
+}
+
+/* r carries exactly the bytes and type given (type NULL: none). */
+static int has_result(const inbox_result *r, const void *data, size_t len,
+                      const char *type)
+{
+	if (!r->result || r->result_len != len ||
+	    memcmp(r->result, data, len) != 0 ||
+	    ((const char *)r->result)[len] != '\0')
+		return 0;
+	if (!type)
+		return r->result_type == NULL;
+	return r->result_type && strcmp(r->result_type, type) == 0;
+}
+
+static int no_result(const inbox_result *r)
+{
+	return r->result == NULL && r->result_len == 0 &&
+	       r->result_type == NULL;
+}
+
+/* Any bytes, byte for byte: a NUL inside, high bytes, no terminator. */
+static const unsigned char BINARY[] = {'i', 0, 0xff, 0x80, '\n', 'z'};
+
+TEST(result_returned_on_a_duplicate)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e,
+	          .type = "application/octet-stream",
+	          .data = BINARY,
+	          .len = sizeof(BINARY)};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "r-1", "o-1", 10);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_OK(x.set_rc);
+	ASSERT_TRUE(
+	    has_result(&r, BINARY, sizeof(BINARY), "application/octet-stream"));
+	ASSERT_EQ(r.first_outcome, INBOX_OUTCOME_NONE);
+	/* the handler is not run again; the answer is the first one's */
+	x.data = "other";
+	x.len = 5;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(x.calls, 1);
+	ASSERT_TRUE(
+	    has_result(&r, BINARY, sizeof(BINARY), "application/octet-stream"));
+	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
+	/* what inbox inspect shows: the record's result, byte for byte */
+	inbox_admin_record *rec = NULL;
+	ASSERT_OK(inbox_admin_inspect(e.st, "billing.results.v1", "r-1", &rec));
+	int same = rec->result && rec->result_len == sizeof(BINARY) &&
+	           memcmp(rec->result, BINARY, sizeof(BINARY)) == 0 &&
+	           rec->result_type &&
+	           !strcmp(rec->result_type, "application/octet-stream") &&
+	           rec->outcome && !strcmp(rec->outcome, "applied");
+	inbox_admin_record_free(rec);
+	ASSERT_TRUE(same);
+	/* the same key with another payload: a conflict, no answer */
+	order_json(js, sizeof(js), "r-1", "o-1", 99);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_CONFLICT);
+	ASSERT_TRUE(no_result(&r));
+	ASSERT_EQ(r.first_outcome, INBOX_OUTCOME_NONE);
+	/* an empty result is a result; a NULL type is none */
+	x.data = "";
+	x.len = 0;
+	x.type = NULL;
+	order_json(js, sizeof(js), "r-2", "o-2", 10);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_TRUE(has_result(&r, "", 0, NULL));
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r, "", 0, NULL));
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 2);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+TEST(result_on_a_duplicate_in_the_same_batch)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e, .type = "text/plain"};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[5][256];
+	order_json(js[0], sizeof(js[0]), "b-1", "o-1", 10);
+	order_json(js[1], sizeof(js[1]), "b-2", "o-2", 10);
+	order_json(js[2], sizeof(js[2]), "b-1", "o-1", 10); /* repeat */
+	order_json(js[3], sizeof(js[3]), "b-1", "o-1", 77); /* conflict */
+	order_json(js[4], sizeof(js[4]), "b-2", "o-2", 10); /* repeat */
+	inbox_delivery d[5];
+	for (int i = 0; i < 5; i++)
+		d[i] = delivery(js[i]);
+	inbox_result r[5];
+	TEST_RESULTS_INIT(r, 5);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 5, r));
+	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[1].outcome, INBOX_APPLIED);
+	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
+	ASSERT_TRUE(has_result(&r[1], "inv-o-2", 7, "text/plain"));
+	ASSERT_EQ(r[2].outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r[2], "inv-o-1", 7, "text/plain"));
+	ASSERT_EQ(r[2].first_outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[3].outcome, INBOX_CONFLICT);
+	ASSERT_TRUE(no_result(&r[3]));
+	ASSERT_EQ(r[4].outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r[4], "inv-o-2", 7, "text/plain"));
+	ASSERT_EQ(x.calls, 2);
+	/* A later batch: the key's record answers the primary, and its
+	 * repeat in that batch gets the same stored answer. */
+	x.data = "changed";
+	x.len = 7;
+	TEST_RESULTS_INIT(r, 5);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 3, r));
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(r[i].outcome, INBOX_DUPLICATE);
+		ASSERT_EQ(r[i].first_outcome, INBOX_APPLIED);
+	}
+	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
+	ASSERT_TRUE(has_result(&r[1], "inv-o-2", 7, "text/plain"));
+	ASSERT_TRUE(has_result(&r[2], "inv-o-1", 7, "text/plain"));
+	ASSERT_EQ(x.calls, 2);
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 2);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+TEST(result_after_a_restart)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e,
+	          .type = "application/json",
+	          .data = "{\"invoice\":\"F-1\"}",
+	          .len = 17};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "rs-1", "o-1", 10);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	inbox_consumer_close(c);
+	/* another process, another connection: only the database knows */
+	inbox_store_close(e.st);
+	e.st = open_store(&e);
+	ASSERT_TRUE(e.st);
+	rctx y = {.e = &e, .data = "second", .len = 6};
+	c = open_results(e.st, &y, 0);
+	ASSERT_TRUE(c);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(y.calls, 0);
+	ASSERT_TRUE(
+	    has_result(&r, "{\"invoice\":\"F-1\"}", 17, "application/json"));
+	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* PostgreSQL keeps the inbox in generations: a record sealed into an
+ * older one keeps its result there (an UPDATE, never an insert, wrote
+ * it), and a duplicate found through the generation's filter gets it. */
+TEST(result_after_a_seal)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e, .type = "text/plain"};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[2][256];
+	order_json(js[0], sizeof(js[0]), "sl-1", "o-1", 10);
+	order_json(js[1], sizeof(js[1]), "sl-2", "o-2", 10);
+	inbox_delivery d[2] = {delivery(js[0]), delivery(js[1])};
+	inbox_result r[2];
+	TEST_RESULTS_INIT(r, 2);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 1, r));
+	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
+	inbox_consumer_close(c);
+	int sealed = 0;
+	ASSERT_OK(inbox_store_seal(e.st, 1, &sealed));
+	if (is_pg) {
+		ASSERT_EQ(sealed, 1);
+		ASSERT_EQ(
+		    count(e.st, e.inbox_tbl, "gen = 1 AND result IS NOT NULL"),
+		    1);
+	} else {
+		ASSERT_EQ(sealed, 0); /* one generation */
+	}
+	/* a fresh handle: it loads the sealed generation's filter */
+	inbox_store_close(e.st);
+	e.st = open_store(&e);
+	ASSERT_TRUE(e.st);
+	c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	TEST_RESULTS_INIT(r, 2);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
+	ASSERT_EQ(r[0].first_outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[1].outcome, INBOX_APPLIED);
+	ASSERT_TRUE(has_result(&r[1], "inv-o-2", 7, "text/plain"));
+	if (is_pg)
+		ASSERT_EQ(
+		    count(e.st, e.inbox_tbl, "gen = 2 AND result IS NOT NULL"),
+		    1);
+	ASSERT_EQ(x.calls, 2);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* A handler that stores nothing: no result, on the first delivery and
+ * on its duplicates; the first outcome still comes back, stale too. */
+TEST(handler_that_sets_no_result)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e, .no_result = 1};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "n-1", "o-1", 10);
+	inbox_delivery d[2] = {delivery(js), delivery(js)};
+	inbox_result r[2];
+	TEST_RESULTS_INIT(r, 2);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
+	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
+	ASSERT_TRUE(no_result(&r[0]));
+	ASSERT_EQ(r[1].outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(no_result(&r[1]));
+	ASSERT_EQ(r[1].first_outcome, INBOX_APPLIED);
+	TEST_RESULTS_INIT(r, 2);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 1, r));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(no_result(&r[0]));
+	ASSERT_EQ(r[0].first_outcome, INBOX_APPLIED);
+	/* no result stored: the record's result column stays NULL */
+	ASSERT_EQ(count(e.st, e.inbox_tbl, "result IS NULL"), 1);
+	inbox_admin_record *rec = NULL;
+	ASSERT_OK(inbox_admin_inspect(e.st, "billing.results.v1", "n-1", &rec));
+	int none = !rec->result && !rec->result_len && !rec->result_type &&
+	           !rec->outcome;
+	inbox_admin_record_free(rec);
+	ASSERT_TRUE(none);
+	inbox_consumer_close(c);
+	/* a stale message's duplicates say so */
+	hctx h = {.e = &e};
+	c = open_consumer(e.st, projection_handler, &h, NULL, NULL);
+	ASSERT_TRUE(c);
+	inbox_result one = INBOX_RESULT_INIT;
+	ASSERT_OK(process1(c,
+	                   "{\"id\":\"v2\",\"data\":{\"orderId\":\"p\","
+	                   "\"status\":\"paid\",\"version\":2}}",
+	                   &one));
+	ASSERT_EQ(one.outcome, INBOX_APPLIED);
+	const char *old = "{\"id\":\"v1\",\"data\":{\"orderId\":\"p\","
+	                  "\"status\":\"new\",\"version\":1}}";
+	ASSERT_OK(process1(c, old, &one));
+	ASSERT_EQ(one.outcome, INBOX_STALE);
+	ASSERT_TRUE(no_result(&one));
+	ASSERT_OK(process1(c, old, &one));
+	ASSERT_EQ(one.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(one.first_outcome, INBOX_STALE);
+	ASSERT_TRUE(no_result(&one));
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* Over max_result_bytes: the handler's error (never a silent cut); an
+ * earlier result stays; a handler that gives up on it may reject. */
+TEST(result_over_the_limit)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e, .type = "text/plain", .then_larger = 17};
+	inbox_consumer *c = open_results(e.st, &x, 16);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "big-1", "o-1", 10);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(x.set_rc, INBOX_ERR_TOO_LARGE);
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	/* the 7 bytes set first are what was stored, whole */
+	ASSERT_TRUE(has_result(&r, "inv-o-1", 7, "text/plain"));
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r, "inv-o-1", 7, "text/plain"));
+	/* exactly the limit is accepted */
+	x.then_larger = 16;
+	order_json(js, sizeof(js), "big-2", "o-2", 10);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_OK(x.set_rc);
+	ASSERT_EQ(r.result_len, 16);
+	inbox_consumer_close(c);
+	/* the default limit is 64 KiB; options beyond 256 MiB are refused */
+	rctx y = {.e = &e, .no_result = 1, .then_larger = 4096};
+	c = open_results(e.st, &y, 0);
+	ASSERT_TRUE(c);
+	order_json(js, sizeof(js), "big-3", "o-3", 10);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_OK(y.set_rc);
+	ASSERT_EQ(r.result_len, 4096);
+	inbox_consumer_close(c);
+	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
+	o.name = "billing.results.v1";
+	o.retention_seconds = 3600;
+	o.max_result_bytes = (size_t)512 * 1024 * 1024;
+	char err[256];
+	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(err, "max_result_bytes");
+	env_teardown(&e);
+}
+
+/* RETRY drops the result with the effects; REJECT keeps it with the
+ * dead record, and its duplicates get that answer. */
+TEST(result_follows_the_verdict)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e,
+	          .type = "application/problem+json",
+	          .data = "{\"status\":422}",
+	          .len = 14,
+	          .verdict = INBOX_HANDLER_RETRY};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "v-1", "o-1", 10);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_RETRY);
+	ASSERT_TRUE(no_result(&r));
+	x.verdict = INBOX_HANDLER_OK;
+	x.no_result = 1;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_TRUE(no_result(&r));
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(no_result(&r)); /* the retry's result was dropped */
+	/* REJECT with a result */
+	x.no_result = 0;
+	x.verdict = INBOX_HANDLER_REJECT;
+	order_json(js, sizeof(js), "v-2", "o-2", 10);
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
+	ASSERT_TRUE(
+	    has_result(&r, "{\"status\":422}", 14, "application/problem+json"));
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r.first_outcome, INBOX_DEAD_LETTERED);
+	ASSERT_TRUE(
+	    has_result(&r, "{\"status\":422}", 14, "application/problem+json"));
+	/* the rejected effect was rolled back; the retried one kept */
+	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* A long handler completing its lease stores the result too; a later
+ * delivery through the batch path gets it. */
+static int lease_result_fn(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	(void)m;
+	(void)p;
+	return inbox_txn_set_result(t, "text/plain", "leased", 6) == 0
+	           ? INBOX_HANDLER_OK
+	           : INBOX_HANDLER_REJECT;
+}
+
+TEST(result_of_a_lease_completion)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "l-1", "o-1", 10);
+	inbox_delivery d = delivery(js);
+	inbox_lease *l = NULL;
+	inbox_outcome o;
+	ASSERT_OK(inbox_lease_acquire(c, &d, &l, &o));
+	ASSERT_EQ(o, INBOX_ACQUIRED);
+	ASSERT_OK(inbox_lease_complete(l, lease_result_fn, NULL, &o));
+	ASSERT_EQ(o, INBOX_APPLIED);
+	inbox_lease_free(l);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r, "leased", 6, "text/plain"));
+	ASSERT_EQ(x.calls, 0);
+	/* outside a handler there is nothing to attach a result to */
+	ASSERT_EQ(inbox_txn_set_result(NULL, NULL, "x", 1), INBOX_ERR_INVALID);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+/* A caller built against version 1 of inbox_result gets its fields only
+ * (nothing written past them), and version 2 has the result. */
+TEST(result_struct_version_1_is_kept)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "v1-1", "o-1", 10);
+	inbox_delivery d = delivery(js);
+	size_t v1 = offsetof(inbox_result, dead_letter_id) + sizeof(int64_t);
+	unsigned char *buf = malloc(sizeof(inbox_result));
+	ASSERT_TRUE(buf);
+	memset(buf, 0xa5, sizeof(inbox_result));
+	((inbox_result *)(void *)buf)->version = 1;
+	ASSERT_OK(inbox_consumer_process(c, &d, (inbox_result *)(void *)buf));
+	ASSERT_EQ(((inbox_result *)(void *)buf)->outcome, INBOX_APPLIED);
+	int untouched = 1;
+	for (size_t i = v1; i < sizeof(inbox_result); i++)
+		untouched &= buf[i] == 0xa5;
+	free(buf);
+	ASSERT_TRUE(untouched);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
+static void run_result_cases(void)
+{
+	RUN(result_returned_on_a_duplicate);
+	RUN(result_on_a_duplicate_in_the_same_batch);
+	RUN(result_after_a_restart);
+	RUN(result_after_a_seal);
+	RUN(handler_that_sets_no_result);
+	RUN(result_over_the_limit);
+	RUN(result_follows_the_verdict);
+	RUN(result_of_a_lease_completion);
+	RUN(result_struct_version_1_is_kept);
+}
