@@ -217,6 +217,35 @@ typedef enum inbox_decl_scope {
 INBOX_API int inbox_decl_add_when(inbox_decl *d, inbox_decl_scope scope,
                                   const inbox_decl_when *w, char *why,
                                   size_t len);
+/* Name the result the declaration stores for every message it applies
+ * (stored results, inbox_txn_set_result(): content type
+ * "application/json"; a duplicate of the message gets it back). The
+ * template is JSON text, any value, rendered per message into compact
+ * JSON in the template's key order; objects and arrays are kept as
+ * written, every string is a leaf:
+ *   "/json/pointer"    the message's value there, with its JSON type;
+ *   "#N"               the first row SQL step N (1-based, counting SQL
+ *                      and upsert steps as added) returned — RETURNING —
+ *                      as an object {column: text}, SQL NULL as null;
+ *                      null when the step returned no row;
+ *   "#N.column"        that row's column as text (or null);
+ *   "#N.column:json"   that column's text read as JSON (a number, an
+ *                      object built by the SQL: row_to_json(...));
+ *   "{key}"            the message's inbox key;
+ *   "=text"            the literal string "text".
+ * E.g. "{"invoice": "#1.id:json", "order": "/data/orderId"}", or
+ * ""#1"" for the returned row itself. Numbers, booleans and null in
+ * the template are refused (write "=..." for a literal). A step named
+ * by "#N" must be an SQL step added before this call; it then runs at
+ * once (a query), not deferred with the batch's other statements. At
+ * run time: a pointer missing from the message, a column the row does
+ * not have, a ":json" column that is not JSON, a text that is not UTF-8,
+ * a result over the consumer's max_result_bytes — REJECT (a dead letter
+ * with the reason, nothing stored). Once per declaration. Errors:
+ * INVALID (a bad template or leaf, a step that does not exist or is an
+ * upsert, declared twice), NOMEM. */
+INBOX_API int inbox_decl_set_result(inbox_decl *d, const char *result_template,
+                                    char *why, size_t len);
 
 /* Make `st` ready for the declaration: run the setup SQL, then check
  * every SQL and upsert step against the database without running it

@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "base/buf.h"
+#include "base/json.h"
 #include "core/internal.h"
 
 /* ---- static SQL checks --------------------------------------------- */
@@ -340,15 +341,38 @@ static int param(inbox_txn *t, const inbox_msg *m, const char *ptr,
 }
 
 static int run_sql(inbox_txn *t, const inbox_msg *m, const inbox__decl_step *s,
-                   int step)
+                   int step, json_t **row)
 {
 	const char *vals[INBOX_DECL_MAX_PARAMS];
 	for (int i = 0; i < s->nparams; i++)
 		if (param(t, m, s->params[i], "effect parameter", i + 1,
 		          &vals[i]) < 0)
 			return INBOX_HANDLER_REJECT;
-	int rc = inbox_txn_exec(t, s->sql, s->nparams, vals, NULL);
-	return rc < 0 ? db_failed(t, rc, step) : INBOX_HANDLER_OK;
+	if (!row || !s->returns) {
+		int rc = inbox_txn_exec(t, s->sql, s->nparams, vals, NULL);
+		return rc < 0 ? db_failed(t, rc, step) : INBOX_HANDLER_OK;
+	}
+	/* the declared result reads its first row (RETURNING) */
+	inbox__decl_row r = {NULL, 0, 0};
+	int rc = inbox_txn_query(t, s->sql, s->nparams, vals,
+	                         inbox__decl_row_fn, &r);
+	if (rc < 0) {
+		json_decref(r.row);
+		return db_failed(t, rc, step);
+	}
+	if (r.nomem || r.bad_text) {
+		char why[160];
+		snprintf(why, sizeof(why),
+		         r.bad_text ? "effect step %d returned a text that is "
+		                      "not UTF-8: no JSON result"
+		                    : "effect step %d: out of memory keeping "
+		                      "its row",
+		         step);
+		inbox_txn_set_reason(t, why);
+		return r.bad_text ? INBOX_HANDLER_REJECT : INBOX_HANDLER_RETRY;
+	}
+	*row = r.row;
+	return INBOX_HANDLER_OK;
 }
 
 static int run_upsert(inbox_txn *t, const inbox_msg *m,
@@ -404,27 +428,39 @@ int inbox_decl_handler(inbox_txn *t, const inbox_msg *m, void *payload)
 		inbox_txn_mark_skipped(t);
 		return INBOX_HANDLER_OK;
 	}
-	for (int i = 0; i < d->nsteps; i++) {
+	/* The rows the declared result reads, per step (NULL: a step that
+	 * did not run for this message, or returned no row). */
+	json_t **rows = NULL;
+	if (d->result && d->nsteps > 0 &&
+	    !(rows = calloc((size_t)d->nsteps, sizeof(*rows))))
+		goto nomem;
+	int v = INBOX_HANDLER_OK;
+	for (int i = 0; i < d->nsteps && v == INBOX_HANDLER_OK; i++) {
 		const inbox__decl_step *s = &d->steps[i];
 		if ((h = inbox__decl_holds(&s->when, m)) < 0)
-			goto nomem;
+			break;
 		if (!h)
 			continue;
 		ran++;
-		int v = s->kind == INBOX__DECL_SQL ? run_sql(t, m, s, i + 1)
-		                                   : run_upsert(t, m, s, i + 1);
-		if (v != INBOX_HANDLER_OK)
-			return v;
+		v = s->kind == INBOX__DECL_SQL
+		        ? run_sql(t, m, s, i + 1, rows ? &rows[i] : NULL)
+		        : run_upsert(t, m, s, i + 1);
 	}
 	/* External effects: outbox rows in the same transaction. */
-	if (d->noutbox) {
-		int v = inbox__decl_outbox_run(t, m, d, &ran);
-		if (v != INBOX_HANDLER_OK)
-			return v;
+	if (h >= 0 && v == INBOX_HANDLER_OK && d->noutbox)
+		v = inbox__decl_outbox_run(t, m, d, &ran);
+	if (h >= 0 && v == INBOX_HANDLER_OK) {
+		if (!ran && d->nsteps + d->noutbox > 0)
+			inbox_txn_mark_skipped(t);
+		else if (d->result)
+			v = inbox__decl_result_run(t, m, d, rows);
 	}
-	if (!ran && d->nsteps + d->noutbox > 0)
-		inbox_txn_mark_skipped(t);
-	return INBOX_HANDLER_OK;
+	for (int i = 0; rows && i < d->nsteps; i++)
+		json_decref(rows[i]);
+	free(rows);
+	if (h < 0)
+		goto nomem;
+	return v;
 nomem:
 	/* never the message's fault: the batch is run again */
 	inbox_txn_set_reason(t, "out of memory evaluating a filter");

@@ -46,6 +46,9 @@ typedef struct inbox__decl_step {
 	char **set_columns, **set_values;     /* set_values: pointers */
 	int nset;
 	inbox__decl_whens when;
+	/* INBOX__DECL_SQL: the declared result reads its first row, so it
+	 * runs as a query (inbox_decl_set_result) */
+	int returns;
 } inbox__decl_step;
 
 /* One external effect, declared for every applied message. */
@@ -73,6 +76,8 @@ struct inbox_decl {
 	int noutbox, capoutbox;
 	inbox__decl_whens when; /* the message's: no step runs unless */
 	int last; /* the step added last: 1 SQL/upsert, 2 outbox */
+	struct json_t
+	    *result; /* the result template, or NULL (decl_result.c) */
 };
 
 /* Whether every condition holds for m: 1, 0, or INBOX_ERR_NOMEM. */
@@ -103,5 +108,22 @@ void inbox__decl_outbox_effect(inbox_outbox_effect *e,
  * store failure: RETRY. */
 int inbox__decl_outbox_run(inbox_txn *t, const inbox_msg *m,
                            const inbox_decl *d, int *ran);
+
+/* decl_result.c: the first row a step returned, as a JSON object of its
+ * columns' texts (NULL: none returned). */
+typedef struct inbox__decl_row {
+	struct json_t *row;
+	int nomem;    /* the row could not be kept */
+	int bad_text; /* a column's text is not UTF-8 */
+} inbox__decl_row;
+/* An inbox_row_fn filling an inbox__decl_row from the first row. */
+int inbox__decl_row_fn(int ncols, const char *const *values, void *payload);
+/* Build the declared result from the message and rows[i] (step i + 1's
+ * first row, or NULL) and store it (inbox_txn_set_result): OK, or a
+ * verdict with the reason set — REJECT for what the message or the
+ * declaration got wrong (a missing field, a result over the consumer's
+ * max_result_bytes), RETRY otherwise. */
+int inbox__decl_result_run(inbox_txn *t, const inbox_msg *m,
+                           const inbox_decl *d, struct json_t *const *rows);
 
 #endif

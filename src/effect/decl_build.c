@@ -134,6 +134,7 @@ void inbox_decl_free(inbox_decl *d)
 	free(d->consumer);
 	free(d->setup);
 	inbox__decl_whens_free(&d->when);
+	json_decref(d->result);
 	free(d);
 }
 
