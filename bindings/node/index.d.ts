@@ -27,6 +27,16 @@ export interface Result {
   key: string | null;
   reason: string | null;
   deadLetterId: number | null;
+  /** The stored result (trx.setResult): this processing's when applied
+   * (or stale, or dead-lettered by a rejecting handler that set one), the
+   * first processing's on a duplicate; null when none, and on a conflict.
+   * Decoded by its type: JSON values back, text as a string, else a Buffer. */
+  result: unknown;
+  /** The stored bytes themselves, or null. */
+  resultBytes: Buffer | null;
+  resultType: string | null;
+  /** On a duplicate: the outcome the key was first recorded with. */
+  firstOutcome: Outcome | null;
 }
 
 export interface StoreOptions {
@@ -129,6 +139,8 @@ export interface Transaction<E = any> {
   /** Declare an external effect, performed after the commit with a deterministic idempotency key. */
   outbox(step: string, request: OutboxRequest): Promise<{ idempotencyKey: string; added: boolean }>;
   markStale(): void;
+  /** Store this processing's answer with the record; duplicates get it back (r.result). */
+  setResult(value: unknown, contentType?: string): Promise<void>;
 }
 
 /** Return (or resolve) to commit; throw RetryableError (or any Error) to retry, PermanentError to dead-letter. */

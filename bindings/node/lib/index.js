@@ -17,7 +17,30 @@ const OP = {
   LEASE_EXTEND: 17, LEASE_COMPLETE: 18, LEASE_FAIL: 19, LEASE_FREE: 20,
   DISPATCH_ONCE: 21, OUTBOX_COUNTS: 22, DISPATCH_RUN: 23,
   T_EXEC: 100, T_QUERY: 101, T_UPSERT: 102, T_OUTBOX: 103, T_DONE: 104,
+  T_RESULT: 105,
 };
+
+// A stored result as the addon hands it (resultBytes, resultType) into
+// r.result: JSON parsed back for application/json (what setResult(value)
+// stores for a value), a string for text/*, the bytes (a Buffer) else;
+// null when none was stored. r.resultBytes keeps the bytes themselves.
+function decodeResult(r) {
+  if (!r || typeof r !== 'object') return r;
+  const b = r.resultBytes;
+  let v = null;
+  if (b) {
+    const t = (r.resultType || '').toLowerCase();
+    if (/^application\/([a-z0-9.+-]*\+)?json\b/.test(t)) {
+      try { v = JSON.parse(b.toString('utf8')); } catch (e) { v = b; }
+    } else if (t.startsWith('text/')) {
+      v = b.toString('utf8');
+    } else {
+      v = b;
+    }
+  }
+  r.result = v;
+  return r;
+}
 const VERDICT = { OK: 0, RETRY: 1, REJECT: 2 };
 const REPLAY = { 'dead-letter': 0, drop: 1, apply: 2 };
 
@@ -286,6 +309,36 @@ class Transaction {
 
   /** Mark the message stale (its outcome becomes 'stale'). */
   markStale() { this._stale = true; }
+
+  /** Store the answer of this processing with the inbox record, in the
+   * same transaction: every later duplicate of the message gets it back
+   * (r.result, with r.firstOutcome). A Buffer/Uint8Array is stored as its
+   * bytes (default type application/octet-stream), a string as UTF-8
+   * (text/plain; charset=utf-8), anything else as JSON (application/json:
+   * a duplicate's r.result is the value again). contentType overrides the
+   * type. Calling it again replaces the result. Rejects with
+   * INBOX_ERR_TOO_LARGE over the consumer's limit (64 KiB): nothing is
+   * stored then, never a cut; the handler decides (throw, or store less). */
+  setResult(value, contentType) {
+    let bytes;
+    let type;
+    if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
+      bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+      type = 'application/octet-stream';
+    } else if (typeof value === 'string') {
+      bytes = Buffer.from(value, 'utf8');
+      type = 'text/plain; charset=utf-8';
+    } else {
+      const json = value === undefined ? undefined : JSON.stringify(value);
+      if (json === undefined) {
+        return Promise.reject(inboxError('INBOX_ERR_INVALID', 'setResult: a value JSON can hold, a string or a Buffer'));
+      }
+      bytes = Buffer.from(json, 'utf8');
+      type = 'application/json';
+    }
+    if (contentType != null) type = String(contentType);
+    return this._req(OP.T_RESULT, [type, bytes.toString('hex')]).then(() => undefined);
+  }
 }
 
 function storeInts(o) {
@@ -326,14 +379,16 @@ class Consumer extends Handle {
   /** Process one message in its own transaction; the result says what happened. */
   process(event, handler) {
     const d = [toDelivery(event)];
-    return this._after(() => this._call(OP.PROCESS, null, null, null, null, d, handler, [event]));
+    return this._after(() => this._call(OP.PROCESS, null, null, null, null, d, handler, [event]))
+      .then(decodeResult);
   }
 
   /** Process messages in one transaction; one result per message, in order. */
   processBatch(events, handler) {
     const d = events.map(toDelivery);
     if (d.length === 0) return Promise.resolve([]);
-    return this._after(() => this._call(OP.BATCH, null, null, null, null, d, handler, events));
+    return this._after(() => this._call(OP.BATCH, null, null, null, null, d, handler, events))
+      .then((rs) => rs.map(decodeResult));
   }
 
   /** Take a lease on a long message: { outcome, lease } (lease set when 'acquired'). */
@@ -347,7 +402,8 @@ class Consumer extends Handle {
 
   /** Replay dead letter `id` through this consumer (its dedup decides). */
   replay(id, handler) {
-    return this._after(() => this._call(OP.DLQ_REPLAY, null, null, [id], null, null, handler, undefined));
+    return this._after(() => this._call(OP.DLQ_REPLAY, null, null, [id], null, null, handler, undefined))
+      .then(decodeResult);
   }
 
   /** ms a handler may take before its transaction is rolled back (RETRY). */

@@ -114,7 +114,8 @@ enum op {
 	T_QUERY,
 	T_UPSERT,
 	T_OUTBOX,
-	T_DONE
+	T_DONE,
+	T_RESULT /* trx.setResult(): s0 content type, s1 the bytes as hex */
 };
 
 typedef struct rowset {
@@ -130,6 +131,11 @@ typedef struct res_copy {
 	char *key;
 	char *reason;
 	int64_t dead_letter_id;
+	/* the stored result (inbox_result version 2) */
+	char *result; /* result_len bytes, or NULL */
+	size_t result_len;
+	char *result_type;
+	inbox_outcome first_outcome;
 } res_copy;
 
 typedef struct dl_copy {
@@ -269,6 +275,8 @@ static void job_free(job *j)
 		for (size_t k = 0; k < n; k++) {
 			free(j->res[k].key);
 			free(j->res[k].reason);
+			free(j->res[k].result);
+			free(j->res[k].result_type);
 		}
 		free(j->res);
 	}
@@ -371,6 +379,40 @@ static void copy_result(res_copy *dst, const inbox_result *r)
 	dst->key = xstrdup(r->key);
 	dst->reason = xstrdup(r->reason);
 	dst->dead_letter_id = r->dead_letter_id;
+	dst->result = r->result ? xmemdup(r->result, r->result_len) : NULL;
+	dst->result_len = dst->result ? r->result_len : 0;
+	dst->result_type = dst->result ? xstrdup(r->result_type) : NULL;
+	dst->first_outcome = r->first_outcome;
+}
+
+static int hexval(int c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+/* trx.setResult(): the bytes come as hex (any bytes, through strings). */
+static int set_result_hex(inbox_txn *txn, const char *type, const char *hex)
+{
+	size_t n = hex ? strlen(hex) : 0;
+	if (n % 2)
+		return INBOX_ERR_INVALID;
+	char *b = malloc(n / 2 + 1);
+	if (!b)
+		return INBOX_ERR_NOMEM;
+	for (size_t k = 0; k < n / 2; k++) {
+		int hi = hexval(hex[2 * k]), lo = hexval(hex[2 * k + 1]);
+		if (hi < 0 || lo < 0) {
+			free(b);
+			return INBOX_ERR_INVALID;
+		}
+		b[k] = (char)(hi * 16 + lo);
+	}
+	int rc = inbox_txn_set_result(txn, type, b, n / 2);
+	free(b);
+	return rc;
 }
 
 static int row_cb(int ncols, const char *const *values, void *payload)
@@ -454,6 +496,18 @@ static void run_txn_request(handle *h, job *j)
 		j->out_s = xstrdup(key);
 		break;
 	}
+	case T_RESULT:
+		rc = set_result_hex(h->txn, j->s[0], j->s[1]);
+		if (rc < 0) { /* the call's own error, not the store's */
+			j->rc = rc;
+			j->err =
+			    xstrdup(rc == INBOX_ERR_TOO_LARGE
+			                ? "the result exceeds the consumer's "
+			                  "maxResultBytes"
+			                : inbox_strerror(rc));
+			rc = 0;
+		}
+		break;
 	default:
 		rc = INBOX_ERR_INVALID;
 	}
@@ -1015,6 +1069,20 @@ static napi_value result_obj(napi_env env, const res_copy *r)
 		set_num(env, o, "deadLetterId", (double)r->dead_letter_id);
 	else
 		set(env, o, "deadLetterId", str_or_null(env, NULL));
+	/* the stored result, raw: lib/index.js decodes it by its type */
+	if (r->result) {
+		napi_value b;
+		void *data = NULL;
+		napi_create_buffer_copy(env, r->result_len,
+		                        r->result_len ? r->result : "", &data,
+		                        &b);
+		set(env, o, "resultBytes", b);
+	} else {
+		set(env, o, "resultBytes", str_or_null(env, NULL));
+	}
+	set_str(env, o, "resultType", r->result_type);
+	set_str(env, o, "firstOutcome",
+	        r->first_outcome ? inbox_outcome_name(r->first_outcome) : NULL);
 	return o;
 }
 

@@ -38,11 +38,18 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
     const rc: number | null = rowCount;
     const written: boolean = await trx.upsertVersioned({ table: 'p', keyColumn: 'id', key: 'o-1', version: 2, values: { status: 'x' } });
     const { idempotencyKey, added } = await trx.outbox('charge', { url: 'https://pay.example/c', body: { a: 1 }, idempotent: true });
+    await trx.setResult({ invoice: 'F-1' });
+    await trx.setResult(Buffer.from('x'), 'application/octet-stream');
     void [cents, names, first, n, rc, written, idempotencyKey as string, added as boolean];
     if (total < 0) throw new PermanentError('negative total');
     if (total === 0) throw new RetryableError('later');
   });
   const o: Outcome = r.outcome;
+  const stored: unknown = r.result;
+  const bytes: Buffer | null = r.resultBytes;
+  const firstOutcome: Outcome | null = r.firstOutcome;
+  const resultType: string | null = r.resultType;
+  void [stored, bytes, firstOutcome, resultType];
   if (r.ackable) ack();
   const rs: Result[] = await consumer.processBatch([event, delivery(Buffer.from('{}'), { id: 'x', timestamp: new Date() })],
     async (trx, msg) => { await trx.exec('SELECT $1', [msg.index]); });

@@ -1,0 +1,85 @@
+'use strict';
+// Stored results (issue 14): trx.setResult(value) stores the answer with
+// the inbox record, in the same transaction; a duplicate's r.result is
+// the first processing's answer (and r.firstOutcome how it ended), also
+// inside one batch and from another connection; a conflict has none; a
+// result over the limit is the handler's error, never a cut.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { lib, stores, openStore, count } = require('./helpers');
+const { Inbox } = lib;
+
+for (const store of stores()) {
+  test(`${store.kind}: a duplicate gets the first processing's result`, async () => {
+    const s = await openStore(store);
+    const c = s.inbox.consumer({ name: 'billing.results' });
+    let n = 0;
+    const handler = async (trx, m) => {
+      n++;
+      await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [m.event.data.orderId, m.event.data.total]);
+      await trx.setResult({ invoice: `F-${n}`, order: m.event.data.orderId });
+    };
+    const ev = { id: 'e-1', data: { orderId: 'o-1', total: 100 } };
+    const r1 = await c.process(ev, handler);
+    assert.equal(r1.outcome, 'applied');
+    assert.deepEqual(r1.result, { invoice: 'F-1', order: 'o-1' });
+    assert.equal(r1.resultType, 'application/json');
+    const r2 = await c.process(ev, handler);
+    assert.equal(r2.outcome, 'duplicate');
+    assert.equal(r2.firstOutcome, 'applied');
+    assert.deepEqual(r2.result, { invoice: 'F-1', order: 'o-1' });
+    assert.equal(n, 1);
+    // the same key, another payload: a conflict, no answer
+    const r3 = await c.process({ id: 'e-1', data: { orderId: 'o-1', total: 999 } }, handler);
+    assert.equal(r3.outcome, 'conflict');
+    assert.equal(r3.result, null);
+    // inside one batch: the repeat gets the primary's answer
+    const ev2 = { id: 'e-2', data: { orderId: 'o-2', total: 5 } };
+    const rs = await c.processBatch([ev2, ev2], handler);
+    assert.deepEqual(rs.map((r) => r.outcome), ['applied', 'duplicate']);
+    assert.deepEqual(rs[1].result, { invoice: 'F-2', order: 'o-2' });
+    assert.equal(rs[1].firstOutcome, 'applied');
+    // bytes and text keep their type; no result is null
+    const bin = Buffer.from([0, 255, 1, 128]);
+    await c.process({ id: 'b', data: {} }, async (trx) => { await trx.setResult(bin); });
+    const rb = await c.process({ id: 'b', data: {} }, handler);
+    assert.ok(Buffer.isBuffer(rb.result));
+    assert.ok(rb.result.equals(bin));
+    assert.equal(rb.resultType, 'application/octet-stream');
+    await c.process({ id: 't', data: {} }, async (trx) => { await trx.setResult('ok: 42'); });
+    assert.equal((await c.process({ id: 't', data: {} }, handler)).result, 'ok: 42');
+    await c.process({ id: 'none', data: {} }, async () => {});
+    const rn = await c.process({ id: 'none', data: {} }, handler);
+    assert.equal(rn.outcome, 'duplicate');
+    assert.equal(rn.result, null);
+    assert.equal(rn.resultBytes, null);
+    assert.equal(await count(s.inbox, s.invoices), 2);
+    await s.inbox.close();
+    // another connection (a restart): the database has the answer
+    const again = await Inbox.open(s.url, { tablePrefix: s.prefix });
+    const c2 = again.consumer({ name: 'billing.results' });
+    const r4 = await c2.process(ev, async () => { throw new Error('must not run'); });
+    assert.equal(r4.outcome, 'duplicate');
+    assert.deepEqual(r4.result, { invoice: 'F-1', order: 'o-1' });
+    await again.close();
+  });
+
+  test(`${store.kind}: a result over the limit is the handler's error`, async () => {
+    const s = await openStore(store);
+    const c = s.inbox.consumer({ name: 'billing.results' });
+    let err;
+    const r = await c.process({ id: 'big', data: {} }, async (trx) => {
+      await trx.setResult('small');
+      try { await trx.setResult(Buffer.alloc(64 * 1024 + 1)); } catch (e) { err = e; }
+    });
+    assert.equal(err && err.code, 'INBOX_ERR_TOO_LARGE');
+    assert.equal(r.outcome, 'applied');
+    assert.equal(r.result, 'small'); // the earlier one stays, whole
+    let bad;
+    await c.process({ id: 'u', data: {} }, async (trx) => {
+      try { await trx.setResult(undefined); } catch (e) { bad = e; }
+    });
+    assert.equal(bad && bad.code, 'INBOX_ERR_INVALID');
+    await s.inbox.close();
+  });
+}
