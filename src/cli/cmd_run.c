@@ -257,11 +257,21 @@ static void log_message(const worker *w, const inbox_delivery *d,
 	char k[520], pos[256];
 	key_json(k, sizeof(k), r->key);
 	pthread_mutex_lock(&g_mu);
+	/* a stored result by its size only, never its bytes (like the
+	 * payload: they may hold what a log must not) */
+	char res[96] = "";
+	if (r->result)
+		snprintf(res, sizeof(res), ",\"result_bytes\":%zu%s%s%s",
+		         r->result_len,
+		         r->first_outcome ? ",\"first_outcome\":\"" : "",
+		         r->first_outcome ? inbox_outcome_name(r->first_outcome)
+		                          : "",
+		         r->first_outcome ? "\"" : "");
 	inbox__log(INBOX_LOG_DEBUG, w->cc->name,
 	           "\"event\":\"message\",\"key\":%s,\"outcome\":\"%s\","
-	           "\"attempts\":%d,\"position\":\"%s\",\"duration_ms\":%.2f",
+	           "\"attempts\":%d,\"position\":\"%s\",\"duration_ms\":%.2f%s",
 	           k, inbox_outcome_name(r->outcome), r->attempts,
-	           esc(pos, sizeof(pos), d->position), ms);
+	           esc(pos, sizeof(pos), d->position), ms, res);
 	pthread_mutex_unlock(&g_mu);
 }
 

@@ -62,6 +62,7 @@ typedef struct cli_consumer {
 	int max_deliveries; /* 0 = unset (derived), -1 = off */
 	int64_t lease_ms;
 	size_t max_payload;
+	size_t max_result; /* max_result: 0 = the library's 64 KiB */
 	int retry_delay_ms;
 	int poll_timeout_ms;
 	int batch_pause_ms;

@@ -185,6 +185,7 @@ int cli_try_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	o.max_deliveries = c->max_deliveries;
 	o.lease_ms = c->lease_ms;
 	o.max_payload = c->max_payload;
+	o.max_result_bytes = c->max_result;
 	o.replay_policy = c->replay;
 	o.handler = inbox_decl_handler;
 	o.handler_payload = c->decl;

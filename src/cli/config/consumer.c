@@ -172,6 +172,8 @@ static const cfg_key consumer_keys[] = {
      "lease for long handlers"},
     {"max_payload", CFG_SIZE, C(max_payload), 0, 0, NULL, NULL, 0,
      "larger messages are dead-lettered"},
+    {"max_result", CFG_SIZE, C(max_result), 0, 0, NULL, NULL, 0,
+     "largest stored result (effect result:)"},
     {"retry_delay", CFG_MS_INT, C(retry_delay_ms), 0, 3600000, NULL, NULL, 0,
      "delay before a retried message comes again"},
     {"poll_timeout", CFG_MS_INT, C(poll_timeout_ms), 1, 60000, NULL, NULL, 0,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "cli/config/reader.h"
 
 /* A refusal of the declaration: the reason at node n. */
@@ -26,7 +27,138 @@ typedef struct sql_in {
 	const char *text;
 	int n;
 	const char *ptrs[CLI_MAX_PARAMS];
+	yaml_node_t *result; /* result: (read after the step is added) */
 } sql_in;
+
+/* ---- result: the step's stored result -------------------------------- */
+
+#define RESULT_MAX_VALUES 10000
+
+/* One leaf of a step's result: "/pointer", "#column" or "#column:json"
+ * (the step's first returned row), "{key}" or "=text"; into the
+ * declaration's template, where the step's column is "#N.column". */
+static json_t *result_leaf(cfg_ctx *x, yaml_node_t *n, int step)
+{
+	const char *s = cfg_sv(n);
+	if (cfg_is_null(n)) {
+		cfg_fail(x, n,
+		         "result: a value is required (a JSON pointer, "
+		         "#column, {key} or =text)");
+		return NULL;
+	}
+	if (s[0] == '=' || !strcmp(s, "{key}") ||
+	    (s[0] == '/' && inbox__pointer_valid(s)))
+		return json_string(s);
+	if (s[0] == '#' && s[1] && strcmp(s + 1, ":json") != 0) {
+		char t[600];
+		if ((size_t)snprintf(t, sizeof(t), "#%d.%s", step, s + 1) >=
+		    sizeof(t)) {
+			cfg_fail(x, n, "result: column name too long");
+			return NULL;
+		}
+		return json_string(t);
+	}
+	cfg_fail(x, n,
+	         "result: \"%s\" is neither a JSON pointer (/data/orderId), "
+	         "a returned column (#column, #column:json), {key} nor a "
+	         "literal (=text)",
+	         s);
+	return NULL;
+}
+
+/* The result as the declaration's JSON template: `row` is the returned
+ * row itself; a mapping or list is kept as written, its leaves read by
+ * result_leaf. */
+static json_t *result_tmpl(cfg_ctx *x, yaml_node_t *n, int step, int depth,
+                           int *values)
+{
+	if (depth > 16) {
+		cfg_fail(x, n, "result: nested too deep");
+		return NULL;
+	}
+	if (++*values > RESULT_MAX_VALUES) {
+		cfg_fail(x, n, "result: more than %d values",
+		         RESULT_MAX_VALUES);
+		return NULL;
+	}
+	if (n->type == YAML_SCALAR_NODE) {
+		if (depth == 0 && !strcmp(cfg_sv(n), "row")) {
+			char t[32];
+			snprintf(t, sizeof(t), "#%d", step);
+			return json_string(t);
+		}
+		return result_leaf(x, n, step);
+	}
+	if (n->type == YAML_SEQUENCE_NODE) {
+		json_t *a = json_array();
+		for (yaml_node_item_t *i = n->data.sequence.items.start;
+		     a && i < n->data.sequence.items.top; i++) {
+			json_t *v = result_tmpl(x, cfg_node(x, *i), step,
+			                        depth + 1, values);
+			if (!v || json_array_append_new(a, v)) {
+				json_decref(a);
+				return NULL;
+			}
+		}
+		return a;
+	}
+	if (n->type != YAML_MAPPING_NODE) {
+		cfg_fail(x, n, "result: unexpected node");
+		return NULL;
+	}
+	json_t *o = json_object();
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+	     o && p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = cfg_node(x, p->key);
+		if (!k || k->type != YAML_SCALAR_NODE) {
+			cfg_fail(x, k, "result: names must be plain text");
+			json_decref(o);
+			return NULL;
+		}
+		if (json_object_get(o, cfg_sv(k))) {
+			cfg_fail(x, k, "result: duplicate name \"%s\"",
+			         cfg_sv(k));
+			json_decref(o);
+			return NULL;
+		}
+		json_t *v = result_tmpl(x, cfg_node(x, p->value), step,
+		                        depth + 1, values);
+		if (!v || json_object_set_new(o, cfg_sv(k), v)) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+static int result_fn(cfg_ctx *x, yaml_node_t *v, void *obj)
+{
+	(void)x;
+	((sql_in *)obj)->result = v;
+	return 0;
+}
+
+/* Declare the step's result (after the step itself: it names it). */
+static int step_result(cfg_ctx *x, yaml_node_t *n, cli_consumer *c, int step)
+{
+	int values = 0;
+	json_t *t = result_tmpl(x, n, step, 0, &values);
+	if (!t)
+		return -1;
+	char *text =
+	    json_dumps(t, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+	json_decref(t);
+	if (!text)
+		return cfg_fail(x, n, "out of memory");
+	char why[512];
+	int rc = inbox_decl_set_result(c->decl, text, why, sizeof(why));
+	free(text);
+	if (rc == INBOX_ERR_INVALID && strstr(why, "declared twice"))
+		return cfg_fail(x, n,
+		                "result: only one effect step may name the "
+		                "result");
+	return rc < 0 ? refused(x, n, rc, "", why) : 0;
+}
 
 static int params_fn(cfg_ctx *x, yaml_node_t *params, void *obj)
 {
@@ -56,6 +188,8 @@ static const cfg_key sql_keys[] = {
      "JSON pointers bound to $1..$n, in order"},
     {"when", CFG_LATER, 0, 0, 0, NULL, NULL, 0,
      "a filter: the step runs only for the messages it holds for"},
+    {"result", CFG_FN, 0, 0, 0, result_fn, NULL, 0,
+     "the result stored for duplicates: row, or a template"},
 };
 const cfg_section cfg_sql_section = CFG_SECTION("sql", "effect step", sql_keys);
 
@@ -75,7 +209,11 @@ static int sql_step(cfg_ctx *x, yaml_node_t *m, cli_consumer *c, cli_step *s,
 	snprintf(prefix, sizeof(prefix), "%s: ", what);
 	if (rc < 0)
 		return refused(x, sql, rc, prefix, why);
-	return cfg_when(x, m, c->decl, INBOX_DECL_LAST_STEP);
+	if (cfg_when(x, m, c->decl, INBOX_DECL_LAST_STEP))
+		return -1;
+	/* the step's number in the declaration: its place in effect: */
+	return in.result ? step_result(x, in.result, c, (int)(s - c->steps) + 1)
+	                 : 0;
 }
 
 /* ---- - upsert: {table, key, version, set} -------------------------- */
