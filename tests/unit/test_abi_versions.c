@@ -442,6 +442,31 @@ TEST(result_array)
 	res[0].version = 0;
 	ASSERT_EQ(inbox_source_settle(src, sd, res, 3), INBOX_ERR_INVALID);
 	ASSERT_CONTAINS(inbox_source_errmsg(src), "version");
+	/* a version 1 array (exactly that size) settles: the source reads
+	 * it widened, so all three are acked and none comes back */
+	inbox_source_close(src);
+	src = NULL;
+	ASSERT_OK(inbox_source_open(&src, url, &so));
+	ASSERT_OK(inbox_source_poll(src, sd, 3, &n, 0, NULL));
+	ASSERT_EQ(n, 3);
+	size_t v1s = END(inbox_result, dead_letter_id);
+	unsigned char *old1 = calloc(3, v1s);
+	ASSERT_TRUE(old1 != NULL);
+	for (int i = 0; i < 3; i++) {
+		unsigned one = 1;
+		inbox_outcome ap = INBOX_APPLIED;
+		unsigned char *o = old1 + (size_t)i * v1s;
+		memcpy(o + offsetof(inbox_result, version), &one, sizeof(one));
+		memcpy(o + offsetof(inbox_result, outcome), &ap, sizeof(ap));
+	}
+	ASSERT_OK(
+	    inbox_source_settle(src, sd, (inbox_result *)(void *)old1, 3));
+	free(old1);
+	inbox_source_close(src);
+	src = NULL;
+	ASSERT_OK(inbox_source_open(&src, url, &so));
+	ASSERT_OK(inbox_source_poll(src, sd, 3, &n, 0, NULL));
+	ASSERT_EQ(n, 0);
 	inbox_source_close(src);
 	unlink(path);
 	unlink(ck);
