@@ -505,6 +505,35 @@ TEST(result_struct_version_1_is_kept)
 	env_teardown(&e);
 }
 
+/* The result lives as long as its record: purged with it, never kept
+ * behind (a redelivery after the purge is new, and stores its own). */
+TEST(result_lives_as_long_as_the_record)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	rctx x = {.e = &e, .type = "text/plain"};
+	inbox_consumer *c = open_results(e.st, &x, 0);
+	ASSERT_TRUE(c);
+	char js[256];
+	order_json(js, sizeof(js), "p-1", "o-1", 10);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(count(e.st, e.inbox_tbl, "result IS NOT NULL"), 1);
+	age_inbox(&e, 7200);
+	int64_t deleted = 0;
+	ASSERT_OK(inbox_store_purge(e.st, NULL, 0, 10, 0, &deleted));
+	ASSERT_EQ(deleted, 1);
+	ASSERT_EQ(count(e.st, e.inbox_tbl, NULL), 0);
+	x.data = "second";
+	x.len = 6;
+	ASSERT_OK(process1(c, js, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_TRUE(has_result(&r, "second", 6, "text/plain"));
+	ASSERT_EQ(x.calls, 2);
+	inbox_consumer_close(c);
+	env_teardown(&e);
+}
+
 static void run_result_cases(void)
 {
 	RUN(result_returned_on_a_duplicate);
@@ -516,4 +545,5 @@ static void run_result_cases(void)
 	RUN(result_follows_the_verdict);
 	RUN(result_of_a_lease_completion);
 	RUN(result_struct_version_1_is_kept);
+	RUN(result_lives_as_long_as_the_record);
 }
