@@ -308,7 +308,7 @@ static int run(const run_opts *o)
 		                                         : o->batch;
 		for (size_t k = 0; k < b; k++) {
 			wl_message(i + (long)k, &m[k]);
-			memset(&d[k], 0, sizeof(d[k]));
+			d[k] = (inbox_delivery)INBOX_DELIVERY_INIT;
 			d[k].payload = m[k].json;
 			d[k].payload_len = (size_t)m[k].len;
 		}

@@ -104,9 +104,8 @@ int main(int argc, char **argv)
 	    "{\"id\":\"e-2\",\"data\":{\"orderId\":\"o-2\",\"version\":1}}",
 	};
 	for (size_t i = 0; i < sizeof(events) / sizeof(*events); i++) {
-		inbox_delivery dl;
+		inbox_delivery dl = INBOX_DELIVERY_INIT;
 		inbox_result r = INBOX_RESULT_INIT;
-		memset(&dl, 0, sizeof(dl));
 		dl.payload = events[i];
 		dl.payload_len = strlen(events[i]);
 		if ((rc = inbox_consumer_process(c, &dl, &r))) {

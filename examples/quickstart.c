@@ -97,12 +97,12 @@ int main(int argc, char **argv)
 	    "}",
 	};
 	size_t n = sizeof(events) / sizeof(*events);
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	/* results are versioned (docs/abi.md): the first element says the
 	 * array's layout, the library fills in the rest */
 	inbox_result r[4] = {INBOX_RESULT_INIT};
 	for (size_t i = 0; i < n; i++) {
-		memset(&d[i], 0, sizeof(d[i]));
+		d[i] = (inbox_delivery)INBOX_DELIVERY_INIT;
 		d[i].payload = events[i];
 		d[i].payload_len = strlen(events[i]);
 	}

@@ -27,6 +27,14 @@ static const char *test__cur;
 			(a)[test__i] = (inbox_result)INBOX_RESULT_INIT;        \
 	} while (0)
 
+/* Deliveries whose every element carries its version (an input array
+ * carries it in every element, all the same: docs/abi.md). */
+#define TEST_DELIVERIES_INIT(a, n)                                             \
+	do {                                                                   \
+		for (size_t test__i = 0; test__i < (size_t)(n); test__i++)     \
+			(a)[test__i] = (inbox_delivery)INBOX_DELIVERY_INIT;    \
+	} while (0)
+
 #define RUN(name)                                                              \
 	do {                                                                   \
 		test__cur = #name;                                             \

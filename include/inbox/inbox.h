@@ -46,9 +46,7 @@
  *   working with a newer library. Structs the library allocates or lends
  *   (inbox_admin_record, inbox_admin_dead_letter, inbox_outbox_item,
  *   inbox_effect_result) are read in place, never copied into an array
- *   of the caller's, and carry no version. inbox_delivery is the
- *   exception for now: it is zero-initialized ({0}) and carries no
- *   version yet (see docs/abi.md).
+ *   of the caller's, and carry no version.
  */
 #ifndef INBOX_INBOX_H
 #define INBOX_INBOX_H
@@ -147,8 +145,14 @@ INBOX_API int inbox_outcome_ackable(inbox_outcome o);
 
 /* A delivery is a plain descriptor filled by the caller (or a source). The
  * library never keeps pointers into it after the processing call returns.
- * Zero-initialize it ({0}) and set what you know. */
+ * Versioned (see "Versioned structs" above): initialize it with
+ * INBOX_DELIVERY_INIT and set what you know. An array handed to
+ * inbox_consumer_process_batch() carries the version in every element,
+ * all the same (a mixed array is refused); one handed to
+ * inbox_source_poll() needs it in its first element (the source writes
+ * it into every delivery it fills). */
 typedef struct inbox_delivery {
+	unsigned version; /* INBOX_DELIVERY_VERSION */
 	/* Producer's message id (UTF-8, NUL-terminated). NULL: taken from the
 	 * payload at the consumer's id_pointer (default "/id"). */
 	const char *id;
@@ -192,6 +196,13 @@ typedef struct inbox_delivery {
 	 * may use it the same way. */
 	const char *refused;
 } inbox_delivery;
+
+#define INBOX_DELIVERY_VERSION 1
+#define INBOX_DELIVERY_INIT                                                    \
+	{                                                                      \
+		INBOX_DELIVERY_VERSION, NULL, NULL, 0, NULL, NULL, 0, 0, 0,    \
+		    NULL                                                       \
+	}
 
 /* The result for one delivery. `key`, `reason`, `result` and
  * `result_type` point into memory owned by the consumer, valid until the

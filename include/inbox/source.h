@@ -73,7 +73,10 @@ INBOX_API void inbox_source_close(inbox_source *src);
  * the end of a non-following file returns INBOX_OK with *n = 0 and sets
  * *eof (may be NULL) to 1. Each delivery's source_token is set to a
  * number unique in the process, by which settle() knows the batch.
- * INBOX_ERR_STATE: the batch of the last poll is not settled yet. */
+ * INBOX_ERR_STATE: the batch of the last poll is not settled yet.
+ * out[0].version gives the array's layout (INBOX_DELIVERY_INIT); every
+ * delivery handed out gets it. An unknown one: INBOX_ERR_INVALID,
+ * nothing polled. */
 INBOX_API int inbox_source_poll(inbox_source *src, inbox_delivery *out,
                                 size_t max, size_t *n, int timeout_ms,
                                 int *eof);

@@ -462,8 +462,7 @@ int inbox_admin_dlq_replay(inbox_store *st, inbox_consumer *c, int64_t id,
 	if (dl->key)
 		rc = release_dead(st, dl->consumer, dl->key);
 	if (rc == INBOX_OK) {
-		inbox_delivery d;
-		memset(&d, 0, sizeof(d));
+		inbox_delivery d = INBOX_DELIVERY_INIT;
 		d.id = dl->message_id;
 		d.payload = dl->payload;
 		d.payload_len = dl->payload_len;

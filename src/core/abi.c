@@ -107,6 +107,10 @@ static const struct {
                                 "INBOX_ADMIN_OUTBOX_FILTER_INIT",
                                 INBOX_ADMIN_OUTBOX_FILTER_VERSION,
                                 {0, sizeof(inbox_admin_outbox_filter)}},
+    [INBOX__V_DELIVERY] = {"inbox_delivery",
+                           "INBOX_DELIVERY_INIT",
+                           INBOX_DELIVERY_VERSION,
+                           {0, sizeof(inbox_delivery)}},
 };
 
 /* A new version of a struct needs its size above. */

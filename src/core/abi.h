@@ -40,6 +40,7 @@ typedef enum inbox__vstruct {
 	INBOX__V_DISPATCHER_OPTIONS,
 	INBOX__V_DLQ_FILTER,
 	INBOX__V_OUTBOX_FILTER,
+	INBOX__V_DELIVERY,
 	INBOX__V_COUNT
 } inbox__vstruct;
 

@@ -932,6 +932,28 @@ static void backoff_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* An input array of deliveries carries its version in every element, all
+ * the same (docs/abi.md). Today inbox_delivery has one version, so the
+ * array is read in place; a version 2 would step by the caller's size. */
+static int check_deliveries(inbox_consumer *c, const inbox_delivery *d,
+                            size_t n)
+{
+	unsigned v = d[0].version;
+	if (inbox__vcheck(INBOX__V_DELIVERY, v, c->errmsg, sizeof(c->errmsg)) <
+	    0)
+		return INBOX_ERR_INVALID;
+	for (size_t i = 1; i < n; i++)
+		if (d[i].version != v) {
+			snprintf(c->errmsg, sizeof(c->errmsg),
+			         "inbox_delivery.version of element %zu is %u, "
+			         "element 0's is %u: every delivery of a batch "
+			         "carries the same (INBOX_DELIVERY_INIT)",
+			         i, d[i].version, v);
+			return INBOX_ERR_INVALID;
+		}
+	return INBOX_OK;
+}
+
 int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
                                  size_t n, inbox_result *res)
 {
@@ -952,6 +974,8 @@ int inbox_consumer_process_batch(inbox_consumer *c, const inbox_delivery *d,
 	for (size_t k = 0; k < c->claims_held; k++)
 		inbox__claim_release(&c->claims[k]);
 	c->claims_held = 0;
+	if (check_deliveries(c, d, n) < 0)
+		return INBOX_ERR_INVALID;
 	if (grow(c, n) < 0)
 		return INBOX_ERR_NOMEM;
 	double t0 = inbox__mono_seconds();

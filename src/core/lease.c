@@ -174,6 +174,9 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 	*outcome = INBOX_OUTCOME_NONE;
 	if (c->st->in_txn)
 		return INBOX_ERR_STATE;
+	if (inbox__vcheck(INBOX__V_DELIVERY, d->version, c->errmsg,
+	                  sizeof(c->errmsg)) < 0)
+		return INBOX_ERR_INVALID;
 	inbox_lease *l = lease_new(c, d);
 	if (!l)
 		return INBOX_ERR_NOMEM;

@@ -54,8 +54,10 @@ int inbox_run(inbox_consumer *c, inbox_source *src,
 		free(res);
 		return INBOX_ERR_NOMEM;
 	}
-	for (size_t i = 0; i < bs; i++)
+	for (size_t i = 0; i < bs; i++) {
+		d[i].version = INBOX_DELIVERY_VERSION;
 		res[i].version = INBOX_RESULT_VERSION;
+	}
 	const char *name = inbox_consumer_name(c);
 	const int initial =
 	    opts->backoff_initial_ms > 0 ? opts->backoff_initial_ms : 100;

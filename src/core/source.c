@@ -184,8 +184,16 @@ int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		                    src->vt->scheme, src->batch_n);
 		return INBOX_ERR_STATE;
 	}
+	/* out[0].version is the layout of the array (docs/abi.md); the
+	 * backend fills deliveries of this library's, zeroed: today the one
+	 * version, so in place. */
+	unsigned v = out[0].version;
+	if (inbox__vcheck(INBOX__V_DELIVERY, v, src->errmsg,
+	                  sizeof(src->errmsg)) < 0)
+		return INBOX_ERR_INVALID;
 	refresh_lag(src);
 	int rc = src->vt->poll(src, out, max, n, timeout_ms, eof);
+	out[0].version = v;   /* kept whatever the backend did to it */
 	if (rc < 0 && *n > 0) /* not the contract: give them back */
 		src->vt->settle(src, NULL, *n);
 	if (rc < 0 || *n > max) {
@@ -205,8 +213,10 @@ int inbox_source_poll(inbox_source *src, inbox_delivery *out, size_t max,
 		src->batch_n = *n;
 		src->batch_token =
 		    __atomic_fetch_add(&next_token, *n, __ATOMIC_RELAXED);
-		for (size_t i = 0; i < *n; i++)
+		for (size_t i = 0; i < *n; i++) {
+			out[i].version = v;
 			out[i].source_token = src->batch_token + i;
+		}
 	}
 	scrub(src);
 	return rc;
@@ -240,6 +250,13 @@ int inbox_source_settle(inbox_source *src, const inbox_delivery *d,
 	if (res && inbox__vcheck(INBOX__V_RESULT, res->version, src->errmsg,
 	                         sizeof(src->errmsg)) < 0) {
 		/* results this library cannot read: ack nothing */
+		src->batch_n = 0;
+		src->vt->settle(src, NULL, k);
+		return INBOX_ERR_INVALID;
+	}
+	if (n > 0 && inbox__vcheck(INBOX__V_DELIVERY, d[0].version, src->errmsg,
+	                           sizeof(src->errmsg)) < 0) {
+		/* deliveries this library cannot read: ack nothing */
 		src->batch_n = 0;
 		src->vt->settle(src, NULL, k);
 		return INBOX_ERR_INVALID;

@@ -209,7 +209,7 @@ static int jl_round(long n)
 	}
 	int64_t deadline = now_ms() + 10000;
 	while (!b.bad && s && now_ms() < deadline) {
-		inbox_delivery d[4];
+		inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 		inbox_result res[4] = {INBOX_RESULT_INIT};
 		int msg[4], part[4] = {0};
 		size_t k = 0;
@@ -245,7 +245,7 @@ static int jl_round(long n)
 	if (jl_open(&s, n) != INBOX_OK) {
 		ok = 0;
 	} else {
-		inbox_delivery d[4];
+		inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 		size_t k = 9;
 		int eof = 0;
 		if (inbox_source_poll(s, d, 4, &k, 0, &eof) != INBOX_OK ||
@@ -473,7 +473,7 @@ static int part_of(const inbox_delivery *d)
 static void k_step(inbox_source *s, book *b, size_t max, int retry_msg,
                    int base)
 {
-	inbox_delivery d[MAXMSG];
+	inbox_delivery d[MAXMSG] = {INBOX_DELIVERY_INIT};
 	inbox_result res[MAXMSG] = {INBOX_RESULT_INIT};
 	int msg[MAXMSG], part[MAXMSG];
 	size_t k = 0;
@@ -603,7 +603,7 @@ TEST(kafka_poll_settle)
 	deadline = now_ms() + 6000;
 	size_t got = 0;
 	while (now_ms() < deadline) {
-		inbox_delivery d[8];
+		inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 		size_t k = 0;
 		inbox_source_poll(s, d, 8, &k, 200, NULL);
 		got += k;

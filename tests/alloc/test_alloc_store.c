@@ -169,7 +169,7 @@ static void fill(inbox_delivery *d, const char *const *payloads, size_t n,
                  const char *consumer)
 {
 	for (size_t i = 0; i < n; i++) {
-		memset(&d[i], 0, sizeof(d[i]));
+		d[i] = (inbox_delivery)INBOX_DELIVERY_INIT;
 		d[i].payload = payloads[i];
 		d[i].payload_len = strlen(payloads[i]);
 		d[i].position = consumer;
@@ -317,7 +317,7 @@ static int one_round(inbox_store *chk, long n, long *nomem)
 {
 	char name[64];
 	inbox_consumer *c = NULL;
-	inbox_delivery pre[2], d[NB], one;
+	inbox_delivery pre[2], d[NB], one = INBOX_DELIVERY_INIT;
 	inbox_result res[NB] = {INBOX_RESULT_INIT};
 	state got, want;
 	snprintf(name, sizeof(name), "alloc-%ld", n);

@@ -248,7 +248,7 @@ static char *order_json(char *buf, size_t n, const char *id, const char *order,
 
 static inbox_delivery delivery(const char *json)
 {
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = json;
 	d.payload_len = strlen(json);
 	d.position = "test:1";
@@ -666,7 +666,7 @@ TEST(purge_in_bounded_batches)
 	hctx h = {.e = &e};
 	inbox_consumer *c =
 	    open_consumer(e.st, invoice_handler, &h, NULL, NULL);
-	inbox_delivery d[25];
+	inbox_delivery d[25] = {INBOX_DELIVERY_INIT};
 	char js[25][160];
 	inbox_result r[25] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 25; i++) {
@@ -1041,7 +1041,7 @@ TEST(batch_with_failures_commits_the_rest)
 	order_json(js[3], 256, "b-1", "o-1", 10); /* repeat inside the batch */
 	order_json(js[4], 256, "b-5", "o-5", 50);
 	order_json(js[5], 256, "b-1", "o-1", 11); /* conflict inside batch */
-	inbox_delivery d[6];
+	inbox_delivery d[6] = {INBOX_DELIVERY_INIT};
 	inbox_result r[6] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 6; i++)
 		d[i] = delivery(js[i]);
@@ -1092,7 +1092,7 @@ static int overlap_child(const env *e, int reverse, int go_fd)
 	if (read(go_fd, &b, 1) != 1)
 		return 102;
 	static char js[POOL][160];
-	inbox_delivery d[BATCH];
+	inbox_delivery d[BATCH] = {INBOX_DELIVERY_INIT};
 	inbox_result r[BATCH] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < POOL; i++) {
 		char id[16];
@@ -1185,7 +1185,7 @@ TEST(bad_input_is_dead_lettered)
 	                      "exceeds max_payload",
 	                      NULL,
 	                      "empty payload"};
-	inbox_delivery d[6];
+	inbox_delivery d[6] = {INBOX_DELIVERY_INIT};
 	inbox_result r[6] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 6; i++)
 		d[i] = delivery(inputs[i]);
@@ -1251,7 +1251,7 @@ TEST(nul_in_an_id_is_never_cut)
 	    "{\"id\":\"order-1\\u0000x\",\"data\":{\"orderId\":\"o-fake\","
 	    "\"totalCents\":3}}",
 	};
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result r[4] = {INBOX_RESULT_INIT};
 	TEST_RESULTS_INIT(r, 4);
 	for (int i = 0; i < 4; i++)
@@ -1433,7 +1433,7 @@ TEST(dead_letters_are_idempotent)
 				ASSERT_EQ(r.dead_letter_id,
 				          i == 2 ? 0 : first[i].dead_letter_id);
 		}
-	inbox_delivery d[12];
+	inbox_delivery d[12] = {INBOX_DELIVERY_INIT};
 	inbox_result rs[12] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 12; i++)
 		d[i] = delivery(msgs[i % 4]);
@@ -1511,7 +1511,7 @@ static int child_poison(const env *e, int go_fd, int nmsg)
 	if (read(go_fd, &b, 1) != 1)
 		return 102;
 	static char js[64][64];
-	inbox_delivery d[64];
+	inbox_delivery d[64] = {INBOX_DELIVERY_INIT};
 	inbox_result r[64] = {INBOX_RESULT_INIT};
 	TEST_RESULTS_INIT(r, 64);
 	for (int i = 0; i < nmsg; i++) {
@@ -1832,7 +1832,7 @@ TEST(statement_failure_inside_a_batch)
 	inbox_consumer *c = NULL;
 	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, NULL, 0));
 	char js[5][256];
-	inbox_delivery d[5];
+	inbox_delivery d[5] = {INBOX_DELIVERY_INIT};
 	inbox_result r[5] = {INBOX_RESULT_INIT};
 	for (int i = 0; i < 5; i++) {
 		char id[16];
@@ -1901,7 +1901,7 @@ TEST(many_statements_in_a_batch)
 	ASSERT_OK(inbox_consumer_open(&c, e.st, &o, NULL, 0));
 	enum { N = 400 };
 	static char js[N][128];
-	static inbox_delivery d[N];
+	static inbox_delivery d[N] = {INBOX_DELIVERY_INIT};
 	static inbox_result r[N];
 	TEST_RESULTS_INIT(r, N);
 	for (int round = 0; round < 2; round++) {

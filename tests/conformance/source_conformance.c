@@ -602,7 +602,7 @@ static void drain(inbox_source *s, tally *t, int ms, const int *want,
 {
 	int64_t end = now_ms() + ms, done_at = 0;
 	while (now_ms() < end) {
-		inbox_delivery d[8];
+		inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 		inbox_result res[8];
 		size_t n = 0;
 		int r = inbox_source_poll(s, d, 8, &n, 100, NULL);
@@ -642,7 +642,7 @@ TEST(settle_without_poll_is_state)
 	ASSERT_OK(fresh());
 	inbox_source *s = open_src();
 	ASSERT_TRUE(s);
-	inbox_delivery d[2] = {{0}};
+	inbox_delivery d[2] = {INBOX_DELIVERY_INIT};
 	ASSERT_OK(inbox_source_settle(s, d, NULL, 0));
 	ASSERT_EQ(inbox_source_settle(s, d, NULL, 1), INBOX_ERR_STATE);
 	ASSERT_TRUE(strstr(inbox_source_errmsg(s), "without a polled"));
@@ -656,7 +656,8 @@ TEST(poll_settle_order)
 	ASSERT_OK(put(1));
 	inbox_source *s = open_src();
 	ASSERT_TRUE(s);
-	inbox_delivery d[4], e[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT},
+	               e[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4];
 	size_t n = poll_batch(s, d, 4, 15000);
 	ASSERT_EQ(n, 1);
@@ -688,7 +689,8 @@ TEST(settle_of_another_batch_is_invalid)
 	ASSERT_OK(put(2));
 	inbox_source *s = open_src();
 	ASSERT_TRUE(s);
-	inbox_delivery d1[1], d2[4];
+	inbox_delivery d1[1] = {INBOX_DELIVERY_INIT},
+	               d2[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4];
 	ASSERT_EQ(poll_batch(s, d1, 1, 15000), 1);
 	int first = num(&d1[0]);
@@ -737,7 +739,7 @@ TEST(empty_poll_waits_its_timeout)
 	ASSERT_OK(fresh());
 	inbox_source *s = open_src();
 	ASSERT_TRUE(s);
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n = 9;
 	int eof = 9;
 	/* Warm up (a Kafka member joins its group on its first polls). */
@@ -798,7 +800,7 @@ TEST(close_with_unsettled_redelivers)
 	ASSERT_OK(put(1));
 	inbox_source *s = open_src();
 	ASSERT_TRUE(s);
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n = poll_batch(s, d, 4, 15000);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(num(&d[0]), 1);
@@ -837,7 +839,7 @@ TEST(refused_deliveries_are_answered)
 	while ((refused < want_refused || !good ||
 	        (drv->refused_at_door && drv->refused_at_door() < nwant)) &&
 	       now_ms() < end) {
-		inbox_delivery d[8];
+		inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 		inbox_result res[8];
 		size_t n = poll_batch(s, d, 8, 200);
 		for (size_t i = 0; i < n; i++) {

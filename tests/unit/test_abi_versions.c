@@ -81,7 +81,7 @@ static inbox_consumer *open_consumer(inbox_store *st)
 
 static inbox_delivery delivery(const char *json)
 {
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = json;
 	d.payload_len = strlen(json);
 	return d;
@@ -435,7 +435,7 @@ TEST(result_array)
 	snprintf(ck, sizeof(ck), "%s.ck", path);
 	snprintf(url, sizeof(url), "jsonl:%s?checkpoint=%s", path, ck);
 	ASSERT_OK(inbox_source_open(&src, url, &so));
-	inbox_delivery sd[3];
+	inbox_delivery sd[3] = {INBOX_DELIVERY_INIT};
 	size_t n = 0;
 	ASSERT_OK(inbox_source_poll(src, sd, 3, &n, 0, NULL));
 	ASSERT_EQ(n, 3);
@@ -471,6 +471,88 @@ TEST(result_array)
 	unlink(path);
 	unlink(ck);
 	free(res);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
+/* ---- deliveries: an input array (every element) and poll's output
+ * array (the first element) ---- */
+
+TEST(delivery_array)
+{
+	inbox_store *st = NULL;
+	ASSERT_OK(inbox_store_open(&st, "sqlite::memory:", NULL));
+	inbox_consumer *c = open_consumer(st);
+	ASSERT_TRUE(c != NULL);
+	inbox_delivery d[3] = {delivery("{\"id\":\"d-1\"}"),
+	                       delivery("{\"id\":\"d-2\"}"),
+	                       delivery("{\"id\":\"d-3\"}")};
+	inbox_result res[3] = {INBOX_RESULT_INIT};
+	calls = 0;
+	/* never set, newer, or mixed: refused, nothing processed */
+	d[0].version = 0;
+	ASSERT_EQ(inbox_consumer_process_batch(c, d, 3, res),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_consumer_errmsg(c),
+	                "inbox_delivery.version is 0: set it with "
+	                "INBOX_DELIVERY_INIT");
+	ASSERT_EQ(inbox_consumer_process(c, d, res), INBOX_ERR_INVALID);
+	inbox_lease *l = NULL;
+	inbox_outcome o = INBOX_OUTCOME_NONE;
+	ASSERT_EQ(inbox_lease_acquire(c, d, &l, &o), INBOX_ERR_INVALID);
+	ASSERT_TRUE(l == NULL);
+	d[0].version = INBOX_DELIVERY_VERSION + 1;
+	ASSERT_EQ(inbox_consumer_process_batch(c, d, 3, res),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_consumer_errmsg(c), "newer than this library");
+	d[0].version = INBOX_DELIVERY_VERSION;
+	d[2].version = 0;
+	ASSERT_EQ(inbox_consumer_process_batch(c, d, 3, res),
+	          INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_consumer_errmsg(c),
+	                "inbox_delivery.version of element 2 is 0");
+	ASSERT_EQ(calls, 0);
+	d[2].version = INBOX_DELIVERY_VERSION;
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 3, res));
+	ASSERT_EQ(calls, 3);
+	ASSERT_EQ(res[2].outcome, INBOX_APPLIED);
+
+	/* poll: out[0].version says the layout; every delivery gets it */
+	inbox_source_options so = INBOX_SOURCE_OPTIONS_INIT;
+	so.consumer = "abi";
+	inbox_source *src = NULL;
+	char path[] = "/tmp/inbox-abi-XXXXXX";
+	int fd = mkstemp(path);
+	ASSERT_TRUE(fd >= 0);
+	ASSERT_EQ(write(fd, "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n", 24), 24);
+	close(fd);
+	char url[64], ck[80];
+	snprintf(ck, sizeof(ck), "%s.ck", path);
+	snprintf(url, sizeof(url), "jsonl:%s?checkpoint=%s", path, ck);
+	ASSERT_OK(inbox_source_open(&src, url, &so));
+	inbox_delivery sd[3];
+	memset(sd, 0, sizeof(sd));
+	size_t n = 9;
+	ASSERT_EQ(inbox_source_poll(src, sd, 3, &n, 0, NULL),
+	          INBOX_ERR_INVALID);
+	ASSERT_EQ(n, 0);
+	ASSERT_CONTAINS(inbox_source_errmsg(src), "inbox_delivery.version");
+	sd[0].version = INBOX_DELIVERY_VERSION + 1;
+	ASSERT_EQ(inbox_source_poll(src, sd, 3, &n, 0, NULL),
+	          INBOX_ERR_INVALID);
+	sd[0].version = INBOX_DELIVERY_VERSION;
+	ASSERT_OK(inbox_source_poll(src, sd, 3, &n, 0, NULL));
+	ASSERT_EQ(n, 3);
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(sd[i].version, INBOX_DELIVERY_VERSION);
+	/* settle reads the deliveries by their version too: an unknown
+	 * one acks nothing (the batch comes again) */
+	sd[0].version = 0;
+	ASSERT_EQ(inbox_source_settle(src, sd, res, 3), INBOX_ERR_INVALID);
+	ASSERT_CONTAINS(inbox_source_errmsg(src), "inbox_delivery.version");
+	inbox_source_close(src);
+	unlink(path);
+	unlink(ck);
 	inbox_consumer_close(c);
 	inbox_store_close(st);
 }
@@ -544,6 +626,7 @@ int main(void)
 	RUN(runner_dispatcher_provider_filter_options);
 	RUN(output_structs);
 	RUN(result_array);
+	RUN(delivery_array);
 	RUN(metrics_consumer_array);
 	return test_summary();
 }

@@ -40,8 +40,7 @@ static int setup(void)
 
 static int deliver(const char *payload, size_t len, inbox_result *r)
 {
-	inbox_delivery d;
-	memset(&d, 0, sizeof(d));
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = payload;
 	d.payload_len = len;
 	d.position = "test:1";

@@ -204,7 +204,7 @@ static void remember_delivery(seen *out, const inbox_delivery *d)
 static int collect(inbox_source *s, seen *out, int want, int timeout_ms,
                    inbox_outcome outcome, size_t max)
 {
-	inbox_delivery d[256];
+	inbox_delivery d[256] = {INBOX_DELIVERY_INIT};
 	inbox_result r[256] = {INBOX_RESULT_INIT};
 	int got = 0;
 	int64_t end = now_ms() + timeout_ms;
@@ -477,7 +477,7 @@ TEST(batches_bounded_by_max_batch)
 	ASSERT_OK(publish_range(q, 0, 250));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, q, NULL, 40, 1000));
-	inbox_delivery d[64];
+	inbox_delivery d[64] = {INBOX_DELIVERY_INIT};
 	inbox_result r[64] = {INBOX_RESULT_INIT};
 	int got = 0, biggest = 0;
 	char *ids = calloc(250, 1);
@@ -534,7 +534,7 @@ TEST(failed_batch_redelivered)
 static int one_round(inbox_source *s, seen *out, inbox_outcome first,
                      int timeout_ms)
 {
-	inbox_delivery d[16];
+	inbox_delivery d[16] = {INBOX_DELIVERY_INIT};
 	inbox_result r[16] = {INBOX_RESULT_INIT};
 	int64_t end = now_ms() + timeout_ms;
 	while (now_ms() < end) {
@@ -685,7 +685,7 @@ TEST(close_without_settle_requeues)
 	ASSERT_OK(publish_range(q, 0, 5));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, q, NULL, 10, 1000));
-	inbox_delivery d[10];
+	inbox_delivery d[10] = {INBOX_DELIVERY_INIT};
 	size_t n = 0, total = 0;
 	int64_t end = now_ms() + 5000;
 	/* One poll, never settled. */
@@ -740,7 +740,7 @@ TEST(dead_letter_exchange_copy)
 	char params[200];
 	snprintf(params, sizeof(params), "dlx=%s", x);
 	ASSERT_OK(open_src(&s, q, params, 10, 1000));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result r[4] = {INBOX_RESULT_INIT};
 	size_t n = 0, got = 0;
 	int64_t end = now_ms() + 5000;
@@ -831,7 +831,7 @@ TEST(payload_truncated_and_id_rules)
 	o.max_payload = 10;
 	url_of(url, sizeof(url), q, NULL);
 	ASSERT_OK(inbox_source_open(&s, url, &o));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result r[4] = {INBOX_RESULT_INIT};
 	size_t n = 0, got = 0;
 	int64_t end = now_ms() + 5000;
@@ -939,7 +939,7 @@ TEST(loss_during_settle_redelivers)
 	ASSERT_OK(publish_range(q, 0, 5));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, q, NULL, 10, 1000));
-	inbox_delivery d[10];
+	inbox_delivery d[10] = {INBOX_DELIVERY_INIT};
 	inbox_result r[10] = {INBOX_RESULT_INIT};
 	size_t n = 0;
 	int64_t end = now_ms() + 5000;
@@ -978,7 +978,7 @@ TEST(loss_while_idle_reconnects)
 	ASSERT_OK(open_src(&s, q, NULL, 10, 1000));
 	ASSERT_TRUE(quiet(s, 200));
 	ASSERT_OK(cut(s));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n = 9;
 	ASSERT_EQ(inbox_source_poll(s, d, 4, &n, 200, NULL), INBOX_ERR_SOURCE);
 	ASSERT_EQ(n, 0);

@@ -71,8 +71,7 @@ static first query(inbox_store *st, const char *sql, const char *param)
 static inbox_outcome deliver(inbox_consumer *c, const char *id,
                              const char *payload, char *reason, size_t len)
 {
-	inbox_delivery d;
-	memset(&d, 0, sizeof(d));
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.id = id;
 	d.payload = payload;
 	d.payload_len = strlen(payload);

@@ -144,7 +144,7 @@ TEST(lines_in_order)
 	               "{\"id\":\"3\"}\n");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "a.jsonl", NULL, 0, 100));
-	inbox_delivery d[10];
+	inbox_delivery d[10] = {INBOX_DELIVERY_INIT};
 	size_t n = 0;
 	int eof = 0;
 	ASSERT_OK(inbox_source_poll(src, d, 10, &n, 0, &eof));
@@ -181,7 +181,7 @@ TEST(batch_size_and_checkpoint)
 	               "{\"n\":5}\n");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "b.jsonl", NULL, 0, 100));
-	inbox_delivery d[2];
+	inbox_delivery d[2] = {INBOX_DELIVERY_INIT};
 	inbox_result res[2] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
@@ -233,7 +233,7 @@ TEST(retry_in_the_middle)
 	          INBOX_ERR_URL);
 	inbox_source_close(src);
 	ASSERT_OK(open_src(&src, "r.jsonl", NULL, 0, 150));
-	inbox_delivery d[3];
+	inbox_delivery d[3] = {INBOX_DELIVERY_INIT};
 	inbox_result res[3] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
@@ -285,7 +285,7 @@ TEST(failed_batch_redelivered)
 	put("f.jsonl", "{\"n\":1}\n{\"n\":2}\n");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "f.jsonl", NULL, 0, 0));
-	inbox_delivery d[5];
+	inbox_delivery d[5] = {INBOX_DELIVERY_INIT};
 	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
@@ -312,7 +312,7 @@ TEST(settle_mismatch)
 	put("m.jsonl", "{\"n\":1}\n{\"n\":2}\n");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "m.jsonl", NULL, 0, 0));
-	inbox_delivery d[5];
+	inbox_delivery d[5] = {INBOX_DELIVERY_INIT};
 	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
@@ -337,7 +337,7 @@ TEST(follow)
 	put("w.jsonl", "{\"n\":1}\n");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "w.jsonl", "?follow=1", 0, 0));
-	inbox_delivery d[5];
+	inbox_delivery d[5] = {INBOX_DELIVERY_INIT};
 	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
@@ -373,7 +373,7 @@ TEST(follow_wakes_up_in_time)
 	put("w2.jsonl", "");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "w2.jsonl", "?follow", 0, 0));
-	inbox_delivery d[5];
+	inbox_delivery d[5] = {INBOX_DELIVERY_INIT};
 	size_t n;
 	int eof;
 	pid_t pid = fork();
@@ -396,7 +396,7 @@ TEST(follow_wakes_up_in_time)
 TEST(follow_truncated_and_rotated)
 {
 	inbox_source *src;
-	inbox_delivery d[5];
+	inbox_delivery d[5] = {INBOX_DELIVERY_INIT};
 	inbox_result res[5] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;
@@ -452,7 +452,7 @@ TEST(over_long_lines)
 	               "{\"last\":1}");            /* no final newline */
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "l.jsonl", NULL, 16, 0));
-	inbox_delivery d[10];
+	inbox_delivery d[10] = {INBOX_DELIVERY_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 10, &n, 0, &eof));
@@ -497,7 +497,7 @@ TEST(huge_line_not_held)
 	fclose(f);
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "h.jsonl", NULL, 1024, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 4, &n, 0, &eof));
@@ -522,7 +522,7 @@ TEST(invalid_bytes_delivered_as_is)
 	write_file("u.jsonl", text, sizeof(text) - 1, "wb");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "u.jsonl", NULL, 0, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 4, &n, 0, &eof));
@@ -541,7 +541,7 @@ TEST(bom_dropped)
 	put("bom.jsonl", "\xEF\xBB\xBF{\"n\":1}\n");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "bom.jsonl", NULL, 0, 0));
-	inbox_delivery d[2];
+	inbox_delivery d[2] = {INBOX_DELIVERY_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 2, &n, 0, &eof));
@@ -596,7 +596,7 @@ TEST(io_errors)
 	inbox_source_close(src);
 	/* from=beginning gets past it (and replaces it at the next settle) */
 	ASSERT_OK(open_src(&src, "bad.jsonl", "?from=beginning", 0, 0));
-	inbox_delivery d[2];
+	inbox_delivery d[2] = {INBOX_DELIVERY_INIT};
 	inbox_result res[2] = {INBOX_RESULT_INIT};
 	size_t n;
 	ASSERT_OK(inbox_source_poll(src, d, 2, &n, 0, NULL));
@@ -624,7 +624,7 @@ TEST(checkpoint_write_failure)
 	ASSERT_EQ(mkdir(tmp, 0700), 0);
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "cw.jsonl", NULL, 0, 0));
-	inbox_delivery d[1];
+	inbox_delivery d[1] = {INBOX_DELIVERY_INIT};
 	inbox_result res[1] = {INBOX_RESULT_INIT};
 	size_t n;
 	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, NULL));
@@ -644,7 +644,7 @@ TEST(checkpoint_write_failure)
 /* Settle n lines of src as applied, expecting n. */
 static void settle_n(inbox_source *src, size_t want)
 {
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	inbox_result res[8];
 	size_t n = 0;
 	ASSERT_OK(inbox_source_poll(src, d, want, &n, 0, NULL));
@@ -689,7 +689,7 @@ TEST(checkpoint_slots_survive_a_torn_write)
 	/* slot 0 (the newest, line 3) torn in its middle: resume at line 2 */
 	scribble(ck, 40, 8);
 	ASSERT_OK(open_src(&src, "s.jsonl", NULL, 0, 0));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	size_t n = 0;
 	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, NULL));
 	ASSERT_EQ(n, 1);
@@ -744,7 +744,7 @@ TEST(checkpoint_written_before_the_sync)
 		inbox_source *src = NULL;
 		if (open_src(&src, "w2.jsonl", "?checkpoint_sync=1h", 0, 0) < 0)
 			_exit(2);
-		inbox_delivery d[1];
+		inbox_delivery d[1] = {INBOX_DELIVERY_INIT};
 		inbox_result res[1];
 		for (int i = 0; i < 2; i++) {
 			size_t n = 0;
@@ -782,7 +782,7 @@ TEST(checkpoint_names_the_file)
 	 * even where the old offset happens to fall on a line boundary. */
 	put("id.jsonl", "{\"a\":1}\n{\"a\":2}\n");
 	inbox_source *src = NULL;
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n = 0;
 	int eof = 0;
 	ASSERT_OK(open_src(&src, "id.jsonl", "", 0, 100));
@@ -823,7 +823,7 @@ TEST(checkpoint_options)
 	snprintf(url, sizeof(url), "jsonl:%s/k.jsonl", tmpdir);
 	inbox_source *src;
 	ASSERT_OK(inbox_source_open(&src, url, &o));
-	inbox_delivery d[1];
+	inbox_delivery d[1] = {INBOX_DELIVERY_INIT};
 	inbox_result res[1] = {INBOX_RESULT_INIT};
 	size_t n;
 	ASSERT_OK(inbox_source_poll(src, d, 1, &n, 0, NULL));
@@ -849,7 +849,7 @@ TEST(truncated_file_restarts)
 	put("t.jsonl.test.consumer.checkpoint", "16 2\n");
 	inbox_source *src;
 	ASSERT_OK(open_src(&src, "t.jsonl", NULL, 0, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n;
 	int eof;
 	ASSERT_OK(inbox_source_poll(src, d, 4, &n, 0, &eof));
@@ -892,7 +892,7 @@ TEST(stdin_source)
 	o.retry_delay_ms = 0;
 	inbox_source *src;
 	ASSERT_OK(inbox_source_open(&src, "jsonl:-", &o));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof;

@@ -147,7 +147,7 @@ static inbox_outcome applied(const inbox_delivery *d, void *arg)
 static int round_trip(inbox_source *s, log_t *l, decide_fn decide, void *arg,
                       int timeout_ms)
 {
-	inbox_delivery d[64];
+	inbox_delivery d[64] = {INBOX_DELIVERY_INIT};
 	inbox_result r[64] = {INBOX_RESULT_INIT};
 	size_t n = 0;
 	int rc = inbox_source_poll(s, d, 64, &n, timeout_ms, NULL);
@@ -341,7 +341,7 @@ TEST(delivery_fields)
 	          0);
 	ASSERT_EQ(rd_kafka_flush(producer, 10000), 0);
 	ASSERT_OK(open_src(&s, topic, "g-fields", NULL, 200, 100));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	inbox_result r[8] = {INBOX_RESULT_INIT};
 	size_t n = 0;
 	int64_t end = now_ms() + 15000;
@@ -385,7 +385,7 @@ TEST(delivery_fields)
 	             "text");
 	ASSERT_TRUE(d[4].id == NULL); /* empty: no id, the payload's */
 	/* a second poll before settle is refused */
-	inbox_delivery d2[2];
+	inbox_delivery d2[2] = {INBOX_DELIVERY_INIT};
 	ASSERT_EQ(inbox_source_poll(s, d2, 2, &n, 0, NULL), INBOX_ERR_STATE);
 	memset(r, 0, sizeof(r));
 	r[0].version = INBOX_RESULT_VERSION;
@@ -492,7 +492,7 @@ TEST(failed_batch_redelivered)
 	ASSERT_OK(make_topic(topic, 3));
 	ASSERT_OK(produce_range(topic, 3, 0, 9));
 	ASSERT_OK(open_src(&s, topic, "g-null", NULL, 100, 1024 * 1024));
-	inbox_delivery d[64];
+	inbox_delivery d[64] = {INBOX_DELIVERY_INIT};
 	size_t n = 0;
 	int64_t end = now_ms() + 15000;
 	while (n == 0 && now_ms() < end)
@@ -619,7 +619,7 @@ TEST(broker_outage)
 	char last[512] = "";
 	int64_t end = now_ms() + 2000;
 	while (now_ms() < end) {
-		inbox_delivery d[8];
+		inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 		size_t n = 0;
 		int rc = inbox_source_poll(s, d, 8, &n, 200, NULL);
 		ASSERT_TRUE(rc == INBOX_OK || rc == INBOX_ERR_SOURCE);
@@ -787,7 +787,7 @@ TEST(fenced_member_stops)
 	int rc = INBOX_OK;
 	int64_t end = now_ms() + 5000;
 	while (rc != INBOX_ERR_CONFIG && now_ms() < end) {
-		inbox_delivery d[8];
+		inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 		size_t n = 0;
 		rc = inbox_source_poll(s, d, 8, &n, 100, NULL);
 		ASSERT_EQ(n, 0);

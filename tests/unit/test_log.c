@@ -214,7 +214,7 @@ static int poll_dead_kafka(void)
 	inbox_source *src = NULL;
 	int rc = inbox_source_open(&src, url, &so);
 	for (int i = 0; rc == 0 && i < 15; i++) {
-		inbox_delivery d[4];
+		inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 		size_t n = 0;
 		int eof = 0;
 		/* a refused broker is an infrastructure fault: retried */

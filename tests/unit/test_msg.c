@@ -64,7 +64,7 @@ static inbox_consumer *open_c(inbox_store **st, seen *s)
 static int process(inbox_consumer *c, const char *js, const char *id,
                    inbox_result *r)
 {
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = js;
 	d.payload_len = strlen(js);
 	d.id = id;
@@ -132,7 +132,7 @@ TEST(ids_and_refusals)
 	/* refused by the source (inbox_delivery.refused): its reason,
 	 * nothing parsed or run, the id ignored */
 	int calls = s.calls;
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = "{\"id\":\"ok\"}";
 	d.payload_len = strlen(d.payload);
 	d.id = "refused-id";

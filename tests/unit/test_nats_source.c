@@ -216,7 +216,7 @@ TEST(each_once_with_positions)
 		snprintf(body, sizeof(body), "{\"id\":\"x\",\"n\":%d}", i);
 		ASSERT_OK(publish(&p, stream, id, body));
 	}
-	inbox_delivery d[64];
+	inbox_delivery d[64] = {INBOX_DELIVERY_INIT};
 	int seen[21] = {0};
 	int got = 0;
 	int64_t end = now_ms() + 5000;
@@ -266,7 +266,7 @@ TEST(retry_naks_with_delay)
 	pub p;
 	ASSERT_OK(pub_open(&p));
 	ASSERT_OK(publish(&p, stream, "r-1", "{\"id\":\"r-1\"}"));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	size_t n = poll_for(src, d, 8, 1, 3000);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(d[0].delivery_count, 1);
@@ -310,7 +310,7 @@ TEST(unsettled_close_redelivers_after_ack_wait)
 		snprintf(id, sizeof(id), "u-%d", i);
 		ASSERT_OK(publish(&p, stream, id, "{\"id\":\"u\"}"));
 	}
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	size_t n = 0, total = 0;
 	int64_t end = now_ms() + 3000;
 	while (total < 3 && now_ms() < end) {
@@ -349,7 +349,7 @@ TEST(term_for_dead_letters)
 	ASSERT_OK(pub_open(&p));
 	ASSERT_OK(publish(&p, stream, "dl-1", "not json"));
 	ASSERT_OK(publish(&p, stream, "dl-2", "{\"id\":\"dl-2\"}"));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	size_t got = 0;
 	int64_t end = now_ms() + 3000;
 	while (got < 2 && now_ms() < end) {
@@ -387,7 +387,8 @@ static size_t steal_while_held(const char *extra, int hold_ms)
 	pub p;
 	if (pub_open(&p) != 0 || publish(&p, stream, "slow-1", "{}") != 0)
 		return 999;
-	inbox_delivery da[4], db[4];
+	inbox_delivery da[4] = {INBOX_DELIVERY_INIT},
+	               db[4] = {INBOX_DELIVERY_INIT};
 	size_t n = poll_for(a, da, 4, 1, 3000);
 	if (n != 1)
 		return 998;
@@ -442,7 +443,7 @@ TEST(payload_truncated_and_no_id)
 	natsMsg_Destroy(m);
 	/* an id that is not UTF-8: refused, never replaced by the payload's */
 	ASSERT_OK(publish(&p, stream, "\xc3\x28", "[]"));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	size_t got = 0;
 	int64_t end = now_ms() + 3000;
 	while (got < 3 && now_ms() < end) {

@@ -340,7 +340,7 @@ static int process_order(inbox_consumer *c, const char *order,
 	snprintf(js, sizeof(js),
 	         "{\"id\":\"m-%s\",\"data\":{\"orderId\":\"%s\"}}", order,
 	         order);
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = js;
 	d.payload_len = strlen(js);
 	inbox_result r = INBOX_RESULT_INIT;

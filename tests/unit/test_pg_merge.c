@@ -224,6 +224,7 @@ static int mx_batch(inbox_consumer *c, const char *tag, int n, int mod,
 		snprintf(pl[i], sizeof(pl[i]),
 		         "{\"id\":\"%s-%d\",\"v\":\"v%d\",\"n\":\"%d\"}", tag,
 		         i, mod ? i % mod : i, i);
+		d[i] = (inbox_delivery)INBOX_DELIVERY_INIT;
 		d[i].payload = pl[i];
 		d[i].payload_len = strlen(pl[i]);
 	}
@@ -487,14 +488,14 @@ TEST(self_reference_not_merged)
 	         sqlf("INSERT INTO {T} (v, parent) VALUES ($1, $2)", "self"));
 	inbox_consumer *c = mx_consumer(st, "self", &x);
 	ASSERT_TRUE(c != NULL);
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	const char *pl[4] = {
 	    "{\"id\":\"s0\",\"v\":\"a\",\"n\":\"b\"}", /* refers ahead */
 	    "{\"id\":\"s1\",\"v\":\"b\",\"n\":\"b\"}", /* to itself */
 	    "{\"id\":\"s2\",\"v\":\"c\",\"n\":\"b\"}", /* back */
 	    "{\"id\":\"s3\",\"v\":\"d\",\"n\":\"c\"}"};
-	memset(d, 0, sizeof(d));
+	TEST_DELIVERIES_INIT(d, 4);
 	for (int i = 0; i < 4; i++) {
 		d[i].payload = pl[i];
 		d[i].payload_len = strlen(pl[i]);

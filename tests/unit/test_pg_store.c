@@ -542,7 +542,7 @@ TEST(upgrade_from_v3)
 	inbox_consumer *c = NULL;
 	char err[256];
 	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = "{bad";
 	d.payload_len = 4;
 	inbox_result r1 = INBOX_RESULT_INIT, r2 = INBOX_RESULT_INIT;
@@ -1505,9 +1505,9 @@ static inbox_consumer *fx_consumer(inbox_store *st, const char *name, fx *f)
 static int fx_batch(inbox_consumer *c, const char *const *ids, size_t n,
                     inbox_result *res)
 {
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	char pl[8][64];
-	memset(d, 0, sizeof(d));
+	TEST_DELIVERIES_INIT(d, 8);
 	for (size_t i = 0; i < n; i++) {
 		snprintf(pl[i], sizeof(pl[i]), "{\"id\":\"%s\"}", ids[i]);
 		d[i].payload = pl[i];

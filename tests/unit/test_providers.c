@@ -409,7 +409,7 @@ static int run_with(int version, int concurrency, int rows, perf *pf, ticks *tk,
 	for (int i = 0; rc == INBOX_OK && i < rows; i++) {
 		char js[64];
 		snprintf(js, sizeof(js), "{\"id\":\"m%d\"}", i);
-		inbox_delivery dl = {0};
+		inbox_delivery dl = INBOX_DELIVERY_INIT;
 		dl.payload = js;
 		dl.payload_len = strlen(js);
 		inbox_result r = INBOX_RESULT_INIT;

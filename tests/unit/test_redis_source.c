@@ -220,7 +220,7 @@ TEST(each_once_with_positions)
 	}
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	inbox_result res[8] = {INBOX_RESULT_INIT};
 	int seen = 0;
 	int64_t wall = (int64_t)time(NULL) * 1000;
@@ -280,7 +280,7 @@ TEST(payload_id_headers_rules)
 	freeReplyObject(r);
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 8, 2000);
 	ASSERT_EQ(n, 6);
@@ -320,7 +320,7 @@ TEST(payload_truncated)
 	ASSERT_OK(xadd_payload(st, big, NULL));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 50));
-	inbox_delivery d[2];
+	inbox_delivery d[2] = {INBOX_DELIVERY_INIT};
 	inbox_result res[2] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 2, 2000);
 	ASSERT_EQ(n, 1);
@@ -341,7 +341,7 @@ TEST(retry_redelivers_with_count)
 	ASSERT_OK(xadd_payload(st, "{\"id\":2}", id1));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 300, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 2);
@@ -374,7 +374,7 @@ TEST(failed_batch_redelivered)
 		ASSERT_OK(xadd_payload(st, "{\"id\":1}", NULL));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 8, 2000);
 	ASSERT_EQ(n, 5);
@@ -400,7 +400,7 @@ TEST(takeover_of_dead_member)
 		ASSERT_OK(xadd_payload(st, "{\"id\":1}", NULL));
 	inbox_source *a = NULL, *b = NULL;
 	ASSERT_OK(open_src(&a, st, "consumer=a", 100, 0));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(a, d, 4, 2000);
 	ASSERT_EQ(n, 4);
@@ -440,7 +440,7 @@ TEST(restart_same_name_redelivers_own)
 		ASSERT_OK(xadd_payload(st, "{\"id\":1}", NULL));
 	inbox_source *a = NULL;
 	ASSERT_OK(open_src(&a, st, "consumer=a", 100, 0));
-	inbox_delivery d[8];
+	inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 	inbox_result res[8] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(a, d, 8, 2000);
 	ASSERT_EQ(n, 3);
@@ -466,7 +466,7 @@ TEST(deleted_while_pending_own)
 	ASSERT_OK(xadd_payload(st, "{\"id\":2}", id1));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 2);
@@ -499,7 +499,7 @@ TEST(deleted_while_pending_claimed)
 	ASSERT_OK(xadd_payload(st, "{\"id\":2}", NULL));
 	inbox_source *a = NULL, *b = NULL;
 	ASSERT_OK(open_src(&a, st, "consumer=a", 100, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(a, d, 4, 2000);
 	ASSERT_EQ(n, 2);
@@ -567,7 +567,7 @@ TEST(tombstone_dead_lettered_by_consumer)
 	co.name = st;
 	ASSERT_OK(inbox_consumer_open(&c, sto, &co, err, sizeof(err)));
 	ASSERT_OK(open_src(&s, st, "consumer=a", 50, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 1);
@@ -607,7 +607,7 @@ TEST(stream_deleted_group_recreated)
 	ASSERT_OK(open_src(&s, st, "consumer=a", 100, 0));
 	ASSERT_EQ(cmd_int("DEL %s%s", st, ""), 1);
 	size_t n;
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	int r = inbox_source_poll(s, d, 4, &n, 50, NULL);
 	ASSERT_EQ(r, INBOX_ERR_SOURCE);
@@ -627,7 +627,7 @@ TEST(drain_reports_eof)
 	ASSERT_OK(xadd_payload(st, "{\"id\":1}", NULL));
 	inbox_source *s = NULL;
 	ASSERT_OK(open_src(&s, st, "consumer=a&drain=1", 100, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n;
 	int eof = 0;
@@ -659,7 +659,7 @@ TEST(generated_member_leaves_group)
 	inbox_source *s = NULL;
 	ASSERT_OK(xadd_payload(st, "{\"id\":1}", NULL));
 	ASSERT_OK(open_src(&s, st, "", 100, 0));
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4] = {INBOX_RESULT_INIT};
 	size_t n = poll_some(s, d, 4, 2000);
 	ASSERT_EQ(n, 1);
@@ -712,7 +712,7 @@ TEST(broker_restart_reconnects)
 		if (xadd_payload(st, "{\"id\":1}", NULL) == 0)
 			ok++;
 	if (ok == 3 && open_src(&s, st, "consumer=a", 100, 0) == 0) {
-		inbox_delivery d[8];
+		inbox_delivery d[8] = {INBOX_DELIVERY_INIT};
 		inbox_result res[8] = {INBOX_RESULT_INIT};
 		size_t n = poll_some(s, d, 2, 2000);
 		int r1 = -1, r2 = -1, r3 = -1, got = 0, again = 0;

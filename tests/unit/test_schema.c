@@ -777,7 +777,7 @@ TEST(consumer_dead_letters_violations_before_any_effect)
 	          "100, \"currency\": \"EUR\"}");
 	const char *bad = EVENT("{\"orderId\": \"ord_000002\", \"totalCents\": "
 	                        "-5, \"currency\": \"EUR\"}");
-	inbox_delivery d[2] = {{0}, {0}};
+	inbox_delivery d[2] = {INBOX_DELIVERY_INIT, INBOX_DELIVERY_INIT};
 	d[0].payload = good;
 	d[0].payload_len = strlen(good);
 	d[1].payload = bad;
@@ -867,7 +867,7 @@ TEST(version_1_options_have_no_schema)
 	o.json_schema = "{\"this is\": \"not read\"";
 	inbox_consumer *c = NULL;
 	ASSERT_OK(inbox_consumer_open(&c, st, &o, NULL, 0));
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = "{\"id\": \"1\", \"anything\": true}";
 	d.payload_len = strlen(d.payload);
 	inbox_result r = INBOX_RESULT_INIT;

@@ -169,7 +169,7 @@ static void process_in_child(const char *msg, size_t len, outcome *o)
 			r.rc = inbox_consumer_open(&c, st, &opt, r.reason,
 			                           sizeof(r.reason));
 		if (r.rc == INBOX_OK) {
-			inbox_delivery d = {0};
+			inbox_delivery d = INBOX_DELIVERY_INIT;
 			inbox_result res = INBOX_RESULT_INIT;
 			d.payload = msg;
 			d.payload_len = len;

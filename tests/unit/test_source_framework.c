@@ -109,7 +109,8 @@ TEST(order_is_kept_without_the_backend)
 {
 	inbox_source *s = open_fake();
 	ASSERT_TRUE(s);
-	inbox_delivery d[4], e[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT},
+	               e[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4];
 	TEST_RESULTS_INIT(res, 4);
 	size_t n = 0;
@@ -147,7 +148,8 @@ TEST(mismatch_redelivers_the_batch_in_hand)
 {
 	inbox_source *s = open_fake();
 	ASSERT_TRUE(s);
-	inbox_delivery d[4], old[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT},
+	               old[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4];
 	TEST_RESULTS_INIT(res, 4);
 	for (int i = 0; i < 4; i++)
@@ -183,7 +185,7 @@ TEST(unversioned_results_ack_nothing)
 {
 	inbox_source *s = open_fake();
 	ASSERT_TRUE(s);
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	inbox_result res[4];
 	memset(res, 0, sizeof(res));
 	for (int i = 0; i < 4; i++)
@@ -208,7 +210,7 @@ TEST(failed_poll_hands_out_nothing)
 {
 	inbox_source *s = open_fake();
 	ASSERT_TRUE(s);
-	inbox_delivery d[4];
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT};
 	size_t n = 9;
 	last->give = 2;
 	last->fail_poll = 1;

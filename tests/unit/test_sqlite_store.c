@@ -601,7 +601,7 @@ TEST(upgrade_from_v3)
 	inbox_consumer *c = NULL;
 	char err[256];
 	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = "{bad";
 	d.payload_len = 4;
 	inbox_result r1 = INBOX_RESULT_INIT, r2 = INBOX_RESULT_INIT;

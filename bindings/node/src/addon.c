@@ -1580,6 +1580,7 @@ static int get_delivery(napi_env env, napi_value v, inbox_delivery *d)
 		id = NULL;
 		d->refused = "message id holds U+0000";
 	}
+	d->version = INBOX_DELIVERY_VERSION;
 	d->id = id;
 	d->payload = payload ? payload : xstrdup("");
 	d->payload_len = plen;

@@ -10,7 +10,9 @@
  * checks the public structs a caller hands over (options, results)
  * before a backend sees them: a backend gets them in this library's
  * layout. A refused delivery carries its reason in
- * inbox_delivery.refused (<inbox/inbox.h>), its id NULL.
+ * inbox_delivery.refused (<inbox/inbox.h>), its id NULL. A backend's
+ * poll zeroes each delivery it fills ((inbox_delivery){0}); the framework
+ * writes the caller's `version` into it afterwards.
  *
  * The poll/settle contract is kept by the framework (the library's core),
  * not by the backends: every call goes through inbox_source_poll and
