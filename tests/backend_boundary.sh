@@ -11,7 +11,14 @@
 #      src/core/txn.c, which hand it out by its C type, aside);
 #   4. names a store's table in SQL (inbox__table_name) other than the
 #      admin API's templates (src/admin/admin.c), whose dialect comes from
-#      the backend.
+#      the backend;
+#   5. in the core (src/core/): writes SQL against a store's table at all
+#      (no table name, no admin template: what the core needs of a table
+#      is a slot of the store's vtable; src/core/sql.c only defines
+#      inbox__table_name for the backends and the admin API);
+#   6. compares a backend's kind or scheme (strcmp and the like on a
+#      `kind` or `scheme`) other than the registries' lookups by scheme
+#      (src/core/store.c, src/core/source.c).
 # Comments are not code: they may name backends. The exceptions below are
 # each a file and what it may say, with the reason.
 #   backend_boundary.sh SOURCE_DIR
@@ -45,10 +52,18 @@ files=$(find src include bindings -type f \( -name '*.c' -o -name '*.h' \
 #  - src/cli/cmd_demo.c: the demo builds its own SQLite URL (it never
 #    compares one);
 #  - src/cli/version.c: inbox --version prints the client libraries'
-#    run-time versions.
+#    run-time versions;
+#  - src/outbox/{declare,engine,provider}.c: an outbox step's kind and its
+#    provider URL's scheme ("http", "https") are the outbox's own, not a
+#    backend's;
+#  - src/base/url.c: the scrubber's scheme match (a URL's, given).
 allowed='src/base/url.c|"(postgresql|postgres|amqps?|jsonl|sqlite)"
 src/cli/cmd_demo.c|"sqlite:%s"
-src/cli/version.c|include'
+src/cli/version.c|include
+src/outbox/declare.c|^strcmp\(kind$
+src/outbox/engine.c|^strcmp\(j->it\.kind$
+src/outbox/provider.c|^strcmp\(scheme, "https?"\) != 0 && strcmp\(scheme$
+src/base/url.c|^strncmp\(url, scheme$'
 
 allowed_hit() { # FILE HIT
 	printf '%s\n' "$allowed" | while IFS='|' read -r f re; do
@@ -98,6 +113,16 @@ check "no store's native handle outside the backends" \
 files=$(printf '%s\n' $files_save | grep -vE '^src/(admin/admin\.c|core/sql\.c|core/internal\.h)$')
 check "no store table named in SQL outside the backends and the admin templates" \
 	'inbox__table_name[[:space:]]*\('
+
+files=$(printf '%s\n' $files_save | grep '^src/core/' | grep -vE '^src/core/(sql\.c|internal\.h)$')
+check "the core writes no SQL against a store's table (table names, admin templates)" \
+	'inbox__table_name[[:space:]]*\(|inbox__admin_sql[[:space:]]*\(|\{(inbox|consumers|dead_letters|outbox|schema_version)\}'
+files=src/core/sql.c
+check "src/core/sql.c holds no SQL (it names tables for others)" \
+	'"[^"]*(SELECT|INSERT|UPDATE|DELETE|FROM|WHERE)[^"]*"'
+files=$(printf '%s\n' $files_save | grep -vE '^src/core/(store|source)\.c$')
+check "no comparison on a backend's kind or scheme outside the backends and the registries" \
+	'(strn?cmp|strn?casecmp|memcmp)[[:space:]]*\([^;]*\b(kind|scheme)\b'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

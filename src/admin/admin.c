@@ -207,14 +207,11 @@ static void set_ages(inbox_admin_stats *out, int64_t processed, int64_t created,
 static int retention_read(inbox_store *st, inbox__buf *b, const char *consumer,
                           inbox_admin_stats *out)
 {
-	const char *p[1] = {consumer};
-	ints r;
-	int rc = query_ints(st, b,
-	                    "SELECT retention_seconds FROM {consumers}"
-	                    " WHERE name = $1",
-	                    1, p, &r);
-	if (rc == INBOX_OK && r.rows == 1 && r.v[0] > 0)
-		out->retention_seconds = r.v[0];
+	(void)b;
+	int64_t stored = 0; /* the store's slot (vtable version 7) */
+	int rc = inbox__stored_retention(st, consumer, &stored);
+	if (rc == INBOX_OK && stored > 0)
+		out->retention_seconds = stored;
 	return rc;
 }
 

@@ -28,21 +28,6 @@ static int first_int(int ncols, const char *const *v, void *payload)
 	return 1;
 }
 
-static int registered_window(inbox_store *st, const char *consumer, int64_t *w)
-{
-	inbox__buf b = INBOX__BUF_INIT;
-	const char *p[1] = {consumer};
-	int64_t got[2] = {0, 0};
-	int rc = inbox__admin_sql(&b, st,
-	                          "SELECT retention_seconds FROM {consumers}"
-	                          " WHERE name = $1");
-	if (rc == INBOX_OK)
-		rc = inbox_store_query(st, b.data, 1, p, first_int, got);
-	inbox__buf_free(&b);
-	*w = got[0] > 0 ? got[0] : 0;
-	return rc;
-}
-
 /* Age (ms) of the oldest record expired under window w, or -1 when there
  * is none. */
 static int oldest_expired_age(inbox_store *st, const char *consumer, int64_t w,
@@ -79,7 +64,7 @@ int inbox_admin_purge(inbox_store *st, const char *consumer,
 	if (batch_limit <= 0)
 		batch_limit = 1000;
 	int64_t reg, w;
-	int rc = registered_window(st, consumer, &reg);
+	int rc = inbox__stored_retention(st, consumer, &reg); /* the store's */
 	if (rc != INBOX_OK)
 		return rc;
 	w = retention_seconds > 0 ? retention_seconds : reg;

@@ -1,6 +1,6 @@
-/* Table names: the store's schema and prefix, quoted; and the one read
- * of a store table the core makes itself (the consumer's stored window). */
-#include <stdlib.h>
+/* Table names: the store's schema and prefix, quoted (for the backends
+ * and the admin API's templates); and the consumer's stored window, asked
+ * of the store. */
 #include <string.h>
 
 #include "base/buf.h"
@@ -22,27 +22,13 @@ int inbox__table_name(inbox__buf *out, const inbox_store *st, const char *name)
 	return inbox__quote_ident(out, full);
 }
 
-static int first_int(int ncols, const char *const *vals, void *payload)
-{
-	if (ncols > 0 && vals[0])
-		*(int64_t *)payload = strtoll(vals[0], NULL, 10);
-	return 0;
-}
-
+/* The consumer's stored window comes from its store (vtable version 7);
+ * a backend of an older version keeps none the core can read. */
 int inbox__stored_retention(inbox_store *st, const char *consumer,
                             int64_t *seconds)
 {
-	inbox__buf b = INBOX__BUF_INIT;
 	*seconds = 0;
-	int ok = inbox__buf_puts(&b, consumer ? "SELECT retention_seconds FROM "
-	                                      : "SELECT max(retention_seconds) "
-	                                        "FROM ") == 0 &&
-	         inbox__table_name(&b, st, "consumers") == 0 &&
-	         (!consumer || inbox__buf_puts(&b, " WHERE name = $1") == 0);
-	const char *p[1] = {consumer};
-	int rc = ok ? st->vt->query(st, b.data, consumer ? 1 : 0, p, first_int,
-	                            seconds)
-	            : INBOX_ERR_NOMEM;
-	inbox__buf_free(&b);
-	return rc;
+	if (st->vt->version < 7)
+		return INBOX_OK;
+	return st->vt->stored_retention(st, consumer, seconds);
 }

@@ -67,8 +67,9 @@ int inbox_store_register(const inbox_store_vtable *vt)
 	if (vt->version >= 6 &&
 	    (!vt->sql_expr || !vt->exec_setup || !vt->check_sql))
 		return INBOX_ERR_INVALID;
-	/* Version 7: stored results. */
-	if (vt->version >= 7 && !vt->set_result)
+	/* Version 7: stored results; the stored retention window (the core
+	 * reads no table). */
+	if (vt->version >= 7 && (!vt->set_result || !vt->stored_retention))
 		return INBOX_ERR_INVALID;
 	for (int i = 0; i < nregistered; i++)
 		if (has_scheme(registry[i], vt->scheme, SIZE_MAX) ||

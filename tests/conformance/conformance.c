@@ -2300,6 +2300,8 @@ TEST(registration_checks_what_a_vtable_claims)
 
 /* Stored results: their own cases, in their own file. */
 #include "results.c"
+/* the cases at the vtable (the store slots) */
+#include "store_slots.c"
 
 int main(int argc, char **argv)
 {
@@ -2351,5 +2353,7 @@ int main(int argc, char **argv)
 	RUN(admin_reads_refuse_an_open_transaction);
 	RUN(registration_checks_what_a_vtable_claims);
 	run_result_cases();
+	/* store_slots.c */
+	RUN(slot_stored_retention);
 	return test_summary();
 }

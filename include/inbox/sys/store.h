@@ -143,7 +143,8 @@ struct inbox_store {
  * 5: + set_limits; 6: + flags, alias, native_type, sql_expr, exec_setup,
  * check_sql, url_private (what the admin API, declared effects and the
  * inbox command need, so that no code outside a backend branches on its
- * kind); 7: + set_result and the stored result in inbox_claim. */
+ * kind); 7: + set_result and the stored result in inbox_claim,
+ * stored_retention (the core reads no store table itself). */
 #define INBOX_STORE_VTABLE_VERSION 7
 
 /* inbox_store_vtable.flags (version 6). */
@@ -415,6 +416,17 @@ struct inbox_store_vtable {
 	                  const char *key, inbox_outcome outcome,
 	                  const char *content_type, const void *data,
 	                  size_t len);
+	/* Mandatory from version 7. The retention window register_consumer
+	 * stored for `consumer` (or inbox_admin_set_retention() set since),
+	 * in seconds, into *seconds; with consumer NULL the longest of all
+	 * consumers'. 0 when there is none (no such consumer yet). In or
+	 * outside a transaction. The core
+	 * keeps its promises with it: a consumer opened with another window
+	 * is refused, a purge never goes below it. A backend of an older
+	 * version has no stored window as far as the core knows (both
+	 * checks pass). */
+	int (*stored_retention)(inbox_store *st, const char *consumer,
+	                        int64_t *seconds);
 };
 
 /* Returned by a store backend's calls only (never by the public API):
@@ -425,7 +437,8 @@ struct inbox_store_vtable {
 
 /* Register a backend (the built-in ones are registered automatically).
  * Returns INBOX_ERR_INVALID if a slot mandatory at the vtable's version is
- * missing, the version is 0 or newer than INBOX_STORE_VTABLE_VERSION, or
+ * missing (stored_retention from version 7), the version is 0 or newer
+ * than INBOX_STORE_VTABLE_VERSION, or
  * the scheme (or alias) is taken. A backend of version < 6 registers, but
  * the admin API returns INBOX_ERR_STATE on it (it has no dialect), as do
  * inbox_store_exec_setup() and inbox_store_check_sql(). Not thread-safe:

@@ -281,6 +281,7 @@ const inbox_store_vtable inbox__pg_vtable = {
     .exec = inbox__pg_exec,
     .query = inbox__pg_query,
     .register_consumer = inbox__pg_register_consumer,
+    .stored_retention = inbox__pg_stored_retention,
     .claim = inbox__pg_claim,
     .reclaim = inbox__pg_reclaim,
     .finish = inbox__pg_finish,

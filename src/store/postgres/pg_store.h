@@ -348,6 +348,8 @@ int inbox__pg_schema_version(inbox_store *st, int *version);
 /* pg_inbox.c */
 int inbox__pg_register_consumer(inbox_store *st, const char *consumer,
                                 int64_t retention_seconds);
+int inbox__pg_stored_retention(inbox_store *st, const char *consumer,
+                               int64_t *seconds);
 int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
                     size_t n, inbox_status status, int64_t lease_ms);
 int inbox__pg_reclaim(inbox_store *st, const char *consumer, const char *key,

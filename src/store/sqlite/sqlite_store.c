@@ -348,6 +348,7 @@ const inbox_store_vtable inbox__sqlite_vtable = {
     .exec = inbox__sq_exec,
     .query = inbox__sq_query,
     .register_consumer = inbox__sq_register_consumer,
+    .stored_retention = inbox__sq_stored_retention,
     .claim = inbox__sq_claim,
     .reclaim = inbox__sq_reclaim,
     .finish = inbox__sq_finish,

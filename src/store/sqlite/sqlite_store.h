@@ -133,6 +133,8 @@ int inbox__sq_query(inbox_store *st, const char *sql, int nparams,
                     const char *const *params, inbox_row_fn fn, void *payload);
 int inbox__sq_register_consumer(inbox_store *st, const char *consumer,
                                 int64_t retention_seconds);
+int inbox__sq_stored_retention(inbox_store *st, const char *consumer,
+                               int64_t *seconds);
 int inbox__sq_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
                     size_t n, inbox_status status, int64_t lease_ms);
 int inbox__sq_reclaim(inbox_store *st, const char *consumer, const char *key,
