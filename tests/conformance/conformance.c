@@ -2355,5 +2355,10 @@ int main(int argc, char **argv)
 	run_result_cases();
 	/* store_slots.c */
 	RUN(slot_stored_retention);
+	RUN(slot_claim_new_and_duplicate);
+	RUN(slot_savepoints);
+	RUN(slot_dead_letter_payload);
+	RUN(slot_dead_letter_dedup);
+	RUN(slot_purge_batches);
 	return test_summary();
 }

@@ -180,87 +180,6 @@ TEST(migrate_concurrent)
 	ASSERT_EQ(scalar(sql), INBOX__SCHEMA_VERSION);
 }
 
-TEST(claim_new_then_duplicate)
-{
-	inbox_store *st = open_store();
-	ASSERT_TRUE(st != NULL);
-	inbox_claim cl[3] = {
-	    {.key = "k1", .fingerprint = FP_A},
-	    {.key = "k2", .fingerprint = FP_A, .message_id = "id-2"},
-	    {.key = "k\"3\\,{}", .fingerprint = FP_B}};
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_EQ(st->in_txn, 1);
-	ASSERT_OK(VT(st)->claim(st, "c1", cl, 3, INBOX_ST_COMPLETED, 0));
-	for (int i = 0; i < 3; i++) {
-		ASSERT_EQ(cl[i].is_new, 1);
-		ASSERT_EQ(cl[i].attempts, 0);
-		ASSERT_EQ(cl[i].fence, 1);
-	}
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(st->in_txn, 0);
-
-	memset(cl, 0, sizeof(cl));
-	cl[0].key = "k1", cl[0].fingerprint = FP_B;
-	cl[1].key = "k2", cl[1].fingerprint = FP_A;
-	cl[2].key = "k\"3\\,{}", cl[2].fingerprint = FP_B;
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->claim(st, "c1", cl, 3, INBOX_ST_COMPLETED, 0));
-	ASSERT_OK(VT(st)->commit(st));
-	for (int i = 0; i < 3; i++) {
-		ASSERT_EQ(cl[i].is_new, 0);
-		ASSERT_EQ(cl[i].status, INBOX_ST_COMPLETED);
-		ASSERT_EQ(cl[i].attempts, 1);
-		ASSERT_EQ(cl[i].fence, 1);
-		ASSERT_EQ(cl[i].lease_expired, 0);
-	}
-	ASSERT_STREQ(cl[0].stored_fingerprint, FP_A); /* a conflict */
-	ASSERT_STREQ(cl[1].stored_fingerprint, FP_A);
-	ASSERT_STREQ(cl[2].stored_fingerprint, FP_B);
-	/* Stored as given (the claim's arrays are binary: no quoting to get
-	 * wrong), a missing message id as NULL. */
-	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'c1' "
-	                    "AND key = 'k\"3\\,{}' AND message_id IS NULL%s",
-	                    NULL)),
-	          1);
-	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'c1' "
-	                    "AND key = 'k1' AND message_id IS NULL%s",
-	                    NULL)),
-	          1);
-	/* Stored as given: message id and processed_at. */
-	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'c1' "
-	                    "AND key = 'k2' AND message_id = 'id-2' AND "
-	                    "processed_at IS NOT NULL AND status = "
-	                    "'completed'%s",
-	                    NULL)),
-	          1);
-	/* Same key, other consumer: new. */
-	inbox_claim one;
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(claim1(st, "c2", &one, "k1", FP_A, INBOX_ST_COMPLETED, 0));
-	ASSERT_EQ(one.is_new, 1);
-	ASSERT_OK(VT(st)->rollback(st));
-	ASSERT_EQ(st->in_txn, 0);
-	inbox_store_close(st);
-}
-
-TEST(claim_repeated_key_in_input)
-{
-	inbox_store *st = open_store();
-	ASSERT_TRUE(st != NULL);
-	inbox_claim cl[3] = {{.key = "r1", .fingerprint = FP_A},
-	                     {.key = "r1", .fingerprint = FP_B},
-	                     {.key = "r2", .fingerprint = FP_A}};
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->claim(st, "rep", cl, 3, INBOX_ST_COMPLETED, 0));
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(cl[0].is_new, 1);
-	ASSERT_EQ(cl[1].is_new, 0);
-	ASSERT_EQ(cl[1].status, INBOX_ST_COMPLETED);
-	ASSERT_STREQ(cl[1].stored_fingerprint, FP_A);
-	ASSERT_EQ(cl[2].is_new, 1);
-	inbox_store_close(st);
-}
-
 /* A child claims K and holds its transaction open; our claim of K waits
  * on the unique index, and must then report the committed row, not new. */
 TEST(claim_concurrent)
@@ -364,135 +283,36 @@ TEST(reclaim_concurrent)
 	inbox_store_close(st);
 }
 
-TEST(dead_letter_binary_payload)
+/* A dead letter's key that is not UTF-8 is kept with each bad byte as
+ * U+FFFD (a text column refuses it; the row must be kept). The rest of
+ * dead_letter's contract is the conformance suite's
+ * slot_dead_letter_payload. */
+TEST(dead_letter_key_not_utf8)
 {
 	inbox_store *st = open_store();
 	ASSERT_TRUE(st != NULL);
-	static const char payload[] = "\xff\xfe\x00{\"a\":1}\x80";
 	inbox_dead_letter dl = {
 	    .consumer = "dl",
 	    .key = "bad\xc3(key",
-	    .message_id = "m-9",
-	    .payload = payload,
-	    .payload_len = sizeof(payload) - 1,
-	    .headers = "{\"h\":\"v\"}",
-	    .position = "p:1",
+	    .payload = "{}",
+	    .payload_len = 2,
 	    .attempts = 3,
-	    .reason = "invalid UTF-8 at byte 0",
-	    .fingerprint = FP_A,
-	    .stored_fingerprint = FP_B,
+	    .reason = "invalid UTF-8 at byte 3",
 	};
-	int64_t id1 = 0, id2 = 0;
+	int64_t id1 = 0;
 	ASSERT_OK(VT(st)->begin(st));
 	ASSERT_OK(VT(st)->dead_letter(st, &dl, &id1));
-	dl.key = NULL;
-	dl.payload = NULL;
-	dl.payload_len = 0;
-	ASSERT_OK(VT(st)->dead_letter(st, &dl, &id2));
 	ASSERT_OK(VT(st)->commit(st));
 	ASSERT_TRUE(id1 > 0);
-	ASSERT_EQ(id2, id1 + 1);
-
 	char sql[256], idtxt[24];
-	snprintf(sql, sizeof(sql),
-	         "SELECT encode(payload, 'hex'), key, attempts, reason, "
-	         "stored_fingerprint FROM \"%sdead_letters\" WHERE id = $1",
-	         prefix);
 	snprintf(idtxt, sizeof(idtxt), "%lld", (long long)id1);
 	const char *p[1] = {idtxt};
+	snprintf(sql, sizeof(sql),
+	         "SELECT key FROM \"%sdead_letters\" WHERE id = $1", prefix);
 	struct first f = {0};
 	ASSERT_OK(VT(st)->query(st, sql, 1, p, first_row, &f));
 	ASSERT_EQ(f.rows, 1);
-	ASSERT_STREQ(f.v, "fffe007b2261223a317d80");
-	/* The invalid key byte became U+FFFD; the row was kept. */
-	snprintf(sql, sizeof(sql),
-	         "SELECT key FROM \"%sdead_letters\" WHERE id = $1", prefix);
-	memset(&f, 0, sizeof(f));
-	ASSERT_OK(VT(st)->query(st, sql, 1, p, first_row, &f));
 	ASSERT_STREQ(f.v, "bad\xef\xbf\xbd(key");
-	snprintf(idtxt, sizeof(idtxt), "%lld", (long long)id2);
-	snprintf(sql, sizeof(sql),
-	         "SELECT key FROM \"%sdead_letters\" WHERE id = $1 AND "
-	         "payload = ''::bytea",
-	         prefix);
-	memset(&f, 0, sizeof(f));
-	ASSERT_OK(VT(st)->query(st, sql, 1, p, first_row, &f));
-	ASSERT_EQ(f.rows, 1);
-	ASSERT_EQ(f.null, 1);
-	inbox_store_close(st);
-}
-
-/* Schema 4: the dedup_key of an earlier dead letter of the consumer adds
- * no row; writers of the same key at once (three processes, each the
- * same 40 keys in one transaction) end with one row each, every delivery
- * counted. */
-TEST(dead_letter_dedup)
-{
-	char pfx[64];
-	snprintf(pfx, sizeof(pfx), "%sdd_", prefix);
-	inbox_store *st = open_with(pfx, NULL, 1);
-	ASSERT_TRUE(st != NULL);
-	inbox_dead_letter dl = {.consumer = "c",
-	                        .payload = "{bad",
-	                        .payload_len = 4,
-	                        .attempts = 1,
-	                        .reason = "malformed JSON",
-	                        .dedup_key = FP_A};
-	int64_t a = 0, b = 0, c = 0, d = 0;
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->dead_letter(st, &dl, &a));
-	dl.reason = "malformed JSON, again";
-	dl.attempts = 4;
-	ASSERT_OK(VT(st)->dead_letter(st, &dl, &b));
-	dl.consumer = "other";
-	ASSERT_OK(VT(st)->dead_letter(st, &dl, &c));
-	dl.consumer = "c";
-	dl.dedup_key = NULL;
-	ASSERT_OK(VT(st)->dead_letter(st, &dl, &d));
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(b, a);
-	ASSERT_TRUE(c != a && d != a && d != c);
-	char sql[512];
-	snprintf(sql, sizeof(sql),
-	         "SELECT count(*) FROM \"%sdead_letters\" WHERE id = %lld AND "
-	         "deliveries = 2 AND attempts = 4 AND reason = 'malformed "
-	         "JSON, again' AND last_seen_at >= created_at",
-	         pfx, (long long)a);
-	ASSERT_EQ(scalar(sql), 1);
-	enum { KIDS = 3, KEYS = 40 };
-	pid_t kids[KIDS];
-	for (int k = 0; k < KIDS; k++) {
-		kids[k] = fork();
-		ASSERT_TRUE(kids[k] >= 0);
-		if (kids[k] == 0) {
-			inbox_store *cs = open_with(pfx, NULL, 0);
-			int bad = !cs || VT(cs)->begin(cs) != 0;
-			char key[65];
-			for (int i = 0; !bad && i < KEYS; i++) {
-				int64_t id;
-				snprintf(key, sizeof(key), "%064d", i);
-				inbox_dead_letter x = dl;
-				x.consumer = "race";
-				x.dedup_key = key;
-				bad = VT(cs)->dead_letter(cs, &x, &id) != 0;
-				sleep_ms(1);
-			}
-			bad = bad || VT(cs)->commit(cs) != 0;
-			inbox_store_close(cs);
-			_exit(bad ? 1 : 0);
-		}
-	}
-	for (int k = 0; k < KIDS; k++) {
-		int status = 0;
-		ASSERT_EQ(waitpid(kids[k], &status, 0), kids[k]);
-		ASSERT_TRUE(WIFEXITED(status));
-		ASSERT_EQ(WEXITSTATUS(status), 0);
-	}
-	snprintf(sql, sizeof(sql),
-	         "SELECT count(*) * 1000 + sum(deliveries) FROM "
-	         "\"%sdead_letters\" WHERE consumer = 'race'",
-	         pfx);
-	ASSERT_EQ(scalar(sql), KEYS * 1000 + KEYS * KIDS);
 	inbox_store_close(st);
 }
 
@@ -634,93 +454,6 @@ TEST(upgrade_from_v4_results)
 	ASSERT_TRUE(r.result && memcmp(r.result, "r-new", 5) == 0);
 	ASSERT_STREQ(r.result_type, "text/plain");
 	inbox_consumer_close(c);
-	inbox_store_close(st);
-}
-
-static int put_rows(inbox_store *st, const char *consumer, const char *pfx,
-                    int n, inbox_status status)
-{
-	char keys[16][32];
-	inbox_claim cl[16];
-	memset(cl, 0, sizeof(cl));
-	for (int i = 0; i < n; i++) {
-		snprintf(keys[i], sizeof(keys[i]), "%s%02d", pfx, i);
-		cl[i].key = keys[i];
-		cl[i].fingerprint = FP_A;
-	}
-	int rc = VT(st)->begin(st);
-	if (rc == 0)
-		rc = VT(st)->claim(st, consumer, cl, (size_t)n, status, 60000);
-	if (rc == 0)
-		rc = VT(st)->commit(st);
-	return rc;
-}
-
-TEST(purge_batches)
-{
-	inbox_store *st = open_store();
-	ASSERT_TRUE(st != NULL);
-	ASSERT_OK(VT(st)->register_consumer(st, "pg", 3600));
-	ASSERT_OK(VT(st)->register_consumer(st, "pg", 3600)); /* upsert */
-	ASSERT_OK(put_rows(st, "pg", "old", 7, INBOX_ST_COMPLETED));
-	ASSERT_OK(put_rows(st, "pg", "new", 3, INBOX_ST_COMPLETED));
-	ASSERT_OK(put_rows(st, "pg", "run", 2, INBOX_ST_PROCESSING));
-	ASSERT_OK(put_rows(st, "pg", "err", 1, INBOX_ST_COMPLETED));
-	ASSERT_OK(put_rows(st, "other", "old", 2, INBOX_ST_COMPLETED));
-	int64_t rows = 0;
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->finish(st, "pg", "err00", 0, INBOX_ST_NONE,
-	                         INBOX_ST_FAILED, 1, &rows));
-	ASSERT_OK(VT(st)->commit(st));
-	/* Age everything but the "new" rows, processing and failed included:
-	 * those must survive whatever their timestamps. */
-	ASSERT_OK(admin_exec(tq("UPDATE %s SET processed_at = now() - "
-	                        "interval '2 hours', created_at = now() - "
-	                        "interval '2 hours' WHERE key NOT LIKE "
-	                        "'new%%'%s",
-	                        NULL)));
-	int64_t n = -1;
-	ASSERT_OK(inbox_store_purge(st, "pg", 0, 3, 1, &n));
-	ASSERT_EQ(n, 7);
-	ASSERT_EQ(
-	    scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'pg'%s", NULL)),
-	    13);
-	ASSERT_OK(inbox_store_purge(st, "pg", 0, 3, 0, &n));
-	ASSERT_EQ(n, 7);
-	ASSERT_EQ(
-	    scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'pg'%s", NULL)),
-	    6);
-	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = 'pg' "
-	                    "AND key LIKE 'old%%'%s",
-	                    NULL)),
-	          0);
-	/* Explicit window larger than the age: nothing. */
-	ASSERT_OK(inbox_store_purge(st, "other", 3 * 3600, 3, 0, &n));
-	ASSERT_EQ(n, 0);
-	/* Unregistered and no window: refused. */
-	ASSERT_EQ(inbox_store_purge(st, "other", 0, 3, 0, &n),
-	          INBOX_ERR_INVALID);
-	ASSERT_CONTAINS(inbox_store_errmsg(st), "other");
-	/* All registered consumers, each with its window: "other" is not
-	 * registered, so its (old) rows are kept. */
-	ASSERT_OK(put_rows(st, "pg", "late", 2, INBOX_ST_COMPLETED));
-	ASSERT_OK(admin_exec(tq("UPDATE %s SET processed_at = now() - "
-	                        "interval '2 hours' WHERE key LIKE 'late%%'%s",
-	                        NULL)));
-	ASSERT_OK(inbox_store_purge(st, NULL, 0, 0, 1, &n));
-	ASSERT_EQ(n, 2);
-	ASSERT_OK(inbox_store_purge(st, NULL, 0, 0, 0, &n));
-	ASSERT_EQ(n, 2);
-	ASSERT_EQ(scalar(tq("SELECT count(*) FROM %s WHERE consumer = "
-	                    "'other'%s",
-	                    NULL)),
-	          2);
-	ASSERT_OK(inbox_store_purge(st, "other", 60, 1, 0, &n));
-	ASSERT_EQ(n, 2);
-	/* Inside a transaction: refused by the core. */
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_EQ(inbox_store_purge(st, "pg", 0, 3, 0, &n), INBOX_ERR_STATE);
-	ASSERT_OK(VT(st)->rollback(st));
 	inbox_store_close(st);
 }
 
@@ -926,9 +659,11 @@ static int count_rows(inbox_store *st, const char *table)
 	return atoi(f.v);
 }
 
-/* The deferred BEGIN/SAVEPOINT/RELEASE/ROLLBACK TO must behave exactly
- * like the real thing. */
-TEST(savepoints)
+/* The deferred BEGIN/SAVEPOINT must be real when the native connection
+ * is handed out: it sees the transaction begun, and what it runs is
+ * undone by rollback_to. (The savepoint contract itself is the
+ * conformance suite's slot_savepoints.) */
+TEST(savepoints_native_handle)
 {
 	inbox_store *st = open_store();
 	ASSERT_TRUE(st != NULL);
@@ -937,49 +672,6 @@ TEST(savepoints)
 	snprintf(sql, sizeof(sql), "CREATE TABLE %s (k text PRIMARY KEY)", t);
 	int64_t rows;
 	ASSERT_OK(VT(st)->exec(st, sql, 0, NULL, &rows));
-	snprintf(sql, sizeof(sql), "INSERT INTO %s VALUES ($1)", t);
-	const char *a[1] = {"a"}, *b[1] = {"b"}, *c[1] = {"c"}, *d[1] = {"d"};
-
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->savepoint(st));
-	ASSERT_OK(VT(st)->exec(st, sql, 1, a, &rows));
-	ASSERT_EQ(rows, 1);
-	ASSERT_OK(VT(st)->release(st));
-	ASSERT_OK(VT(st)->savepoint(st));
-	ASSERT_OK(VT(st)->exec(st, sql, 1, b, &rows));
-	ASSERT_EQ(VT(st)->exec(st, sql, 1, a, &rows), INBOX_ERR_STORE);
-	ASSERT_STREQ(inbox_store_errcode(st), "23505");
-	ASSERT_OK(VT(st)->rollback_to(st));
-	ASSERT_OK(VT(st)->release(st));
-	ASSERT_OK(VT(st)->savepoint(st)); /* empty: elided */
-	ASSERT_OK(VT(st)->rollback_to(st));
-	ASSERT_OK(VT(st)->release(st));
-	ASSERT_OK(VT(st)->savepoint(st));
-	ASSERT_OK(VT(st)->exec(st, sql, 1, c, &rows));
-	ASSERT_OK(VT(st)->rollback_to(st));
-	ASSERT_OK(VT(st)->rollback_to(st));
-	ASSERT_OK(VT(st)->release(st));
-	ASSERT_OK(VT(st)->savepoint(st));
-	ASSERT_OK(VT(st)->exec(st, sql, 1, d, &rows));
-	ASSERT_OK(VT(st)->release(st)); /* travels with COMMIT */
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(count_rows(st, t), 2); /* a, d */
-
-	/* Nothing ran: commit and rollback cost nothing and succeed. */
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->savepoint(st));
-	ASSERT_OK(VT(st)->release(st));
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->rollback(st));
-
-	/* Rollback undoes everything. */
-	ASSERT_OK(VT(st)->begin(st));
-	ASSERT_OK(VT(st)->exec(st, sql, 1, b, &rows));
-	ASSERT_OK(VT(st)->rollback(st));
-	ASSERT_EQ(count_rows(st, t), 2);
-
-	/* The native connection sees the transaction already begun. */
 	ASSERT_OK(VT(st)->begin(st));
 	ASSERT_OK(VT(st)->savepoint(st));
 	PGconn *conn = VT(st)->native(st);
@@ -993,23 +685,7 @@ TEST(savepoints)
 	ASSERT_OK(VT(st)->rollback_to(st));
 	ASSERT_OK(VT(st)->release(st));
 	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(count_rows(st, t), 2);
-
-	/* Many savepoints in a row without statements overflow nothing. */
-	ASSERT_OK(VT(st)->begin(st));
-	for (int i = 0; i < 20; i++) {
-		ASSERT_OK(VT(st)->savepoint(st));
-		ASSERT_OK(VT(st)->exec(st, sql, 1, a, &rows) == INBOX_ERR_STORE
-		              ? 0
-		              : -1);
-		ASSERT_OK(VT(st)->rollback_to(st));
-		ASSERT_OK(VT(st)->release(st));
-	}
-	for (int i = 0; i < 20; i++)
-		ASSERT_OK(VT(st)->savepoint(st));
-	ASSERT_OK(VT(st)->exec(st, sql, 1, c, &rows));
-	ASSERT_OK(VT(st)->commit(st));
-	ASSERT_EQ(count_rows(st, t), 3);
+	ASSERT_EQ(count_rows(st, t), 0);
 	inbox_store_close(st);
 }
 
@@ -1912,20 +1588,16 @@ int main(void)
 	drop_all();
 	RUN(migrate_idempotent);
 	RUN(migrate_concurrent);
-	RUN(claim_new_then_duplicate);
-	RUN(claim_repeated_key_in_input);
 	RUN(claim_concurrent);
 	RUN(reclaim_concurrent);
-	RUN(dead_letter_binary_payload);
-	RUN(dead_letter_dedup);
+	RUN(dead_letter_key_not_utf8);
 	RUN(upgrade_from_v3);
 	RUN(upgrade_from_v4_results);
-	RUN(purge_batches);
 	RUN(purge_busy);
 	RUN(transient_and_reconnect);
 	RUN(errors_and_sqlstate);
 	RUN(connect_error_hides_password);
-	RUN(savepoints);
+	RUN(savepoints_native_handle);
 	RUN(prepared_across_rollbacks);
 	RUN(schema_option);
 	RUN(big_batch);

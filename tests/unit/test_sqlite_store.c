@@ -103,16 +103,6 @@ static int64_t count_rows(inbox_store *st, const char *sql)
 	return atoll(r.first[0]);
 }
 
-static void init_claims(inbox_claim *c, size_t n, const char *const *keys,
-                        const char *fp)
-{
-	memset(c, 0, n * sizeof(*c));
-	for (size_t i = 0; i < n; i++) {
-		c[i].key = keys[i];
-		c[i].fingerprint = fp;
-	}
-}
-
 /* One claim in its own call; the transaction must be open. */
 static int claim1(inbox_store *st, const char *consumer, const char *key,
                   const char *fp, inbox_status status, int64_t lease_ms,
@@ -209,62 +199,6 @@ TEST(migrate_twice)
 	ASSERT_EQ(inbox_store_migrate(st), INBOX_ERR_SCHEMA);
 	ASSERT_CONTAINS(inbox_store_errmsg(st), "newer");
 	ASSERT_EQ(st->in_txn, 0);
-	inbox_store_close(st);
-}
-
-TEST(claim_new_and_duplicate)
-{
-	inbox_store *st = open_db("claim.db");
-	ASSERT_TRUE(st != NULL);
-	const inbox_store_vtable *vt = VT(st);
-	const char *keys[] = {"k1", "k2", "k2", "k3"};
-	inbox_claim c[4];
-	init_claims(c, 4, keys, FP_A);
-	c[2].fingerprint = FP_B;
-	c[0].message_id = "m-1";
-
-	ASSERT_OK(vt->begin(st));
-	ASSERT_EQ(st->in_txn, 1);
-	ASSERT_OK(vt->claim(st, "cons", c, 4, INBOX_ST_COMPLETED, 0));
-	ASSERT_EQ(c[0].is_new, 1);
-	ASSERT_EQ(c[0].attempts, 0);
-	ASSERT_EQ(c[0].fence, 1);
-	ASSERT_EQ(c[1].is_new, 1);
-	/* the same key twice in one call: the second sees the first */
-	ASSERT_EQ(c[2].is_new, 0);
-	ASSERT_EQ(c[2].status, INBOX_ST_COMPLETED);
-	ASSERT_STREQ(c[2].stored_fingerprint, FP_A);
-	ASSERT_EQ(c[3].is_new, 1);
-	ASSERT_OK(vt->commit(st));
-	ASSERT_EQ(st->in_txn, 0);
-
-	init_claims(c, 4, keys, FP_B);
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(vt->claim(st, "cons", c, 4, INBOX_ST_COMPLETED, 0));
-	for (int i = 0; i < 4; i++) {
-		ASSERT_EQ(c[i].is_new, 0);
-		ASSERT_EQ(c[i].status, INBOX_ST_COMPLETED);
-		ASSERT_STREQ(c[i].stored_fingerprint, FP_A);
-		ASSERT_EQ(c[i].attempts, 1);
-		ASSERT_EQ(c[i].fence, 1);
-		ASSERT_EQ(c[i].lease_expired, 0);
-	}
-	/* another consumer has its own keys */
-	init_claims(c, 1, keys, FP_B);
-	ASSERT_OK(vt->claim(st, "other", c, 1, INBOX_ST_COMPLETED, 0));
-	ASSERT_EQ(c[0].is_new, 1);
-	ASSERT_OK(vt->rollback(st));
-	ASSERT_EQ(st->in_txn, 0);
-
-	rows r;
-	ASSERT_OK(q(st,
-	            "SELECT message_id, processed_at IS NOT NULL, "
-	            "lease_until IS NULL, status FROM inbox WHERE key = 'k1'",
-	            0, NULL, &r));
-	ASSERT_EQ(r.n, 1);
-	ASSERT_STREQ(r.first[0], "m-1");
-	ASSERT_STREQ(r.second, "1");
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox"), 3);
 	inbox_store_close(st);
 }
 
@@ -408,156 +342,6 @@ TEST(reentrant_query)
 	inbox_store_close(st);
 }
 
-TEST(savepoints)
-{
-	inbox_store *st = open_db("sp.db");
-	ASSERT_TRUE(st != NULL);
-	const inbox_store_vtable *vt = VT(st);
-	rows r;
-	ASSERT_OK(exec0(st, "CREATE TABLE s (v TEXT)"));
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(exec0(st, "INSERT INTO s VALUES ('a')"));
-	ASSERT_OK(vt->savepoint(st));
-	ASSERT_OK(exec0(st, "INSERT INTO s VALUES ('b')"));
-	ASSERT_OK(vt->rollback_to(st));
-	ASSERT_OK(exec0(st, "INSERT INTO s VALUES ('c')"));
-	ASSERT_OK(vt->release(st));
-	/* a second round, this time kept, and a third never released */
-	ASSERT_OK(vt->savepoint(st));
-	ASSERT_OK(exec0(st, "INSERT INTO s VALUES ('d')"));
-	ASSERT_OK(vt->release(st));
-	ASSERT_OK(vt->release(st)); /* nothing to release: no-op */
-	ASSERT_OK(vt->savepoint(st));
-	ASSERT_OK(exec0(st, "INSERT INTO s VALUES ('e')"));
-	ASSERT_OK(vt->savepoint(st)); /* releases the previous one */
-	ASSERT_OK(exec0(st, "INSERT INTO s VALUES ('f')"));
-	ASSERT_OK(vt->rollback_to(st));
-	ASSERT_OK(vt->commit(st));
-	ASSERT_OK(q(st, "SELECT v FROM s ORDER BY v", 0, NULL, &r));
-	ASSERT_EQ(r.n, 4);
-	ASSERT_STREQ(r.first[0], "a");
-	ASSERT_STREQ(r.first[1], "c");
-	ASSERT_STREQ(r.first[2], "d");
-	ASSERT_STREQ(r.first[3], "e");
-
-	/* a rolled back transaction leaves nothing */
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(exec0(st, "INSERT INTO s VALUES ('z')"));
-	ASSERT_OK(vt->savepoint(st));
-	ASSERT_OK(vt->rollback(st));
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM s"), 4);
-	inbox_store_close(st);
-}
-
-TEST(dead_letter_blob)
-{
-	inbox_store *st = open_db("dlq.db");
-	ASSERT_TRUE(st != NULL);
-	const inbox_store_vtable *vt = VT(st);
-	static const char payload[] = {'\xff', '\xfe', '{', '\0',
-	                               'b',    'a',    'd'};
-	inbox_dead_letter dl = {0};
-	int64_t id1 = 0, id2 = 0;
-	dl.consumer = "c";
-	dl.payload = payload;
-	dl.payload_len = sizeof(payload);
-	dl.headers = "{\"h\":1}";
-	dl.attempts = 5;
-	dl.reason = "fingerprint conflict";
-	dl.key = "k";
-	dl.fingerprint = FP_B;
-	dl.stored_fingerprint = FP_A;
-	ASSERT_EQ(vt->dead_letter(st, &dl, &id1), INBOX_ERR_STATE);
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(vt->dead_letter(st, &dl, &id1));
-	ASSERT_TRUE(id1 > 0);
-	dl.key = NULL;
-	dl.payload = NULL;
-	dl.payload_len = 0;
-	dl.reason = "no key";
-	ASSERT_OK(vt->dead_letter(st, &dl, &id2));
-	ASSERT_TRUE(id2 > id1);
-	ASSERT_OK(vt->commit(st));
-
-	char idtxt[32];
-	snprintf(idtxt, sizeof(idtxt), "%lld", (long long)id1);
-	const char *p[] = {idtxt};
-	rows r;
-	ASSERT_OK(q(st,
-	            "SELECT hex(payload), typeof(payload) || ':' || "
-	            "length(payload) || ':' || reason || ':' || attempts || "
-	            "':' || headers || ':' || stored_fingerprint "
-	            "FROM dead_letters WHERE id = $1",
-	            1, p, &r));
-	ASSERT_EQ(r.n, 1);
-	ASSERT_STREQ(r.first[0], "FFFE7B00626164");
-	ASSERT_STREQ(r.second, "blob:7:fingerprint conflict:5:{\"h\":1}:" FP_A);
-	ASSERT_OK(q(st,
-	            "SELECT typeof(payload), length(payload) || "
-	            "coalesce(key, '-') FROM dead_letters ORDER BY id DESC",
-	            0, NULL, &r));
-	ASSERT_STREQ(r.first[0], "blob");
-	ASSERT_STREQ(r.second, "0-");
-	inbox_store_close(st);
-}
-
-/* Schema 4: a dead letter with the dedup_key of an earlier one of the
- * consumer adds no row: it counts a delivery there, takes the newer
- * reason and attempts, and is pending again. */
-TEST(dead_letter_dedup)
-{
-	inbox_store *st = open_db("dedup.db");
-	ASSERT_TRUE(st != NULL);
-	const inbox_store_vtable *vt = VT(st);
-	inbox_dead_letter dl = {0};
-	int64_t a = 0, b = 0, c = 0, d = 0, e = 0;
-	dl.consumer = "c";
-	dl.payload = "{bad";
-	dl.payload_len = 4;
-	dl.reason = "malformed JSON";
-	dl.attempts = 1;
-	dl.dedup_key = FP_A;
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(vt->dead_letter(st, &dl, &a));
-	dl.reason = "malformed JSON, again";
-	dl.attempts = 2;
-	ASSERT_OK(vt->dead_letter(st, &dl, &b)); /* the same transaction */
-	ASSERT_OK(vt->commit(st));
-	ASSERT_EQ(b, a);
-	ASSERT_OK(exec0(st, "UPDATE dead_letters SET replayed_at = 1"));
-	ASSERT_OK(vt->begin(st));
-	ASSERT_OK(vt->dead_letter(st, &dl, &c)); /* another one */
-	dl.consumer = "other";                   /* another consumer's */
-	ASSERT_OK(vt->dead_letter(st, &dl, &d));
-	dl.consumer = "c";
-	dl.dedup_key = NULL; /* no identity: a row of its own, always */
-	ASSERT_OK(vt->dead_letter(st, &dl, &e));
-	ASSERT_OK(vt->commit(st));
-	ASSERT_EQ(c, a);
-	ASSERT_TRUE(d != a && e != a && e != d);
-	rows r;
-	char ids[24];
-	snprintf(ids, sizeof(ids), "%lld", (long long)a);
-	const char *p[] = {ids};
-	ASSERT_OK(q(st,
-	            "SELECT deliveries, reason || '|' || attempts || '|' || "
-	            "coalesce(replayed_at, 'pending') || '|' || "
-	            "(last_seen_at >= created_at) FROM dead_letters "
-	            "WHERE id = $1",
-	            1, p, &r));
-	ASSERT_STREQ(r.first[0], "3");
-	ASSERT_STREQ(r.second, "malformed JSON, again|2|pending|1");
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM dead_letters"), 3);
-	/* the admin view */
-	inbox_admin_dead_letter *got = NULL;
-	ASSERT_OK(inbox_admin_dlq_get(st, a, NULL, &got));
-	ASSERT_EQ(got->deliveries, 3);
-	ASSERT_TRUE(got->last_seen_at_ms >= got->created_at_ms);
-	ASSERT_TRUE(got->created_at_ms > 0);
-	inbox_admin_dead_letter_free(got);
-	inbox_store_close(st);
-}
-
 /* A v3 database (dead letters without the v4 columns, repeats as rows
  * of their own) upgrades in place: its rows are kept, read as seen once
  * at their creation, and new dead letters are idempotent. */
@@ -651,65 +435,6 @@ static int seed(inbox_store *st, const char *consumer, const char *prefix,
 	else
 		vt->rollback(st);
 	return rc;
-}
-
-TEST(purge_batches)
-{
-	inbox_store *st = open_db("purge.db");
-	ASSERT_TRUE(st != NULL);
-	const inbox_store_vtable *vt = VT(st);
-	int64_t n = -1;
-	ASSERT_OK(vt->register_consumer(st, "c", 3600));
-	ASSERT_OK(vt->register_consumer(st, "c", 3600)); /* upsert */
-	ASSERT_OK(seed(st, "c", "oldc", 5, INBOX_ST_COMPLETED, 7200));
-	ASSERT_OK(seed(st, "c", "oldd", 2, INBOX_ST_DEAD, 7200));
-	ASSERT_OK(seed(st, "c", "newc", 2, INBOX_ST_COMPLETED, 60));
-	ASSERT_OK(seed(st, "c", "oldp", 1, INBOX_ST_PROCESSING, 7200));
-	ASSERT_OK(seed(st, "c", "oldf", 1, INBOX_ST_FAILED, 7200));
-	ASSERT_OK(seed(st, "other", "oldo", 4, INBOX_ST_COMPLETED, 7200));
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox"), 15);
-
-	ASSERT_OK(inbox_store_purge(st, "c", 0, 3, 1, &n));
-	ASSERT_EQ(n, 7);
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox"), 15);
-
-	ASSERT_OK(inbox_store_purge(st, "c", 0, 3, 0, &n));
-	ASSERT_EQ(n, 7);
-	ASSERT_EQ(st->in_txn, 0);
-	rows r;
-	ASSERT_OK(q(st,
-	            "SELECT key FROM inbox WHERE consumer = 'c' ORDER BY key",
-	            0, NULL, &r));
-	ASSERT_EQ(r.n, 4);
-	ASSERT_STREQ(r.first[0], "newc0");
-	ASSERT_STREQ(r.first[1], "newc1");
-	ASSERT_STREQ(r.first[2], "oldf0");
-	ASSERT_STREQ(r.first[3], "oldp0");
-	ASSERT_OK(inbox_store_purge(st, "c", 0, 3, 0, &n));
-	ASSERT_EQ(n, 0);
-	/* an explicit window shorter than the registered one: refused (the
-	 * window is a promise; before, it deleted 2 records inside it) */
-	ASSERT_EQ(inbox_store_purge(st, "c", 30, 3, 1, &n), INBOX_ERR_INVALID);
-	ASSERT_CONTAINS(inbox_store_errmsg(st), "shorter than the 3600s");
-	/* a longer one is allowed */
-	ASSERT_OK(inbox_store_purge(st, "c", 7200, 3, 1, &n));
-	ASSERT_EQ(n, 0);
-
-	/* unregistered consumer without a window */
-	ASSERT_EQ(inbox_store_purge(st, "other", 0, 3, 0, &n),
-	          INBOX_ERR_INVALID);
-	ASSERT_CONTAINS(inbox_store_errmsg(st), "retention");
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox WHERE "
-	                         "consumer = 'other'"),
-	          4);
-	/* NULL: every registered consumer with its own window */
-	ASSERT_OK(vt->register_consumer(st, "other", 600));
-	ASSERT_OK(inbox_store_purge(st, NULL, 0, 3, 1, &n));
-	ASSERT_EQ(n, 4);
-	ASSERT_OK(inbox_store_purge(st, NULL, 0, 3, 0, &n));
-	ASSERT_EQ(n, 4);
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox"), 4);
-	inbox_store_close(st);
 }
 
 /* Two processes, each with its own connection, claim the same key at the
@@ -1038,17 +763,12 @@ int main(void)
 	}
 	RUN(url_forms);
 	RUN(migrate_twice);
-	RUN(claim_new_and_duplicate);
 	RUN(state_errors);
 	RUN(dollar_params);
 	RUN(statement_cache);
 	RUN(reentrant_query);
-	RUN(savepoints);
-	RUN(dead_letter_blob);
-	RUN(dead_letter_dedup);
 	RUN(upgrade_from_v3);
 	RUN(upgrade_from_v4_results);
-	RUN(purge_batches);
 	RUN(two_processes);
 	RUN(busy_is_transient);
 	RUN(bad_sql);
