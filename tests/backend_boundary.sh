@@ -51,15 +51,12 @@ files=$(find src include bindings -type f \( -name '*.c' -o -name '*.h' \
 #    still scrubbed from every error);
 #  - src/cli/cmd_demo.c: the demo builds its own SQLite URL (it never
 #    compares one);
-#  - src/cli/version.c: inbox --version prints the client libraries'
-#    run-time versions;
 #  - src/outbox/{declare,engine,provider}.c: an outbox step's kind and its
 #    provider URL's scheme ("http", "https") are the outbox's own, not a
 #    backend's;
 #  - src/base/url.c: the scrubber's scheme match (a URL's, given).
 allowed='src/base/url.c|"(postgresql|postgres|amqps?|jsonl|sqlite)"
 src/cli/cmd_demo.c|"sqlite:%s"
-src/cli/version.c|include
 src/outbox/declare.c|^strcmp\(kind$
 src/outbox/engine.c|^strcmp\(j->it\.kind$
 src/outbox/provider.c|^strcmp\(scheme, "https?"\) != 0 && strcmp\(scheme$

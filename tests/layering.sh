@@ -93,5 +93,16 @@ else
 	echo "ok   no file includes across or up the layers"
 	passed=$((passed + 1))
 fi
+# The library's names are the library's: no cli_* name (the command's
+# prefix) is defined or called outside src/cli.
+clin=$(cd "$src" && grep -rnE '\bcli_[a-z0-9_]+[[:space:]]*\(' --include='*.c' \
+	--include='*.h' . | grep -v '^\./cli/' | grep -vE '^[^:]*:[0-9]+:[[:space:]]*(/\*|\*)')
+if [ -n "$clin" ]; then
+	echo "FAIL no cli_ name in the library:" && printf '%s\n' "$clin" | sed 's/^/  /'
+	failed=$((failed + 1))
+else
+	echo "ok   no cli_ name in the library"
+	passed=$((passed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

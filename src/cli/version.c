@@ -1,48 +1,54 @@
 /*
  * inbox --version: this command's version, the library's it runs with,
- * and the versions of the client libraries loaded with it (as they report
- * themselves at run time, not the headers we were built with; hiredis has
- * no such call, its headers' version is shown).
+ * the client library of every registered store and source (each backend
+ * reports its own through its registration, as the library reports it at
+ * run time: inbox_store_client_version, inbox_source_client_version), and
+ * the libraries the library and the command use themselves.
  */
-#include <amqp.h>
 #include <curl/curl.h>
-#include <hiredis/hiredis.h>
 #include <inbox/inbox.h>
+#include <inbox/sys/source.h>
+#include <inbox/sys/store.h>
 #include <jansson.h>
-#include <libpq-fe.h>
-#include <librdkafka/rdkafka.h>
 #include <microhttpd.h>
-#include <nats/nats.h>
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 #include <stdio.h>
+#include <string.h>
 #include <yaml.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include "cli/cli.h"
 
-#define STR_(x) #x
-#define STR(x)  STR_(x)
+/* One line per client library, once (two schemes may share one). */
+static void backend_line(FILE *f, const char *v, char seen[][96], int *nseen)
+{
+	if (!v[0])
+		return;
+	for (int i = 0; i < *nseen; i++)
+		if (strcmp(seen[i], v) == 0)
+			return;
+	if (*nseen < 32)
+		snprintf(seen[(*nseen)++], 96, "%s", v);
+	fprintf(f, "%s\n", v);
+}
 
 void cli_print_version(FILE *f)
 {
-	/* PQlibVersion(): major * 10000 + minor from PostgreSQL 10 on. */
-	int pq = PQlibVersion();
 	char pcre[64] = "";
 	if (pcre2_config(PCRE2_CONFIG_VERSION, pcre) < 0)
 		snprintf(pcre, sizeof(pcre), "?");
 	const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
 	fprintf(f, "inbox %s\n", INBOX_VERSION);
 	fprintf(f, "libinbox %s\n", inbox_version_string());
-	fprintf(f, "libpq %d.%d\n", pq / 10000, pq % 10000);
-	fprintf(f, "sqlite %s\n", sqlite3_libversion());
-	fprintf(f, "librdkafka %s\n", rd_kafka_version_str());
-	fprintf(f, "librabbitmq %s\n", amqp_version());
-	fprintf(
-	    f, "hiredis %s (headers)\n",
-	    STR(HIREDIS_MAJOR) "." STR(HIREDIS_MINOR) "." STR(HIREDIS_PATCH));
-	fprintf(f, "cnats %s\n", nats_GetVersion());
+	char v[96], seen[32][96];
+	int nseen = 0;
+	for (size_t i = 0; inbox_store_client_version(i, v, sizeof(v)) >= 0;
+	     i++)
+		backend_line(f, v, seen, &nseen);
+	for (size_t i = 0; inbox_source_client_version(i, v, sizeof(v)) >= 0;
+	     i++)
+		backend_line(f, v, seen, &nseen);
 	fprintf(f, "libcurl %s\n", cv ? cv->version : "?");
 	fprintf(f, "jansson %s\n", jansson_version_str());
 	fprintf(f, "pcre2 %s\n", pcre);

@@ -320,6 +320,20 @@ const char *inbox_source_scheme(size_t i)
 	return i < (size_t)nregistered ? registry[i]->scheme : NULL;
 }
 
+int inbox_source_client_version(size_t i, char *out, size_t len)
+{
+	register_builtins();
+	if (len)
+		out[0] = '\0';
+	if (i >= (size_t)nregistered)
+		return INBOX_ERR_NOTFOUND;
+	const inbox_source_vtable *vt = registry[i];
+	if (vt->version < 3 || !vt->client_version)
+		return 0;
+	int n = vt->client_version(out, len);
+	return n < 0 ? 0 : n;
+}
+
 int inbox_source_known_url(const char *url)
 {
 	register_builtins();

@@ -102,6 +102,20 @@ const char *inbox_store_scheme(size_t i)
 	return registry[i]->scheme;
 }
 
+int inbox_store_client_version(size_t i, char *out, size_t len)
+{
+	register_builtins();
+	if (len)
+		out[0] = '\0';
+	if (i >= (size_t)nregistered)
+		return INBOX_ERR_NOTFOUND;
+	const inbox_store_vtable *vt = registry[i];
+	if (vt->version < 7 || !vt->client_version)
+		return 0;
+	int n = vt->client_version(out, len);
+	return n < 0 ? 0 : n;
+}
+
 int inbox_store_known_url(const char *url)
 {
 	if (!url)

@@ -191,7 +191,8 @@ int inbox__decl_sql_check(const char *sql, int nparams,
 /* The store runs it (inbox_store_exec_setup: serialized across the
  * daemons starting together). 0, INBOX_ERR_STORE (the SQL's fault) or
  * INBOX_ERR_TRANSIENT (the database went away), with the message. */
-int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len)
+int inbox__decl_setup_run(inbox_store *st, const char *sql, char *err,
+                          size_t len)
 {
 	int rc = inbox_store_exec_setup(st, sql);
 	if (rc < 0)
@@ -245,7 +246,8 @@ int inbox_decl_prepare(const inbox_decl *d, inbox_store *st, int *step,
 			snprintf(err, len, "no declaration or no store");
 		return INBOX_ERR_INVALID;
 	}
-	if (d->setup && (rc = cli_setup_run(st, d->setup, why, sizeof(why)))) {
+	if (d->setup &&
+	    (rc = inbox__decl_setup_run(st, d->setup, why, sizeof(why)))) {
 		if (err && len)
 			snprintf(err, len, "%s", why);
 		return rc;

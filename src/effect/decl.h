@@ -95,7 +95,8 @@ int inbox__decl_sql_check(const char *sql, int nparams,
 /* Run setup SQL (several statements allowed) outside any transaction. 0,
  * or with the database's message in err INBOX_ERR_STORE (the SQL was
  * refused) or INBOX_ERR_TRANSIENT (the database went away meanwhile). */
-int cli_setup_run(inbox_store *st, const char *sql, char *err, size_t len);
+int inbox__decl_setup_run(inbox_store *st, const char *sql, char *err,
+                          size_t len);
 
 /* The fixed fields of an outbox step (everything but the body) into *e,
  * which borrows s's strings. */

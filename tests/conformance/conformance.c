@@ -2360,5 +2360,6 @@ int main(int argc, char **argv)
 	RUN(slot_dead_letter_payload);
 	RUN(slot_dead_letter_dedup);
 	RUN(slot_purge_batches);
+	RUN(slot_client_version);
 	return test_summary();
 }

@@ -533,3 +533,34 @@ TEST(slot_purge_batches)
 	ASSERT_OK(vt->rollback(st));
 	env_teardown(&e);
 }
+
+/* client_version (vtable version 7): the store names its client library
+ * and its run-time version through the registry, which inbox --version
+ * asks; past the last store: NOTFOUND. */
+TEST(slot_client_version)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	const inbox_store_vtable *vt = e.st->vt;
+	ASSERT_TRUE(vt->client_version != NULL);
+	size_t i = 0, n = 0;
+	while (inbox_store_scheme(n))
+		n++;
+	while (i < n && strcmp(inbox_store_scheme(i), vt->scheme) != 0)
+		i++;
+	ASSERT_TRUE(i < n);
+	char v[96], w[96];
+	int len = inbox_store_client_version(i, v, sizeof(v));
+	ASSERT_TRUE(len > 0 && (size_t)len == strlen(v));
+	ASSERT_EQ(vt->client_version(w, sizeof(w)), len);
+	ASSERT_STREQ(v, w);
+	ASSERT_CONTAINS(v, is_pg ? "libpq " : "sqlite ");
+	ASSERT_TRUE(strpbrk(v, "0123456789") != NULL);
+	char small[4] = "xyz";
+	ASSERT_EQ(inbox_store_client_version(i, small, sizeof(small)), len);
+	ASSERT_EQ(strlen(small), 3); /* cut, NUL-terminated */
+	ASSERT_EQ(inbox_store_client_version(n, v, sizeof(v)),
+	          INBOX_ERR_NOTFOUND);
+	ASSERT_STREQ(v, "");
+	env_teardown(&e);
+}

@@ -132,6 +132,7 @@ static const inbox_source_vtable flaky_vt = {
     flaky_poll,
     flaky_settle,
     NULL,
+    NULL, /* client_version */
 };
 
 static int noop_handler(inbox_txn *t, const inbox_msg *m, void *payload)

@@ -79,6 +79,7 @@ static const inbox_source_vtable fake_vt = {
     fake_poll,
     fake_settle,
     NULL,
+    NULL, /* client_version */
 };
 
 static inbox_source *open_fake(void)

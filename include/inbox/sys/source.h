@@ -79,6 +79,8 @@ struct inbox_source {
 	int64_t lag_at_ms;
 };
 
+/* 2: the framework keeps the contract; 3: + lag and client_version (both
+ * optional). Versions 2 and 3 register. */
 #define INBOX_SOURCE_VTABLE_VERSION 3
 /* How often the framework asks a backend's lag slot, at most (seconds). */
 #define INBOX_SOURCE_LAG_EVERY_S 2.0
@@ -116,14 +118,22 @@ struct inbox_source_vtable {
 	 * failure (the lag becomes unknown; the poll goes on, nothing is
 	 * reported as the poll's error). */
 	int (*lag)(inbox_source *src, int64_t *messages, int64_t *bytes);
+	/* Optional. The client library and its run-time version
+	 * ("librdkafka 2.0.2"), snprintf-style into out (len bytes); what
+	 * inbox --version prints. NULL: none (JSONL). */
+	int (*client_version)(char *out, size_t len);
 };
 
-/* INBOX_ERR_INVALID: a slot missing, a version other than 2 or
+/* INBOX_ERR_INVALID: a slot missing, a version other than 2 to
  * INBOX_SOURCE_VTABLE_VERSION, a scheme taken, the registry full. */
 INBOX_API int inbox_source_register(const inbox_source_vtable *vt);
 /* The scheme of the i-th registered source (the built-in ones first), or
  * NULL past the last ("jsonl", "kafka", ...; static strings). */
 INBOX_API const char *inbox_source_scheme(size_t i);
+/* The client library of the i-th registered source and its run-time
+ * version, as inbox_store_client_version(): its length, 0 ("") for a
+ * source that names none, INBOX_ERR_NOTFOUND past the last. */
+INBOX_API int inbox_source_client_version(size_t i, char *out, size_t len);
 /* 1 if a registered source takes url's scheme (before ':'), else 0;
  * nothing is opened or checked beyond it. The TLS spellings amqps and
  * rediss go to the built-in amqp and redis sources (which read the

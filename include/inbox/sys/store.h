@@ -144,7 +144,7 @@ struct inbox_store {
  * check_sql, url_private (what the admin API, declared effects and the
  * inbox command need, so that no code outside a backend branches on its
  * kind); 7: + set_result and the stored result in inbox_claim,
- * stored_retention (the core reads no store table itself). */
+ * stored_retention (the core reads no store table itself), client_version. */
 #define INBOX_STORE_VTABLE_VERSION 7
 
 /* inbox_store_vtable.flags (version 6). */
@@ -427,6 +427,11 @@ struct inbox_store_vtable {
 	 * checks pass). */
 	int (*stored_retention)(inbox_store *st, const char *consumer,
 	                        int64_t *seconds);
+	/* Optional. The client library the backend is linked with and its
+	 * version as it reports itself at run time ("libpq 16.4"), written
+	 * snprintf-style into out (len bytes); what inbox --version prints.
+	 * NULL: the backend names none. */
+	int (*client_version)(char *out, size_t len);
 };
 
 /* Returned by a store backend's calls only (never by the public API):
@@ -449,6 +454,11 @@ INBOX_API int inbox_store_register(const inbox_store_vtable *vt);
  * NULL past the last: for listing what a URL may start with ("postgresql",
  * "sqlite"; aliases are not listed). Static strings. */
 INBOX_API const char *inbox_store_scheme(size_t i);
+/* The client library of the i-th registered store and its run-time
+ * version ("libpq 16.4", "sqlite 3.40.1"; see client_version), written
+ * snprintf-style into out: its length, 0 ("") when the backend names
+ * none, INBOX_ERR_NOTFOUND past the last store. */
+INBOX_API int inbox_store_client_version(size_t i, char *out, size_t len);
 /* 1 if a registered store opens url (its scheme, or alias, before ':'),
  * else 0. Nothing is opened or checked beyond the scheme. */
 INBOX_API int inbox_store_known_url(const char *url);

@@ -431,6 +431,7 @@ const inbox_source_vtable inbox__amqp_source = {
     am_poll,
     am_settle,
     am_lag,
+    .client_version = inbox__amqp_client_version,
 };
 
 /* amqps://: the same source, which reads the scheme again (amqp_url.c). */
@@ -442,4 +443,5 @@ const inbox_source_vtable inbox__amqps_source = {
     am_poll,
     am_settle,
     am_lag,
+    .client_version = inbox__amqp_client_version,
 };

@@ -296,4 +296,7 @@ void inbox__amqp_slots_clear(amqp_source *s, amqp_slots *l);
 /* "NOT_FOUND - no queue 'x' in vhost '/'" or the library's error text. */
 const char *inbox__amqp_reply_text(amqp_rpc_reply_t r, char *buf, size_t len);
 
+/* The vtable's client_version (<name> <version>). */
+int inbox__amqp_client_version(char *out, size_t len);
+
 #endif

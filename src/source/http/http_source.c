@@ -697,6 +697,11 @@ static int http_settle(inbox_source *src, const inbox_result *res, size_t n)
 	return INBOX_OK;
 }
 
+static int http_client_version(char *out, size_t len)
+{
+	return snprintf(out, len, "libmicrohttpd %s", MHD_get_version());
+}
+
 const inbox_source_vtable inbox__http_source = {
     INBOX_SOURCE_VTABLE_VERSION,
     "http",
@@ -704,7 +709,9 @@ const inbox_source_vtable inbox__http_source = {
     http_close,
     http_poll,
     http_settle,
-    NULL /* lag: requests wait in no queue of their own */};
+    NULL, /* lag: requests wait in no queue of their own */
+    .client_version = http_client_version,
+};
 const inbox_source_vtable inbox__https_source = {
     INBOX_SOURCE_VTABLE_VERSION,
     "https",
@@ -712,4 +719,6 @@ const inbox_source_vtable inbox__https_source = {
     http_close,
     http_poll,
     http_settle,
-    NULL /* lag: requests wait in no queue of their own */};
+    NULL,
+    .client_version = http_client_version,
+};

@@ -309,4 +309,7 @@ int inbox__kafka_header_id(inbox__buf *out, rd_kafka_headers_t *hdrs,
 /* Append the headers as a JSON object text (NUL-terminated). 0 or -1. */
 int inbox__kafka_headers_json(inbox__buf *out, rd_kafka_headers_t *hdrs);
 
+/* The vtable's client_version (<name> <version>). */
+int inbox__kafka_client_version(char *out, size_t len);
+
 #endif

@@ -205,4 +205,5 @@ const inbox_source_vtable inbox__kafka_source = {
     inbox__kafka_poll,
     inbox__kafka_settle,
     inbox__kafka_lag,
+    .client_version = inbox__kafka_client_version,
 };

@@ -621,4 +621,5 @@ const inbox_source_vtable inbox__nats_source = {
     ns_poll,
     ns_settle,
     ns_lag,
+    .client_version = inbox__nats_client_version,
 };

@@ -221,4 +221,7 @@ void inbox__nats_ka_begin(nats_source *ns);
  * the messages. */
 void inbox__nats_ka_end(nats_source *ns);
 
+/* The vtable's client_version (<name> <version>). */
+int inbox__nats_client_version(char *out, size_t len);
+
 #endif

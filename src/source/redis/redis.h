@@ -257,4 +257,7 @@ int inbox__redis_poll(inbox_source *src, inbox_delivery *out, size_t max,
 /* The lag slot (redis_poll.c): the group's lag plus its pending. */
 int inbox__redis_lag(inbox_source *src, int64_t *messages, int64_t *bytes);
 
+/* The vtable's client_version (<name> <version>). */
+int inbox__redis_client_version(char *out, size_t len);
+
 #endif

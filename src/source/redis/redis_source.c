@@ -126,13 +126,25 @@ static int rs_settle(inbox_source *src, const inbox_result *res, size_t n)
 }
 
 const inbox_source_vtable inbox__redis_source = {
-    INBOX_SOURCE_VTABLE_VERSION, "redis",   rs_open,          rs_close,
-    inbox__redis_poll,           rs_settle, inbox__redis_lag,
+    INBOX_SOURCE_VTABLE_VERSION,
+    "redis",
+    rs_open,
+    rs_close,
+    inbox__redis_poll,
+    rs_settle,
+    inbox__redis_lag,
+    .client_version = inbox__redis_client_version,
 };
 
 /* rediss://: the same source, which refuses it with the reason
  * (redis_url.c: hiredis 0.14 has no TLS). */
 const inbox_source_vtable inbox__rediss_source = {
-    INBOX_SOURCE_VTABLE_VERSION, "rediss",  rs_open,          rs_close,
-    inbox__redis_poll,           rs_settle, inbox__redis_lag,
+    INBOX_SOURCE_VTABLE_VERSION,
+    "rediss",
+    rs_open,
+    rs_close,
+    inbox__redis_poll,
+    rs_settle,
+    inbox__redis_lag,
+    .client_version = inbox__redis_client_version,
 };

@@ -282,6 +282,7 @@ const inbox_store_vtable inbox__pg_vtable = {
     .query = inbox__pg_query,
     .register_consumer = inbox__pg_register_consumer,
     .stored_retention = inbox__pg_stored_retention,
+    .client_version = inbox__pg_client_version,
     .claim = inbox__pg_claim,
     .reclaim = inbox__pg_reclaim,
     .finish = inbox__pg_finish,

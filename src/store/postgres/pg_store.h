@@ -376,4 +376,7 @@ int64_t inbox__pg_int(const PGresult *r, int row, int col);
 
 extern const inbox_store_vtable inbox__pg_vtable;
 
+/* The vtable's client_version (<name> <version>). */
+int inbox__pg_client_version(char *out, size_t len);
+
 #endif

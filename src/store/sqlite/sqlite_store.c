@@ -349,6 +349,7 @@ const inbox_store_vtable inbox__sqlite_vtable = {
     .query = inbox__sq_query,
     .register_consumer = inbox__sq_register_consumer,
     .stored_retention = inbox__sq_stored_retention,
+    .client_version = inbox__sq_client_version,
     .claim = inbox__sq_claim,
     .reclaim = inbox__sq_reclaim,
     .finish = inbox__sq_finish,

@@ -163,4 +163,7 @@ int inbox__sq_url_private(const char *url);
 
 extern const inbox_store_vtable inbox__sqlite_vtable;
 
+/* The vtable's client_version (<name> <version>). */
+int inbox__sq_client_version(char *out, size_t len);
+
 #endif
