@@ -7,7 +7,9 @@
 # option. Its vtable is named nowhere else in src/, include/ or bindings/,
 # and its module is not in the top-level CMakeLists.txt. (That nothing
 # else compares its kind or includes its client library is
-# backend_boundary.sh's.)
+# backend_boundary.sh's.) And every backend is run by its conformance
+# suite (tests/conformance/CMakeLists.txt: conformance_NAME for a store,
+# NAME in the source suite's foreach for a source).
 #   backend_files.sh SOURCE_DIR
 set -u
 root=${1:?usage: backend_files.sh SOURCE_DIR}
@@ -63,6 +65,15 @@ for dir in src/store/*/ src/source/*/; do
 			ok
 		fi
 	done
+done
+conf=tests/conformance/CMakeLists.txt
+for dir in src/store/*/ src/source/*/; do
+	dir=${dir%/}
+	name=${dir##*/}
+	case $dir in
+	src/store/*) grep -q "NAME conformance_$name" "$conf" ;;
+	*) grep '^foreach(kind ' "$conf" | grep -qw "$name" ;;
+	esac && ok || bad "$dir: not run by its conformance suite ($conf)"
 done
 [ $n -ge 7 ] && ok || bad "only $n backend folders found"
 echo "backend_files: $n backends"
