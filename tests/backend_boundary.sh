@@ -55,7 +55,7 @@ files=$(find src include bindings -type f \( -name '*.c' -o -name '*.h' \
 #    provider URL's scheme ("http", "https") are the outbox's own, not a
 #    backend's;
 #  - src/base/url.c: the scrubber's scheme match (a URL's, given).
-allowed='src/base/url.c|"(postgresql|postgres|amqps?|jsonl|sqlite)"
+allowed='src/base/url.c|"(postgresql|postgres|amqps?|rediss|jsonl|sqlite)"
 src/cli/cmd_demo.c|"sqlite:%s"
 src/outbox/declare.c|^strcmp\(kind$
 src/outbox/engine.c|^strcmp\(j->it\.kind$

@@ -34,7 +34,15 @@ static void register_builtins(void)
 	pthread_once(&builtins_once, register_builtins_once);
 }
 
-/* The registered source for url's scheme (before ':'), or NULL. */
+static int names(const char *s, const char *url, size_t n)
+{
+	return s && strlen(s) == n && strncmp(s, url, n) == 0;
+}
+
+/* The registered source for url's scheme (before ':'), or NULL: its own
+ * scheme, or the second one it declares (vtable version 3: the TLS
+ * spelling, amqps:// of amqp, rediss:// of redis, which the source reads
+ * again from the URL). */
 static const inbox_source_vtable *source_for(const char *url)
 {
 	const char *colon = url ? strchr(url, ':') : NULL;
@@ -42,9 +50,10 @@ static const inbox_source_vtable *source_for(const char *url)
 		return NULL;
 	size_t n = (size_t)(colon - url);
 	for (int i = 0; i < nregistered; i++) {
-		const char *s = registry[i]->scheme;
-		if (strlen(s) == n && strncmp(s, url, n) == 0)
-			return registry[i];
+		const inbox_source_vtable *vt = registry[i];
+		if (names(vt->scheme, url, n) ||
+		    (vt->version >= 3 && names(vt->alias, url, n)))
+			return vt;
 	}
 	return NULL;
 }

@@ -133,6 +133,7 @@ static const inbox_source_vtable flaky_vt = {
     flaky_settle,
     NULL,
     NULL, /* client_version */
+    NULL, /* alias */
 };
 
 static int noop_handler(inbox_txn *t, const inbox_msg *m, void *payload)

@@ -80,6 +80,7 @@ static const inbox_source_vtable fake_vt = {
     fake_settle,
     NULL,
     NULL, /* client_version */
+    NULL, /* alias */
 };
 
 static inbox_source *open_fake(void)

@@ -79,8 +79,8 @@ struct inbox_source {
 	int64_t lag_at_ms;
 };
 
-/* 2: the framework keeps the contract; 3: + lag and client_version (both
- * optional). Versions 2 and 3 register. */
+/* 2: the framework keeps the contract; 3: + lag, client_version and
+ * alias (all optional). Versions 2 and 3 register. */
 #define INBOX_SOURCE_VTABLE_VERSION 3
 /* How often the framework asks a backend's lag slot, at most (seconds). */
 #define INBOX_SOURCE_LAG_EVERY_S 2.0
@@ -122,6 +122,10 @@ struct inbox_source_vtable {
 	 * ("librdkafka 2.0.2"), snprintf-style into out (len bytes); what
 	 * inbox --version prints. NULL: none (JSONL). */
 	int (*client_version)(char *out, size_t len);
+	/* Optional. A second scheme this source opens (its TLS spelling:
+	 * "amqps", "rediss", "https"); it reads the scheme again from the
+	 * URL. */
+	const char *alias;
 };
 
 /* INBOX_ERR_INVALID: a slot missing, a version other than 2 to

@@ -433,15 +433,3 @@ const inbox_source_vtable inbox__amqp_source = {
     am_lag,
     .client_version = inbox__amqp_client_version,
 };
-
-/* amqps://: the same source, which reads the scheme again (amqp_url.c). */
-const inbox_source_vtable inbox__amqps_source = {
-    INBOX_SOURCE_VTABLE_VERSION,
-    "amqps",
-    am_open,
-    am_close,
-    am_poll,
-    am_settle,
-    am_lag,
-    .client_version = inbox__amqp_client_version,
-};

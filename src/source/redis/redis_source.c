@@ -135,16 +135,3 @@ const inbox_source_vtable inbox__redis_source = {
     inbox__redis_lag,
     .client_version = inbox__redis_client_version,
 };
-
-/* rediss://: the same source, which refuses it with the reason
- * (redis_url.c: hiredis 0.14 has no TLS). */
-const inbox_source_vtable inbox__rediss_source = {
-    INBOX_SOURCE_VTABLE_VERSION,
-    "rediss",
-    rs_open,
-    rs_close,
-    inbox__redis_poll,
-    rs_settle,
-    inbox__redis_lag,
-    .client_version = inbox__redis_client_version,
-};
