@@ -58,5 +58,7 @@ void cli_print_version(FILE *f)
 	fprintf(f, "%s\n", OpenSSL_version(OPENSSL_VERSION));
 #endif
 	fprintf(f, "libyaml %s\n", yaml_get_version_string());
-	fprintf(f, "libmicrohttpd %s\n", MHD_get_version());
+	/* the command's /metrics server; once if the http source named it */
+	snprintf(v, sizeof(v), "libmicrohttpd %s", MHD_get_version());
+	backend_line(f, v, seen, &nseen);
 }

@@ -155,14 +155,17 @@ static const inbox_source_vtable fake3 = {
     fake_poll,
     fake_settle,
     fake_lag,
+    .client_version = NULL,
 };
 /* Built against version 2: no lag slot (the field is there only
  * because this file is compiled with the newer header). */
 static const inbox_source_vtable fake2 = {
-    2, "lagfake2", fake_open, fake_close, fake_poll, fake_settle, NULL,
+    2,         "lagfake2",  fake_open, fake_close,
+    fake_poll, fake_settle, NULL,      .client_version = NULL,
 };
 static const inbox_source_vtable fake1 = {
-    1, "lagfake1", fake_open, fake_close, fake_poll, fake_settle, NULL,
+    1,         "lagfake1",  fake_open, fake_close,
+    fake_poll, fake_settle, NULL,      .client_version = NULL,
 };
 
 TEST(framework_rate_limit_and_versions)

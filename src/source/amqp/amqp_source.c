@@ -432,4 +432,5 @@ const inbox_source_vtable inbox__amqp_source = {
     am_settle,
     am_lag,
     .client_version = inbox__amqp_client_version,
+    .alias = "amqps",
 };

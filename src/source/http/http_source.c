@@ -711,14 +711,5 @@ const inbox_source_vtable inbox__http_source = {
     http_settle,
     NULL, /* lag: requests wait in no queue of their own */
     .client_version = http_client_version,
-};
-const inbox_source_vtable inbox__https_source = {
-    INBOX_SOURCE_VTABLE_VERSION,
-    "https",
-    http_open,
-    http_close,
-    http_poll,
-    http_settle,
-    NULL,
-    .client_version = http_client_version,
+    .alias = "https", /* http_open reads the scheme again */
 };

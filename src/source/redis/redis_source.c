@@ -134,4 +134,5 @@ const inbox_source_vtable inbox__redis_source = {
     rs_settle,
     inbox__redis_lag,
     .client_version = inbox__redis_client_version,
+    .alias = "rediss",
 };
