@@ -307,7 +307,9 @@ static int expired_read(inbox_store *st, inbox__buf *b, const char *consumer,
 	const char *p[2] = {consumer, win};
 	int e = 0;
 	int rc =
-	    capped_count(st, b, "consumer = $1 AND processed_at < {cutoff:2}",
+	    capped_count(st, b,
+	                 "consumer = $1 AND status IN ('completed', 'dead')"
+	                 " AND processed_at < {cutoff:2}",
 	                 2, p, cap, &out->expired, &e);
 	if (e && est)
 		*est |= INBOX_ADMIN_EST_EXPIRED;

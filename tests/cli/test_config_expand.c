@@ -235,7 +235,7 @@ TEST(an_outbox_header_from_a_file)
 	ASSERT_EQ(inbox_consumer_open(&cons, st, &co, err, sizeof(err)),
 	          INBOX_OK);
 	inbox_delivery d;
-	memset(&d, 0, sizeof(d));
+	d = (inbox_delivery)INBOX_DELIVERY_INIT;
 	d.id = "h1";
 	d.payload = "{}";
 	d.payload_len = 2;

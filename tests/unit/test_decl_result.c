@@ -74,7 +74,7 @@ static int first_col(int ncols, const char *const *v, void *payload)
 static int process(inbox_consumer *c, const char *json, inbox_result *r)
 {
 	inbox_delivery d;
-	memset(&d, 0, sizeof(d));
+	d = (inbox_delivery)INBOX_DELIVERY_INIT;
 	d.payload = json;
 	d.payload_len = strlen(json);
 	return inbox_consumer_process(c, &d, r);
@@ -178,7 +178,7 @@ TEST(result_from_returning_on_duplicates)
 	const char *m2 = "{\"id\":\"e2\",\"data\":{\"orderId\":\"o-2\","
 	                 "\"cents\":10}}";
 	inbox_delivery dd[2];
-	memset(dd, 0, sizeof(dd));
+	TEST_DELIVERIES_INIT(dd, 2);
 	dd[0].payload = m2;
 	dd[0].payload_len = strlen(m2);
 	dd[1] = dd[0];

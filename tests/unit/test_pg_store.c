@@ -435,7 +435,7 @@ TEST(upgrade_from_v4_results)
 	inbox_consumer *c = NULL;
 	char err[256];
 	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
-	inbox_delivery d = {0};
+	inbox_delivery d = INBOX_DELIVERY_INIT;
 	d.payload = old;
 	d.payload_len = strlen(old);
 	inbox_result r = INBOX_RESULT_INIT;

@@ -59,6 +59,7 @@ static inbox_source *open_url(const char *url)
 static size_t take(inbox_source *s, size_t want, size_t max, int timeout_ms)
 {
 	inbox_delivery d[50];
+	TEST_DELIVERIES_INIT(d, 50);
 	inbox_result res[50];
 	size_t got = 0;
 	int64_t end = mono_ms() + timeout_ms;
@@ -85,7 +86,7 @@ static size_t take(inbox_source *s, size_t want, size_t max, int timeout_ms)
 static void lag_now(inbox_source *s, int64_t *messages, int64_t *bytes)
 {
 	usleep((useconds_t)(INBOX_SOURCE_LAG_EVERY_S * 1000000) + 100000);
-	inbox_delivery d[1];
+	inbox_delivery d[1] = {INBOX_DELIVERY_INIT};
 	size_t n = 0;
 	inbox_source_poll(s, d, 1, &n, 50, NULL);
 	if (n) {
@@ -179,7 +180,7 @@ TEST(framework_rate_limit_and_versions)
 	ASSERT_OK(inbox_source_lag(s, &m, &b));
 	ASSERT_EQ(m, -1); /* not asked yet */
 	ASSERT_EQ(b, -1);
-	inbox_delivery d[1];
+	inbox_delivery d[1] = {INBOX_DELIVERY_INIT};
 	size_t n;
 	for (int i = 0; i < 50; i++)
 		ASSERT_OK(inbox_source_poll(s, d, 1, &n, 0, NULL));

@@ -19,6 +19,7 @@ SRC=$3
 . "$(dirname "$0")/../outbox/lib.sh"
 group=deploy
 need_promtool
+need_suite_server INBOX_TEST_REDIS_URL Redis redis.sh
 PENDING=""
 
 dir=$(mktmp)
@@ -90,6 +91,37 @@ while [ "$(now_ms)" -lt "$until_ms" ]; do
 	[ $i -ge 5 ] && grep -q '^inbox_outbox_oldest_age_seconds{' "$dir/m$i" && break
 	sleep 0.3
 done
+# A broker's lag (inbox_source_lag) is messages, which a file has not: a
+# second daemon on the suite's Redis, with entries it has not taken yet.
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+pid=""
+stream="dash_$$"
+for n in 1 2 3; do
+	redis-cli -u "$INBOX_TEST_REDIS_URL" XADD "$stream" '*' payload "{\"id\":\"r$n\"}" >/dev/null
+done
+cat >"$dir/redis.yaml" <<CFG
+store: sqlite:$dir/r.db
+consumers:
+  - name: dash.redis
+    source: $INBOX_TEST_REDIS_URL/$stream?group=g1
+    key: "r:{/id}"
+    setup: CREATE TABLE IF NOT EXISTS seen (id TEXT)
+    effect:
+      - sql: INSERT INTO seen (id) VALUES (\$1)
+        params: [/id]
+CFG
+"$BIN" run "$dir/redis.yaml" --metrics 127.0.0.1:0 2>"$dir/run2.log" &
+pid=$!
+listening_port "$dir/run2.log" "$pid" || bail "inbox run on Redis starts" "$(tail -5 "$dir/run2.log")"
+until_ms=$(($(now_ms) + 15000))
+while [ "$(now_ms)" -lt "$until_ms" ]; do
+	get /metrics >"$dir/mr"
+	grep -q '^inbox_source_lag{' "$dir/mr" && break
+	sleep 0.3
+done
+sed -n 's/^# TYPE \([^ ]*\) .*/\1/p; /^[a-z]/s/^\([a-zA-Z_:][a-zA-Z0-9_:]*\).*/\1/p' "$dir/mr" >>"$dir/exposed"
+redis-cli -u "$INBOX_TEST_REDIS_URL" DEL "$stream" >/dev/null 2>&1
 base <"$dir/exposed" | sort -u >"$dir/exposed.u"
 check "/metrics shows the outbox gauges (rows waited)" grep -qx inbox_outbox_oldest_age_seconds "$dir/exposed.u"
 check "/metrics shows the dispatcher's counters" grep -qx inbox_outbox_dead_letters_total "$dir/exposed.u"
