@@ -65,6 +65,18 @@ $gate_setup
     effect:
       - sql: INSERT INTO ${T}_gated (id) VALUES (\$1)
         params: [/body/id]
+  - name: orders.invoice
+    source: "http://127.0.0.1:0/invoices?mode=api&status=201"
+    setup: |
+      CREATE TABLE IF NOT EXISTS ${T}_inv (order_id TEXT NOT NULL, n INTEGER NOT NULL);
+    effect:
+      - sql: |
+          INSERT INTO ${T}_inv (order_id, n)
+          SELECT \$1, 1000 + count(*) FROM ${T}_inv RETURNING n
+        params: [/body/id]
+        result:
+          invoice: "#n:json"
+          order: /body/id
 CFG
 start_http "$dir/inbox.yaml" "$dir/daemon.log" --metrics 127.0.0.1:0
 gport=$(sed -n 's/.*"consumer":"orders.gated","event":"http_listening","address":"[0-9.]*:\([0-9]*\)".*/\1/p' "$dir/daemon.log")
@@ -118,8 +130,8 @@ expect_eq "a rejected effect (CHECK): 422" "$code" 422
 expect_eq "a rejected effect: problem+json" "$(hdr reject Content-Type)" application/problem+json
 post reject2 -H 'Idempotency-Key: k6' -d '{"id":"o6","amount":-1}'
 reject2=$code
-# needs stored results (issue 14 part 1: the duplicate's first_outcome)
-pending "a rejected effect again: 422, a replay" "$code:$(hdr reject2 Idempotent-Replayed)" 422:true
+# the stored refusal (stored results: the duplicate's first_outcome)
+expect_eq "a rejected effect again: 422, a replay" "$code:$(hdr reject2 Idempotent-Replayed)" 422:true
 expect_eq "no effect from the rejected ones" "$(rows)" 1
 
 # A transient failure of the effect (its table does not exist yet: the
@@ -155,11 +167,24 @@ req h2 -X POST -H 'Idempotency-Key: h-1' -d '{"id":"h-1"}' "$H"
 expect_eq "id_header: Idempotency-Key alone is no key there: 400" "$code" 400
 expect_eq "one effect each" "$(count "SELECT COUNT(*) FROM ${T}_gated WHERE id IN ('r-1', 'h-1')")" 2
 
+# A declared result (an effect step's result:) is the answer's body, and
+# what a retry of the key replays, byte for byte, with no second effect.
+iport=$(sed -n 's/.*"consumer":"orders.invoice","event":"http_listening","address":"[0-9.]*:\([0-9]*\)".*/\1/p' "$dir/daemon.log")
+I="http://127.0.0.1:$iport/invoices"
+req i1 -X POST -H 'Idempotency-Key: inv-1' -d '{"id":"o-9"}' "$I"
+expect_eq "a declared result: 201" "$code" 201
+expect_eq "a declared result: the body is the result" "$(cat "$dir/i1.b")" '{"invoice":1000,"order":"o-9"}'
+req i2 -X POST -H 'Idempotency-Key: inv-1' -d '{"id":"o-9"}' "$I"
+expect_eq "its retry: the same status" "$code" 201
+check "its retry: the same bytes" cmp -s "$dir/i1.b" "$dir/i2.b"
+expect_eq "its retry: marked as a replay" "$(hdr i2 Idempotent-Replayed)" true
+expect_eq "its retry: one invoice" "$(count "SELECT COUNT(*) FROM ${T}_inv")" 1
+
 mport=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$dir/daemon.log" | head -1)
 curl -s "http://127.0.0.1:$mport/metrics" >"$dir/metrics.txt"
 metric_of() { grep "^inbox_http_requests_total{consumer=\"orders.$1\",route=\"/$2\",class=\"$3\"}" "$dir/metrics.txt" | awk '{print $2}'; }
 # 3 answers of 2xx and 10 of 4xx, and the rejected request's retry: 4xx
-# with stored results, 2xx before them (PENDING above)
+# (stored: the refusal is replayed)
 r2=0
 [ "$reject2" = 422 ] && r2=1
 expect_eq "/metrics: 2xx answers of /orders" "$(metric_of api orders 2xx)" $((4 - r2))
@@ -168,7 +193,7 @@ expect_eq "/metrics: 5xx answers of /orders" "$(metric_of api orders 5xx)" 0
 expect_eq "/metrics: 2xx answers of /gated" "$(metric_of gated gated 2xx)" 1
 expect_eq "/metrics: 5xx answers of /gated" "$(metric_of gated gated 5xx)" 1
 n=$(grep -c '"event":"http_request"' "$dir/daemon.log")
-expect_eq "the log: one http_request line per request" "$n" 22
+expect_eq "the log: one http_request line per request" "$n" 24
 check "the log: a 503 with outcome retry" grep -q '"status":503,"outcome":"retry"' "$dir/daemon.log"
 check "the log: a line with status 422 and outcome conflict" grep -q '"status":422,"outcome":"conflict"' "$dir/daemon.log"
 stop_daemon "$pid"
