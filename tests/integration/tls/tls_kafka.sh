@@ -65,6 +65,10 @@ in_tls_ns() {
 ip link set lo up
 socat OPENSSL-LISTEN:$mport,bind=127.0.0.1,reuseaddr,fork,cert=$PKI/server.pem,key=$PKI/server.key,verify=0 UNIX-CONNECT:$dir/mock.sock 2>"$dir/out/socat-$1.err" &
 s=\$!
+# localhost is ::1 too: the same relay there, so no connection is refused
+# whichever address librdkafka tries first (harmless where IPv6 is off)
+socat OPENSSL-LISTEN:$mport,bind=[::1],pf=ip6,reuseaddr,fork,cert=$PKI/server.pem,key=$PKI/server.key,verify=0 UNIX-CONNECT:$dir/mock.sock 2>"$dir/out/socat6-$1.err" &
+s6=\$!
 i=0
 while ! ss -ltn | grep -q ":$mport "; do sleep 0.05; i=\$((i + 1)); [ \$i -gt 100 ] && break; done
 INBOX_LOG_LEVEL=debug "$BIN" run "$4" --connect-timeout 3 >"$dir/out/$1.out" 2>&1 &
@@ -78,8 +82,8 @@ done
 kill -TERM \$p 2>/dev/null
 wait \$p
 echo \$? >"$dir/out/$1.rc"
-kill -TERM \$s 2>/dev/null
-wait \$s 2>/dev/null
+kill -TERM \$s \$s6 2>/dev/null
+wait \$s \$s6 2>/dev/null
 NS
 	$NETNS sh "$dir/cfg/$1.ns.sh" </dev/null >/dev/null 2>&1
 }
