@@ -92,7 +92,7 @@ install:
 # a copy of the tree: build-deb/*.deb (packaging/make-deb.sh). Like
 # install, it installs no package.
 DEB_BUILD ?= build-deb
-deb:
+deb: deps
 	sh packaging/make-deb.sh $(DEB_BUILD) $(JOBS)
 
 format:
