@@ -204,10 +204,9 @@ static void set_ages(inbox_admin_stats *out, int64_t processed, int64_t created,
 		out->oldest_created_age_ms = now > created ? now - created : 0;
 }
 
-static int retention_read(inbox_store *st, inbox__buf *b, const char *consumer,
+static int retention_read(inbox_store *st, const char *consumer,
                           inbox_admin_stats *out)
 {
-	(void)b;
 	int64_t stored = 0; /* the store's slot (vtable version 7) */
 	int rc = inbox__stored_retention(st, consumer, &stored);
 	if (rc == INBOX_OK && stored > 0)
@@ -350,7 +349,7 @@ int inbox_admin_stats_read(inbox_store *st, const char *consumer,
 	if (rc == INBOX_OK && r.rows == 1)
 		set_ages(out, r.v[0], r.v[1], r.v[2]);
 	if (rc == INBOX_OK)
-		rc = retention_read(st, &b, consumer, out);
+		rc = retention_read(st, consumer, out);
 	if (rc == INBOX_OK && out->retention_seconds > 0)
 		rc = expired_read(st, &b, consumer, out, 0, NULL);
 	if (rc == INBOX_OK)
@@ -465,7 +464,7 @@ int inbox_admin_stats_estimate(inbox_store *st, const char *consumer,
 		set_ages(out, r.v[0], c, r.v[1]);
 	}
 	if (rc == INBOX_OK)
-		rc = retention_read(st, &b, consumer, out);
+		rc = retention_read(st, consumer, out);
 	if (rc == INBOX_OK && out->retention_seconds > 0)
 		rc =
 		    expired_read(st, &b, consumer, out, exact_below, estimated);
