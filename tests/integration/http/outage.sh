@@ -36,7 +36,17 @@ else
 	sqlite3 "$dir/t.db" "BEGIN EXCLUSIVE;" ".shell sleep 7" "COMMIT;" >/dev/null 2>&1 &
 fi
 locker=$!
-sleep 0.5
+# The request below must reach the daemon while the lock is held, not
+# 0.5 s after the locker was started: on a loaded machine psql took longer
+# than that to lock, and the request committed (201).
+if [ "$MODE" = pg ]; then
+	locked() {
+		[ "$(count "SELECT COUNT(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = '$T' AND l.mode = 'AccessExclusiveLock' AND l.granted")" = 1 ]
+	}
+else
+	locked() { ! sqlite3 "$dir/t.db" ".timeout 0" "BEGIN IMMEDIATE;" "ROLLBACK;" >/dev/null 2>&1; }
+fi
+check "the locker holds its lock" wait_until 5 locked
 t0=$(now_ms)
 req stuck -X POST -H 'Idempotency-Key: a' -d '{"id":"a"}' "$U" &
 c1=$!
