@@ -223,7 +223,7 @@ typedef struct handle {
 	int pending;
 	int closed;      /* close() queued: no more jobs */
 	int js_gone;     /* the JS object was finalized */
-	int worker_gone; /* the tsfn was finalized */
+	int worker_gone; /* the tsfn was finalized (written under mu) */
 	int exited;      /* under mu: the worker left its loop */
 	pthread_t thread;
 } handle;
@@ -326,10 +326,26 @@ static job *q_pop(queue *q)
 /* Worker side                                                          */
 /* ------------------------------------------------------------------ */
 
+/* The worker's calls on the thread-safe function. Once Node has
+ * finalized it (tsfn_finalize: the environment is being torn down, the
+ * process is ending) it is freed, and a call would touch freed memory:
+ * the check and the call are made under mu, which tsfn_finalize takes to
+ * say so. The queue is unbounded, so a call never waits for the main
+ * thread while holding mu. */
+static napi_status tsfn_post(handle *h, void *data)
+{
+	pthread_mutex_lock(&h->mu);
+	napi_status st =
+	    h->worker_gone ? napi_closing
+	                   : napi_call_threadsafe_function(h->tsfn, data,
+	                                                   napi_tsfn_blocking);
+	pthread_mutex_unlock(&h->mu);
+	return st;
+}
+
 static void post(handle *h, ev *e)
 {
-	if (napi_call_threadsafe_function(h->tsfn, e, napi_tsfn_blocking) !=
-	    napi_ok) {
+	if (tsfn_post(h, e) != napi_ok) {
 		/* the environment is going away: nobody will read it */
 		if (e->kind == 0)
 			job_free(e->j);
@@ -548,8 +564,7 @@ static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
 	hc->len = p ? len : 0;
 	e->kind = 1;
 	e->h = hc;
-	if (napi_call_threadsafe_function(h->tsfn, e, napi_tsfn_blocking) !=
-	    napi_ok) {
+	if (tsfn_post(h, e) != napi_ok) {
 		hcall_free(hc);
 		free(e);
 		return INBOX_HANDLER_RETRY;
@@ -997,9 +1012,10 @@ static void *worker_main(void *arg)
 			break;
 	}
 	pthread_mutex_lock(&h->mu);
+	if (!h->worker_gone)
+		napi_release_threadsafe_function(h->tsfn, napi_tsfn_release);
 	h->exited = 1;
 	pthread_mutex_unlock(&h->mu);
-	napi_release_threadsafe_function(h->tsfn, napi_tsfn_release);
 	return NULL;
 }
 
@@ -1415,8 +1431,12 @@ static void call_js(napi_env env, napi_value dispatch, void *context,
 static void tsfn_finalize(napi_env env, void *data, void *hint)
 {
 	handle *h = data;
+	/* the worker may still run (a close queued by js_finalize while the
+	 * environment goes away): it must not touch the tsfn from now on */
+	pthread_mutex_lock(&h->mu);
 	h->worker_gone = 1;
 	h->tsfn = NULL;
+	pthread_mutex_unlock(&h->mu);
 	maybe_free(h);
 }
 
