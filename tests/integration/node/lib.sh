@@ -1,9 +1,10 @@
 # Shared by the Node.js tests (POSIX sh): install_binding BUILD SRC TMP
-# installs libinbox from BUILD into TMP/prefix, packs SRC/bindings/node and
+# [CFLAGS] installs libinbox from BUILD into TMP/prefix, packs SRC/bindings/node and
 # installs the tarball into TMP/app with npm --offline (its install script
 # compiles the addon against the system's Node-API headers: nothing is
-# downloaded); sets $mod to the installed package. On failure it prints
-# why and the closing line, and exits 1.
+# downloaded), with CFLAGS added to the addon's compile and link (the
+# sanitizer build's flags: see node-test.sh); sets $mod to the installed
+# package. On failure it prints why and the closing line, and exits 1.
 bail() {
 	echo "node: $*"
 	echo "0 passed, 1 failed"
@@ -11,7 +12,7 @@ bail() {
 }
 
 install_binding() {
-	_build=$1 _src=$2 _tmp=$3
+	_build=$1 _src=$2 _tmp=$3 _cflags=${4:-}
 	for _t in node npm pkg-config cc; do
 		command -v "$_t" >/dev/null 2>&1 || bail "$_t not found (run scripts/install-deps.sh)"
 	done
@@ -22,7 +23,7 @@ install_binding() {
 		--pack-destination "$_tmp" | tail -1) || bail "npm pack failed"
 	mkdir -p "$_tmp/app"
 	echo '{ "name": "app", "version": "1.0.0", "private": true }' >"$_tmp/app/package.json"
-	if ! (cd "$_tmp/app" && INBOX_NODE_WERROR=1 npm_config_cache="$_tmp/npm-cache" \
+	if ! (cd "$_tmp/app" && CFLAGS="${CFLAGS:-} $_cflags" INBOX_NODE_WERROR=1 npm_config_cache="$_tmp/npm-cache" \
 		npm install --offline --no-audit --no-fund --foreground-scripts \
 		"$_tmp/$_tgz" >"$_tmp/npm.log" 2>&1); then
 		cat "$_tmp/npm.log"
