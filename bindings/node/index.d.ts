@@ -181,6 +181,12 @@ export interface DeadLetter {
   createdAt: number; replayedAt: number; deliveries: number; lastSeenAt: number;
 }
 
+/** consumer.acquire()'s answer: a Result (a duplicate's stored result
+ * too) and the lease, set only when the outcome is 'acquired'. */
+export interface LeaseResult extends Result {
+  lease: Lease | null;
+}
+
 export class Lease {
   readonly key: string;
   readonly fence: number;
@@ -198,7 +204,9 @@ export class Consumer {
   readonly handlerTimeout: number;
   process<E = any>(event: E | Event, handler?: Handler<E>): Promise<Result>;
   processBatch<E = any>(events: (E | Event)[], handler?: Handler<E>): Promise<Result[]>;
-  acquire(event: Event): Promise<{ outcome: Outcome; lease: Lease | null }>;
+  /** A lease on a long message: the lease when 'acquired'; a key already
+   * done is a 'duplicate' with the first processing's stored result. */
+  acquire<E = any>(event: E | Event): Promise<LeaseResult>;
   replay(deadLetterId: number, handler?: Handler): Promise<Result>;
   stats(): Promise<Stats>;
   close(): Promise<void>;

@@ -611,6 +611,30 @@ typedef struct inbox_lease inbox_lease;
 INBOX_API int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
                                   inbox_lease **lease, inbox_outcome *outcome);
 
+/* inbox_lease_acquire() answering with an inbox_result, as a processing
+ * call does: res->outcome is the outcome above; attempts (the attempt
+ * this lease is for when ACQUIRED, else what the record counted), key,
+ * reason (CONFLICT, DEAD_LETTERED) and dead_letter_id as for
+ * inbox_consumer_process(); and for a DUPLICATE (version 2) the stored
+ * result of the key's first processing — result, result_len,
+ * result_type — and first_outcome (APPLIED, STALE, DEAD_LETTERED), on
+ * both stores, also for a key in a sealed generation (PostgreSQL). They
+ * are read by the statement that takes the lease or finds the record: a
+ * fresh key costs no extra round trip, a duplicate no second statement.
+ * No result for every other outcome (CONFLICT: the payload differs).
+ * res->version must be set (INBOX_RESULT_INIT): an unknown one is
+ * INBOX_ERR_INVALID, nothing done; a version 1 res gets no result
+ * fields. key, reason, result and result_type point into memory owned
+ * by the consumer, valid until the next inbox_lease_acquire*() on it or
+ * its close (not past inbox_consumer_close(); inbox_lease_free() does not
+ * touch them). Errors as inbox_lease_acquire() (one consumer, one
+ * thread: like every call on it); on error *lease is NULL and res holds
+ * nothing. */
+INBOX_API int inbox_lease_acquire_result(inbox_consumer *c,
+                                         const inbox_delivery *d,
+                                         inbox_lease **lease,
+                                         inbox_result *res);
+
 /* Extend the lease by opts.lease_ms from now. INBOX_ERR_FENCED if the lease
  * was taken over. */
 INBOX_API int inbox_lease_extend(inbox_lease *l);

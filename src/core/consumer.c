@@ -246,6 +246,8 @@ void inbox_consumer_close(inbox_consumer *c)
 		return;
 	for (size_t i = 0; i < c->claims_held; i++)
 		inbox__claim_release(&c->claims[i]);
+	inbox__claim_release(&c->lease_claim);
+	inbox__buf_free(&c->lease_key);
 	for (size_t i = 0; i < c->slots_cap; i++) {
 		inbox__msg_free(&c->slots[i].msg);
 		inbox__buf_free(&c->slots[i].own.data);

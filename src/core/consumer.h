@@ -101,6 +101,13 @@ struct inbox_consumer {
 	size_t claims_held; /* claims[0..held) may hold stored results */
 	inbox__buf canon;   /* inbox__msg_prepare's fingerprint input */
 
+	/* What inbox_lease_acquire_result()'s inbox_result points at, kept
+	 * until the next acquisition or the close: the key, the reason, and
+	 * the claim whose stored result a duplicate carries. */
+	inbox__buf lease_key;
+	char lease_reason[512];
+	inbox_claim lease_claim;
+
 	inbox_stats stats;
 };
 

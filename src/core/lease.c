@@ -84,66 +84,84 @@ const inbox_msg *inbox_lease_msg(const inbox_lease *l)
 	return l ? &l->msg : NULL;
 }
 
-/* Decide the claim of a lease; runs inside the open transaction. */
-static int acquire_in_txn(inbox_consumer *c, inbox_lease *l,
-                          inbox_outcome *outcome, int *takeover, char *reason,
+/* Decide the claim of a lease; runs inside the open transaction. `cl` is
+ * the consumer's lease_claim: what the claim read back stays in it for
+ * the caller's inbox_result (a duplicate's stored result). */
+static int acquire_in_txn(inbox_consumer *c, inbox_lease *l, inbox_claim *cl,
+                          inbox_result *res, int *takeover, char *reason,
                           size_t rlen)
 {
 	inbox_store *st = c->st;
 	inbox_msg *m = &l->msg;
-	inbox_claim cl = {
-	    .key = m->key.data, .fingerprint = m->fp, .message_id = m->id};
+	inbox__claim_release(cl);
+	memset(cl, 0, sizeof(*cl));
+	cl->key = m->key.data;
+	cl->fingerprint = m->fp;
+	cl->message_id = m->id;
 	int64_t rows;
-	int rc = inbox__claim(c, &cl, 1, INBOX_ST_PROCESSING, c->lease_ms);
-	/* an acquisition answers with an outcome only: no stored result */
-	inbox__claim_release(&cl);
+	/* one statement takes a new key and reads an existing record with
+	 * its stored result: a fresh key costs no second one */
+	int rc = inbox__claim(c, cl, 1, INBOX_ST_PROCESSING, c->lease_ms);
 	if (rc < 0)
 		return rc;
-	if (cl.is_new) {
+	res->attempts = cl->attempts;
+	if (cl->is_new) {
 		l->fence = 1;
 		l->attempt = 1;
-		*outcome = INBOX_ACQUIRED;
+		res->attempts = 1;
+		res->outcome = INBOX_ACQUIRED;
 		return INBOX_OK;
 	}
-	if (cl.status != INBOX_ST_NONE &&
-	    strcmp(cl.stored_fingerprint, m->fp) != 0) {
+	if (cl->status != INBOX_ST_NONE &&
+	    strcmp(cl->stored_fingerprint, m->fp) != 0) {
 		snprintf(reason, rlen,
 		         "fingerprint conflict: key \"%s\" was recorded with "
 		         "fingerprint %s, this message has %s",
-		         m->key.data, cl.stored_fingerprint, m->fp);
-		*outcome = INBOX_CONFLICT;
-		return inbox__write_dead_letter(c, m, reason, cl.attempts,
-		                                cl.stored_fingerprint, &rows);
+		         m->key.data, cl->stored_fingerprint, m->fp);
+		res->outcome = INBOX_CONFLICT;
+		return inbox__write_dead_letter(c, m, reason, cl->attempts,
+		                                cl->stored_fingerprint,
+		                                &res->dead_letter_id);
 	}
-	switch (cl.status) {
+	switch (cl->status) {
 	case INBOX_ST_COMPLETED:
 	case INBOX_ST_DEAD:
-		*outcome = INBOX_DUPLICATE;
+		res->outcome = INBOX_DUPLICATE;
+		/* the first processing's answer, read with the claim */
+		res->result = cl->result;
+		res->result_len = cl->result ? cl->result_len : 0;
+		res->result_type = cl->result ? cl->result_type : NULL;
+		res->first_outcome =
+		    cl->first_outcome != INBOX_OUTCOME_NONE ? cl->first_outcome
+		    : cl->status == INBOX_ST_DEAD ? INBOX_DEAD_LETTERED
+		                                  : INBOX_APPLIED;
 		return INBOX_OK;
 	case INBOX_ST_PROCESSING:
-		if (!cl.lease_expired) {
-			*outcome = INBOX_IN_PROGRESS;
+		if (!cl->lease_expired) {
+			res->outcome = INBOX_IN_PROGRESS;
 			return INBOX_OK;
 		}
 		*takeover = 1;
 		__attribute__((fallthrough));
 	case INBOX_ST_FAILED: {
-		if (cl.attempts >= c->max_attempts) {
+		if (cl->attempts >= c->max_attempts) {
 			snprintf(reason, rlen, "max attempts (%d) reached",
 			         c->max_attempts);
-			rc = st->vt->finish(st, c->name, m->key.data, cl.fence,
-			                    cl.status, INBOX_ST_DEAD,
-			                    cl.attempts, &rows);
+			rc = st->vt->finish(st, c->name, m->key.data, cl->fence,
+			                    cl->status, INBOX_ST_DEAD,
+			                    cl->attempts, &rows);
 			if (rc < 0)
 				return rc;
 			*takeover = 0;
 			if (rows == 0) {
-				*outcome = INBOX_IN_PROGRESS;
+				reason[0] = '\0';
+				res->outcome = INBOX_IN_PROGRESS;
 				return INBOX_OK;
 			}
-			*outcome = INBOX_DEAD_LETTERED;
-			return inbox__write_dead_letter(
-			    c, m, reason, cl.attempts, NULL, &rows);
+			res->outcome = INBOX_DEAD_LETTERED;
+			return inbox__write_dead_letter(c, m, reason,
+			                                cl->attempts, NULL,
+			                                &res->dead_letter_id);
 		}
 		int taken = 0;
 		rc = st->vt->reclaim(st, c->name, m->key.data,
@@ -153,36 +171,45 @@ static int acquire_in_txn(inbox_consumer *c, inbox_lease *l,
 			return rc;
 		if (!taken) {
 			*takeover = 0;
-			*outcome = INBOX_IN_PROGRESS;
+			res->outcome = INBOX_IN_PROGRESS;
 			return INBOX_OK;
 		}
-		*outcome = INBOX_ACQUIRED;
+		res->attempts = l->attempt;
+		res->outcome = INBOX_ACQUIRED;
 		return INBOX_OK;
 	}
 	default:
-		*outcome = INBOX_IN_PROGRESS;
+		res->outcome = INBOX_IN_PROGRESS;
 		return INBOX_OK;
 	}
 }
 
-int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
-                        inbox_lease **lease, inbox_outcome *outcome)
+int inbox_lease_acquire_result(inbox_consumer *c, const inbox_delivery *d,
+                               inbox_lease **lease, inbox_result *res)
 {
-	if (!c || !d || !lease || !outcome)
+	if (!c || !d || !lease || !res)
 		return INBOX_ERR_INVALID;
 	*lease = NULL;
-	*outcome = INBOX_OUTCOME_NONE;
+	if (inbox__vcheck(INBOX__V_RESULT, res->version, c->errmsg,
+	                  sizeof(c->errmsg)) < 0)
+		return INBOX_ERR_INVALID;
+	inbox_result full = {.version = INBOX_RESULT_VERSION};
+	inbox__vfill(INBOX__V_RESULT, res, &full);
 	if (c->st->in_txn)
 		return INBOX_ERR_STATE;
 	if (inbox__vcheck(INBOX__V_DELIVERY, d->version, c->errmsg,
 	                  sizeof(c->errmsg)) < 0)
 		return INBOX_ERR_INVALID;
+	/* the last acquisition's answer is no longer promised to anyone */
+	inbox__claim_release(&c->lease_claim);
 	inbox_lease *l = lease_new(c, d);
 	if (!l)
 		return INBOX_ERR_NOMEM;
 	inbox_store *st = c->st;
-	char reason[512] = "";
-	int bad = inbox__msg_prepare(c, &l->msg, &l->d, reason, sizeof(reason));
+	char *reason = c->lease_reason;
+	reason[0] = '\0';
+	int bad = inbox__msg_prepare(c, &l->msg, &l->d, reason,
+	                             sizeof(c->lease_reason));
 	if (bad < 0) { /* out of memory: not the message's fault */
 		inbox__set_err(c, bad, "lease not acquired");
 		inbox_lease_free(l);
@@ -192,17 +219,21 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 	int rc, takeover = 0;
 	for (int tries = 0; tries < 3; tries++) {
 		takeover = 0;
+		memset(&full, 0, sizeof(full));
+		if (!bad)
+			reason[0] = '\0';
 		rc = st->vt->begin(st);
 		if (rc < 0)
 			break;
 		if (bad) {
-			int64_t id;
-			rc = inbox__write_dead_letter(c, &l->msg, reason, 1,
-			                              NULL, &id);
-			*outcome = INBOX_DEAD_LETTERED;
+			rc = inbox__write_dead_letter(
+			    c, &l->msg, reason, 1, NULL, &full.dead_letter_id);
+			full.attempts = 1;
+			full.outcome = INBOX_DEAD_LETTERED;
 		} else {
-			rc = acquire_in_txn(c, l, outcome, &takeover, reason,
-			                    sizeof(reason));
+			rc = acquire_in_txn(c, l, &c->lease_claim, &full,
+			                    &takeover, reason,
+			                    sizeof(c->lease_reason));
 		}
 		if (rc >= 0)
 			rc = st->vt->commit(st);
@@ -212,21 +243,44 @@ int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
 			break;
 	}
 	if (rc < 0) {
+		inbox__claim_release(&c->lease_claim);
 		inbox__set_err(c, rc, "lease acquisition rolled back");
 		inbox_lease_free(l);
 		return rc;
 	}
-	inbox__observe(
-	    c, *outcome == INBOX_ACQUIRED ? INBOX_OUTCOME_NONE : *outcome,
-	    *outcome == INBOX_ACQUIRED ? -1.0 : inbox__mono_seconds() - t0,
-	    takeover);
-	if (*outcome == INBOX_ACQUIRED) {
+	inbox_outcome o = full.outcome;
+	inbox__observe(c, o == INBOX_ACQUIRED ? INBOX_OUTCOME_NONE : o,
+	               o == INBOX_ACQUIRED ? -1.0 : inbox__mono_seconds() - t0,
+	               takeover);
+	/* the key and the reason live in the consumer until the next
+	 * acquisition (the lease may be freed first) */
+	inbox__buf_reset(&c->lease_key);
+	if (l->msg.key.len && inbox__buf_append(&c->lease_key, l->msg.key.data,
+	                                        l->msg.key.len) == 0)
+		full.key = c->lease_key.data;
+	full.reason = reason[0] ? reason : NULL;
+	full.version = res->version;
+	inbox__vfill(INBOX__V_RESULT, res, &full);
+	if (o == INBOX_ACQUIRED) {
 		l->msg.attempt = l->attempt;
 		*lease = l;
 	} else {
 		inbox_lease_free(l);
 	}
 	return INBOX_OK;
+}
+
+int inbox_lease_acquire(inbox_consumer *c, const inbox_delivery *d,
+                        inbox_lease **lease, inbox_outcome *outcome)
+{
+	if (!outcome)
+		return INBOX_ERR_INVALID;
+	*outcome = INBOX_OUTCOME_NONE;
+	inbox_result r = INBOX_RESULT_INIT;
+	int rc = inbox_lease_acquire_result(c, d, lease, &r);
+	if (rc >= 0)
+		*outcome = r.outcome;
+	return rc;
 }
 
 int inbox_lease_extend(inbox_lease *l)

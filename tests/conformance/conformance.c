@@ -2300,6 +2300,8 @@ TEST(registration_checks_what_a_vtable_claims)
 
 /* Stored results: their own cases, in their own file. */
 #include "results.c"
+/* Stored results under leases: their own file. */
+#include "lease_results.c"
 /* the cases at the vtable (the store slots) */
 #include "store_slots.c"
 
@@ -2353,6 +2355,7 @@ int main(int argc, char **argv)
 	RUN(admin_reads_refuse_an_open_transaction);
 	RUN(registration_checks_what_a_vtable_claims);
 	run_result_cases();
+	run_lease_result_cases();
 	/* store_slots.c */
 	RUN(slot_stored_retention);
 	RUN(slot_claim_new_and_duplicate);

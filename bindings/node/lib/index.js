@@ -391,13 +391,19 @@ class Consumer extends Handle {
       .then((rs) => rs.map(decodeResult));
   }
 
-  /** Take a lease on a long message: { outcome, lease } (lease set when 'acquired'). */
+  /** Take a lease on a long message: a result as process()'s ({ outcome,
+   * key, attempts, reason, ... }) with `lease` set when 'acquired'. A key
+   * already done is a 'duplicate' carrying the first processing's stored
+   * result (r.result, r.firstOutcome), read by the statement that looked
+   * the key up. */
   acquire(event) {
     const d = [toDelivery(event)];
-    return this._after(() => this._call(OP.LEASE_ACQUIRE, null, null, null, null, d)).then((r) => ({
-      outcome: r.outcome,
-      lease: r.lease ? new Lease(this, r.lease, r.key, r.fence, event) : null,
-    }));
+    return this._after(() => this._call(OP.LEASE_ACQUIRE, null, null, null, null, d)).then((r) => {
+      decodeResult(r);
+      r.lease = r.lease ? new Lease(this, r.lease, r.key, r.fence, event) : null;
+      delete r.fence;
+      return r;
+    });
   }
 
   /** Replay dead letter `id` through this consumer (its dedup decides). */

@@ -900,10 +900,18 @@ static void run_job(handle *h, job *j)
 		break;
 	}
 	case OP_LEASE_ACQUIRE: {
+		/* a duplicate carries the key's stored result, as a
+		 * processing call's does */
 		inbox_lease *l = NULL;
-		inbox_outcome o = INBOX_OUTCOME_NONE;
-		rc = inbox_lease_acquire(h->c, j->d, &l, &o);
-		j->out_i[0] = o;
+		inbox_result r = INBOX_RESULT_INIT;
+		j->res = calloc(1, sizeof *j->res);
+		if (!j->res) {
+			rc = INBOX_ERR_NOMEM;
+			break;
+		}
+		rc = inbox_lease_acquire_result(h->c, j->d, &l, &r);
+		if (rc >= 0)
+			copy_result(j->res, &r);
 		if (rc >= 0 && l) {
 			lease_ent *le = calloc(1, sizeof *le);
 			if (!le) {
@@ -917,7 +925,6 @@ static void run_job(handle *h, job *j)
 			h->leases = le;
 			j->out_i[1] = le->id;
 			j->out_i[2] = inbox_lease_fence(l);
-			j->out_s = xstrdup(inbox_lease_key(l));
 		}
 		if (rc < 0) {
 			fail_consumer(h, j, rc);
@@ -1301,13 +1308,12 @@ static napi_value job_value(napi_env env, job *j)
 		napi_create_double(env, (double)j->out_i[0], &o);
 		return o;
 	case OP_LEASE_ACQUIRE:
-		napi_create_object(env, &o);
-		set_str(env, o, "outcome",
-		        inbox_outcome_name((inbox_outcome)j->out_i[0]));
+		/* a result object (lib/index.js decodes its stored result)
+		 * with the lease's id and fence when acquired */
+		o = result_obj(env, j->res);
 		if (j->out_i[1]) {
 			set_num(env, o, "lease", (double)j->out_i[1]);
 			set_num(env, o, "fence", (double)j->out_i[2]);
-			set_str(env, o, "key", j->out_s);
 		}
 		return o;
 	case OP_LEASE_COMPLETE:

@@ -82,4 +82,39 @@ for (const store of stores()) {
     assert.equal(bad && bad.code, 'INBOX_ERR_INVALID');
     await s.inbox.close();
   });
+
+  test(`${store.kind}: a lease on a done key carries the stored result`, async () => {
+    const s = await openStore(store);
+    const c = s.inbox.consumer({ name: 'billing.long' });
+    const ev = { id: 'l-1', data: { orderId: 'o-1', total: 100 } };
+    const a = await c.acquire(ev);
+    assert.equal(a.outcome, 'acquired');
+    assert.equal(a.key, 'l-1');
+    assert.equal(a.result, null);
+    assert.equal(a.lease.key, 'l-1');
+    assert.equal(await a.lease.complete(async (trx, m) => {
+      await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [m.event.data.orderId, m.event.data.total]);
+      await trx.setResult({ invoice: 'F-9' });
+    }), 'applied');
+    const d = await c.acquire(ev);
+    assert.equal(d.outcome, 'duplicate');
+    assert.equal(d.lease, null);
+    assert.deepEqual(d.result, { invoice: 'F-9' });
+    assert.equal(d.resultType, 'application/json');
+    assert.equal(d.firstOutcome, 'applied');
+    // a key done without a result, through process()
+    await c.process({ id: 'l-2', data: {} }, async () => {});
+    const n = await c.acquire({ id: 'l-2', data: {} });
+    assert.equal(n.outcome, 'duplicate');
+    assert.equal(n.result, null);
+    assert.equal(n.firstOutcome, 'applied');
+    // the same key, another payload: a conflict, no answer
+    const x = await c.acquire({ id: 'l-1', data: { orderId: 'o-1', total: 999 } });
+    assert.equal(x.outcome, 'conflict');
+    assert.equal(x.result, null);
+    assert.match(x.reason, /fingerprint conflict/);
+    assert.ok(x.deadLetterId > 0);
+    assert.equal(await count(s.inbox, s.invoices), 1);
+    await s.inbox.close();
+  });
 }

@@ -5,7 +5,7 @@
 // loose fails this file as surely as one made wrong.
 import {
   Inbox, Consumer, Dispatcher, DispatcherStats, Transaction, Message, Result, Outcome, QueryResult, Row,
-  RetryableError, PermanentError, HandlerTimeoutError, InboxError, Stats, DeadLetter,
+  RetryableError, PermanentError, HandlerTimeoutError, InboxError, Stats, DeadLetter, LeaseResult,
   delivery, outboxKey, fingerprint, redactUrl, version,
 } from 'libinbox';
 
@@ -58,6 +58,10 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
   if (dls.length) await consumer.replay(dls[0].id, async () => {});
   const { outcome, lease } = await consumer.acquire(event);
   if (outcome === 'acquired' && lease) await lease.complete(async () => {});
+  const lr: LeaseResult = await consumer.acquire(event);
+  const leased: unknown = lr.outcome === 'duplicate' ? lr.result : null;
+  const leasedFirst: Outcome | null = lr.firstOutcome;
+  void [leased, leasedFirst];
   const e = new HandlerTimeoutError(5000);
   const code: 'INBOX_HANDLER_TIMEOUT' = e.code;
   const asRetryable: RetryableError = e;
