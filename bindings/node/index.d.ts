@@ -12,7 +12,7 @@ export interface InboxError extends Error {
     | 'INBOX_ERR_STORE' | 'INBOX_ERR_SCHEMA' | 'INBOX_ERR_TRANSIENT' | 'INBOX_ERR_BUSY'
     | 'INBOX_ERR_FENCED' | 'INBOX_ERR_STATE' | 'INBOX_ERR_NOTFOUND' | 'INBOX_ERR_SOURCE'
     | 'INBOX_ERR_CONFIG' | 'INBOX_ERR_IO' | 'INBOX_ERR_TIMEOUT' | 'INBOX_ERR_HANDLER'
-    | 'INBOX_ERR_NUL';
+    | 'INBOX_ERR_NUL' | 'INBOX_ERR_TOO_LARGE';
   /** The negative inbox_err value. */
   errno: number;
   /** SQLSTATE (PostgreSQL) or SQLite result code name, when there is one. */
@@ -68,6 +68,10 @@ export interface ConsumerOptions {
   maxAttempts?: number;
   leaseMs?: number;
   maxPayload?: number;
+  /** Limit of a stored result (trx.setResult), in bytes: a whole number
+   * > 0, at most 256 MiB (default 64 KiB). A larger result is refused to
+   * the handler with INBOX_ERR_TOO_LARGE, never cut. */
+  maxResultBytes?: number;
   /** What to do with a message older than the window whose key is gone. */
   replay?: 'dead-letter' | 'drop' | 'apply';
   batchTimeoutMs?: number;

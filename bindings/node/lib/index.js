@@ -317,8 +317,9 @@ class Transaction {
    * (text/plain; charset=utf-8), anything else as JSON (application/json:
    * a duplicate's r.result is the value again). contentType overrides the
    * type. Calling it again replaces the result. Rejects with
-   * INBOX_ERR_TOO_LARGE over the consumer's limit (64 KiB): nothing is
-   * stored then, never a cut; the handler decides (throw, or store less). */
+   * INBOX_ERR_TOO_LARGE over the consumer's maxResultBytes (default 64
+   * KiB): nothing is stored then, never a cut; the handler decides
+   * (throw, or store less). */
   setResult(value, contentType) {
     let bytes;
     let type;
@@ -341,6 +342,17 @@ class Transaction {
   }
 }
 
+// The consumer's limit on a stored result (trx.setResult), in bytes: a
+// positive integer (the library refuses more than 256 MiB at open); not
+// given: the library's default, 64 KiB.
+function maxResultBytes(v) {
+  if (v == null) return 0;
+  if (!Number.isSafeInteger(v) || v <= 0) {
+    throw inboxError('INBOX_ERR_INVALID', `maxResultBytes: ${v}? (a whole number of bytes > 0)`);
+  }
+  return v;
+}
+
 function storeInts(o) {
   return [o.autoMigrate === false ? 0 : 1, o.busyTimeoutMs || 0, o.lockTimeoutMs || 0,
     o.statementTimeoutMs || 0];
@@ -349,17 +361,21 @@ function storeInts(o) {
 /** A consumer: its own connection and worker thread. */
 class Consumer extends Handle {
   constructor(inbox, opts) {
-    super();
+    // options checked before super(): a refused one starts no native
+    // handle (nor its worker thread)
     if (!opts || !opts.name) throw inboxError('INBOX_ERR_INVALID', 'a consumer needs a name');
-    this.name = opts.name;
+    let handlerTimeout = DEFAULT_HANDLER_TIMEOUT_MS;
     if (opts.handlerTimeout != null) {
-      const ms = Number(opts.handlerTimeout);
-      if (!(ms > 0)) throw inboxError('INBOX_ERR_INVALID', `handlerTimeout: ${opts.handlerTimeout}? (ms > 0)`);
-      this._handlerTimeout = ms;
+      handlerTimeout = Number(opts.handlerTimeout);
+      if (!(handlerTimeout > 0)) throw inboxError('INBOX_ERR_INVALID', `handlerTimeout: ${opts.handlerTimeout}? (ms > 0)`);
     }
-    const so = inbox._storeOpts;
     const replay = opts.replay == null ? 0 : REPLAY[opts.replay];
     if (replay === undefined) throw inboxError('INBOX_ERR_INVALID', `replay: ${opts.replay}?`);
+    const maxResult = maxResultBytes(opts.maxResultBytes);
+    super();
+    this.name = opts.name;
+    this._handlerTimeout = handlerTimeout;
+    const so = inbox._storeOpts;
     const schema = opts.schema == null ? null
       : (typeof opts.schema === 'string' ? opts.schema : JSON.stringify(opts.schema));
     this._ok = false;
@@ -369,7 +385,8 @@ class Consumer extends Handle {
       [opts.idPointer || null, schema],
       [...storeInts(so), opts.retentionSeconds || 0, opts.maxAttempts || 0, replay,
         opts.batchTimeoutMs || 0],
-      [opts.leaseMs || 0, opts.maxPayload || 0]).then(() => { this._ok = true; return this; });
+      [opts.leaseMs || 0, opts.maxPayload || 0, maxResult])
+      .then(() => { this._ok = true; return this; });
     this.ready.catch(() => {});
     if (opts.signal) onAbort(opts.signal, this);
   }

@@ -142,6 +142,9 @@ typedef struct dl_copy {
 	inbox_admin_dead_letter dl; /* strings owned (strdup'ed) */
 } dl_copy;
 
+#define JOB_NI 16
+#define JOB_NF 8
+
 typedef struct job {
 	struct job *next;
 	int op;
@@ -150,8 +153,10 @@ typedef struct job {
 	char *s[6];
 	int nparams;
 	char **params;
-	int64_t i[8];
-	double f[2];
+	/* numbers: as many as the call's arrays hold, up to these (the
+	 * rest 0); sizes and lengths that may pass 2^31 travel in f */
+	int64_t i[JOB_NI];
+	double f[JOB_NF];
 	inbox_delivery *d;
 	size_t nd;
 	int has_handler;
@@ -647,7 +652,7 @@ static void run_open(handle *h, job *j)
 	 * consumer: s3 name, s4 key template, s5 fingerprint pointer;
 	 * params[0] id pointer, params[1] json schema; i4 retention,
 	 * i5 max attempts, i6 replay policy, i7 batch timeout; f0 lease
-	 * ms, f1 max payload */
+	 * ms, f1 max payload, f2 max result bytes (0: the defaults) */
 	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
 	so.table_prefix = j->s[1];
 	so.schema = j->s[2];
@@ -679,6 +684,8 @@ static void run_open(handle *h, job *j)
 		co.lease_ms = (int64_t)j->f[0];
 	if (j->f[1] > 0)
 		co.max_payload = (size_t)j->f[1];
+	if (j->f[2] > 0)
+		co.max_result_bytes = (size_t)j->f[2];
 	co.replay_policy = (inbox_replay_policy)j->i[6];
 	co.batch_timeout_ms = j->i[7];
 	co.handler = c_handler;
@@ -1685,8 +1692,8 @@ static napi_value js_handle_new(napi_env env, napi_callback_info info)
 	return self;
 }
 
-/* handle.call(op, id, strings[6], params, ints[6], floats[2],
- *             deliveries, hasHandler) */
+/* handle.call(op, id, strings[6], params, ints[<= JOB_NI],
+ *             floats[<= JOB_NF], deliveries, hasHandler) */
 static napi_value js_call(napi_env env, napi_callback_info info)
 {
 	size_t argc = 8;
@@ -1720,12 +1727,23 @@ static napi_value js_call(napi_env env, napi_callback_info info)
 	}
 	if (get_params(env, argv[3], j) < 0)
 		goto fail;
-	for (uint32_t k = 0; k < 8 && !is_nullish(env, argv[4]); k++) {
+	uint32_t ni = 0, nf = 0;
+	if (!is_nullish(env, argv[4]))
+		napi_get_array_length(env, argv[4], &ni);
+	if (!is_nullish(env, argv[5]))
+		napi_get_array_length(env, argv[5], &nf);
+	if (ni > JOB_NI || nf > JOB_NF) {
+		job_free(j);
+		napi_throw_error(env, "INBOX_ERR_INVALID",
+		                 "too many numbers for one call");
+		return NULL;
+	}
+	for (uint32_t k = 0; k < ni; k++) {
 		napi_value e;
 		napi_get_element(env, argv[4], k, &e);
 		j->i[k] = get_i64(env, e);
 	}
-	for (uint32_t k = 0; k < 2 && !is_nullish(env, argv[5]); k++) {
+	for (uint32_t k = 0; k < nf; k++) {
 		napi_value e;
 		napi_get_element(env, argv[5], k, &e);
 		j->f[k] = get_f64(env, e);

@@ -83,6 +83,35 @@ for (const store of stores()) {
     await s.inbox.close();
   });
 
+  test(`${store.kind}: maxResultBytes bounds the stored result, never a cut`, async () => {
+    const s = await openStore(store);
+    for (const v of [0, -1, 1.5, '64k', NaN]) {
+      assert.throws(() => s.inbox.consumer({ name: 'x', maxResultBytes: v }), { code: 'INBOX_ERR_INVALID' });
+    }
+    // more than the library allows (256 MiB): the open is refused
+    await assert.rejects(s.inbox.consumer({ name: 'huge', maxResultBytes: 256 * 1024 * 1024 + 1 }).ready,
+      { code: 'INBOX_ERR_INVALID' });
+    const c = s.inbox.consumer({ name: 'billing.small', maxResultBytes: 16 });
+    const errs = [];
+    const r = await c.process({ id: 's-1', data: {} }, async (trx) => {
+      await trx.setResult(Buffer.alloc(16, 0x61)); // exactly the limit
+      try { await trx.setResult(Buffer.alloc(17, 0x62)); } catch (e) { errs.push(e); }
+      try { await trx.setResult({ invoice: 'F-0000000001' }); } catch (e) { errs.push(e); }
+    });
+    assert.deepEqual(errs.map((e) => e.code), ['INBOX_ERR_TOO_LARGE', 'INBOX_ERR_TOO_LARGE']);
+    assert.equal(r.outcome, 'applied');
+    assert.ok(r.result.equals(Buffer.alloc(16, 0x61)), 'the result within the limit, whole');
+    const dup = await c.process({ id: 's-1', data: {} }, async () => { throw new Error('must not run'); });
+    assert.equal(dup.outcome, 'duplicate');
+    assert.equal(dup.resultBytes.length, 16);
+    // above the default 64 KiB when the consumer allows it
+    const big = s.inbox.consumer({ name: 'billing.big', maxResultBytes: 128 * 1024 });
+    const rb = await big.process({ id: 'b-1', data: {} }, async (trx) => { await trx.setResult(Buffer.alloc(100 * 1024, 7)); });
+    assert.equal(rb.outcome, 'applied');
+    assert.equal(rb.resultBytes.length, 100 * 1024);
+    await s.inbox.close();
+  });
+
   test(`${store.kind}: a lease on a done key carries the stored result`, async () => {
     const s = await openStore(store);
     const c = s.inbox.consumer({ name: 'billing.long' });

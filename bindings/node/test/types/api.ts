@@ -21,6 +21,7 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
     handlerTimeout: 5000,
     maxAttempts: 5,
     replay: 'dead-letter',
+    maxResultBytes: 1024,
   });
   const timeout: number = consumer.handlerTimeout;
   const r: Result = await consumer.process<OrderCreated>(event, async (trx: Transaction<OrderCreated>, msg: Message<OrderCreated>) => {
@@ -86,6 +87,8 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
   inbox.consumer({ key: '{id}' });
   // @ts-expect-error handlerTimeout is a number of ms
   inbox.consumer({ name: 'x', handlerTimeout: '5s' });
+  // @ts-expect-error maxResultBytes is a number of bytes
+  inbox.consumer({ name: 'x', maxResultBytes: '64k' });
   // @ts-expect-error no such outcome
   const bad: Outcome = 'applyed';
   // @ts-expect-error rowMode is 'object' or 'array'
