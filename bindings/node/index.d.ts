@@ -237,7 +237,40 @@ export interface DispatcherStats {
 }
 
 /** A running outbox dispatcher (its own connection and thread). */
+/** One outbox row's outcome, as a running dispatcher committed it. */
+export interface OutboxEvent {
+  id: number;
+  consumer: string;
+  /** The message's inbox key. */
+  key: string;
+  step: string;
+  idempotencyKey: string;
+  /** The row's URL with any password or token redacted. */
+  url: string | null;
+  /** The row's state now ('in_flight': it went to a newer claim). */
+  state: 'done' | 'failed' | 'unknown' | 'dead' | 'in_flight' | 'pending';
+  attempts: number;
+  /** What the call came to; null when none was made (reconciled, released). */
+  outcome: 'done' | 'retry' | 'unknown' | 'permanent' | null;
+  /** HTTP status, or null. */
+  status: number | null;
+  error: string | null;
+  reason: string | null;
+  /** Events this reader dropped (it fell behind) just before this one. */
+  missed?: number;
+}
+
+export interface OutboxEvents extends AsyncIterableIterator<OutboxEvent> {
+  /** Events dropped so far because this reader fell behind. */
+  readonly dropped: number;
+}
+
 export class Dispatcher {
+  /** The rows' outcomes as an async iterator, until the run in progress
+   * (or the next) ends, the loop breaks, or `signal` aborts (AbortError).
+   * A reader keeps at most highWaterMark events (default 1000) and drops
+   * newer ones meanwhile; the dispatcher never waits for it. */
+  events(opts?: { signal?: AbortSignal; highWaterMark?: number }): OutboxEvents;
   /** Resolves when its connection is open. */
   readonly ready: Promise<Dispatcher>;
   /** From start() until its run has ended. */

@@ -181,10 +181,14 @@ class Handle extends native.Handle {
       this._pending.delete(id);
       this._jobs.delete(id);
       if (err) p.reject(err); else p.resolve(value);
+    } else if (kind === 2) {
+      this._outboxEvent(value); // a running dispatcher's row outcome
     } else {
       this._runHandler(id, err); // the message rides in the third slot
     }
   }
+
+  _outboxEvent() {}
 
   async _runHandler(jobId, m) {
     const job = this._jobs.get(jobId);
@@ -467,6 +471,7 @@ class Dispatcher extends Handle {
     const so = inbox._storeOpts;
     this._opts = opts;
     this._run = null;
+    this._readers = new Set(); // events() iterators
     this.ready = this._call(OP.OPEN, [inbox._url, so.tablePrefix || null, so.schema || null], null,
       storeInts(so)).then(() => this);
     this.ready.catch(() => {});
@@ -485,6 +490,7 @@ class Dispatcher extends Handle {
     const o = this._opts;
     const run = this.ready
       .then(() => this._call(OP.DISPATCH_RUN, [o.consumer || null], null, dispatcherInts(o)))
+      .then((v) => { this._endReaders(null); return v; }, (e) => { this._endReaders(e); throw e; })
       .finally(() => { if (this._run === run) this._run = null; });
     run.catch(() => {}); // observed through start()/stop()'s promise
     this._run = run;
@@ -506,12 +512,118 @@ class Dispatcher extends Handle {
    * running }), read without waiting for the dispatcher. */
   stats() { return this.dispatcherStats(); }
 
+  /** The rows' outcomes as this dispatcher commits them, as an async
+   * iterator: `for await (const ev of d.events({ signal })) ...`. Each is
+   * { id, consumer, key, step, idempotencyKey, url (redacted), state
+   * ('done', 'failed', 'unknown', 'dead'; 'in_flight': the row went to a
+   * newer claim), attempts, outcome ('done', 'retry', 'unknown',
+   * 'permanent'; null when no call was made: reconciled, released),
+   * status (HTTP, or null), error, reason }. Only rows finished after the
+   * iterator was made; it ends when the run in progress (or, before
+   * start(), the next run) ends — stop(), close(), the dispatcher's
+   * signal; it throws the run's error if the run fails — or when the loop
+   * breaks. Its own `signal` ends it with an AbortError. A reader that
+   * falls behind keeps at most `highWaterMark` events (default 1000);
+   * newer ones are dropped meanwhile, and the next event it gets carries
+   * `missed` (how many; the iterator's `dropped` counts them all). The
+   * dispatcher never waits for a reader. */
+  events(opts = {}) {
+    const hwm = opts.highWaterMark == null ? 1000 : opts.highWaterMark;
+    if (!Number.isSafeInteger(hwm) || hwm <= 0) {
+      throw inboxError('INBOX_ERR_INVALID', `highWaterMark: ${opts.highWaterMark}? (a whole number > 0)`);
+    }
+    const { signal } = opts;
+    const buf = [];
+    let missed = 0;
+    let dropped = 0;
+    let waiting = null;
+    let ended = false;
+    let error = null;
+    const onAbort = () => {
+      const e = new Error('The operation was aborted');
+      e.name = 'AbortError';
+      e.code = 'ABORT_ERR';
+      e.cause = signal.reason;
+      buf.length = 0;
+      reader.end(e);
+    };
+    const reader = {
+      push: (ev) => {
+        if (ended) return;
+        if (missed) { ev.missed = missed; missed = 0; }
+        if (waiting) {
+          const w = waiting;
+          waiting = null;
+          w.resolve({ value: ev, done: false });
+        } else if (buf.length < hwm) {
+          buf.push(ev);
+        } else {
+          missed += 1 + (ev.missed || 0);
+          dropped++;
+        }
+      },
+      end: (e) => {
+        if (ended) return;
+        ended = true;
+        error = e || null;
+        this._readers.delete(reader);
+        if (this._readers.size === 0) native.Handle.prototype.wantEvents.call(this, false);
+        if (signal) signal.removeEventListener('abort', onAbort);
+        if (waiting) {
+          const w = waiting;
+          waiting = null;
+          if (error) { w.reject(error); error = null; } else w.resolve({ value: undefined, done: true });
+        }
+      },
+    };
+    const it = {
+      next: () => {
+        if (buf.length) return Promise.resolve({ value: buf.shift(), done: false });
+        if (ended) {
+          if (error) { const e = error; error = null; return Promise.reject(e); }
+          return Promise.resolve({ value: undefined, done: true });
+        }
+        return new Promise((resolve, reject) => { waiting = { resolve, reject }; });
+      },
+      return: () => {
+        buf.length = 0;
+        error = null;
+        reader.end(null);
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]() { return this; },
+      /** Events dropped so far because this reader fell behind. */
+      get dropped() { return dropped; },
+    };
+    if (this._closed) {
+      ended = true;
+      return it;
+    }
+    if (signal && signal.aborted) {
+      onAbort();
+      return it;
+    }
+    this._readers.add(reader);
+    if (this._readers.size === 1) native.Handle.prototype.wantEvents.call(this, true);
+    if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    return it;
+  }
+
+  _outboxEvent(ev) {
+    for (const r of this._readers) r.push({ ...ev });
+  }
+
+  _endReaders(err) {
+    for (const r of [...this._readers]) r.end(err);
+  }
+
   /** Stops it (as stop()) and closes its connection. */
   async close() {
     if (this._run) {
       this.stop();
       await this._run.catch(() => {});
     }
+    this._endReaders(null);
     return super.close();
   }
 }

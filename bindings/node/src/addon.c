@@ -187,10 +187,23 @@ typedef struct hcall {
 } hcall;
 
 /* What the thread-safe function carries. */
+/* An outbox row's outcome from a running dispatcher, for
+ * dispatcher.events() (copied: the item is borrowed). */
+typedef struct oevent {
+	int64_t id;
+	char *consumer, *key, *step, *idempotency_key, *url, *reason, *error;
+	int32_t attempts;
+	inbox_outbox_state state;
+	int attempted; /* an attempt was made: outcome and status say how */
+	inbox_effect_outcome outcome;
+	int status;
+} oevent;
+
 typedef struct ev {
-	int kind; /* 0: a job finished; 1: a handler call */
+	int kind; /* 0: a job finished; 1: a handler call; 2: an outbox event */
 	job *j;
 	hcall *h;
+	oevent *o;
 } ev;
 
 typedef struct queue {
@@ -220,6 +233,9 @@ typedef struct handle {
 	/* a running dispatcher (OP_DISPATCH_RUN): set by the main thread,
 	 * read by inbox_dispatcher_run() on the worker */
 	volatile sig_atomic_t stop;
+	/* dispatcher.events() has a reader: post each row's outcome (set by
+	 * the main thread, read by the dispatcher's on_event) */
+	volatile sig_atomic_t events;
 	inbox_outbox_stats dstats; /* under mu: its counters so far */
 	int running;               /* under mu */
 	/* main thread only */
@@ -348,16 +364,36 @@ static napi_status tsfn_post(handle *h, void *data)
 	return st;
 }
 
+static void oevent_free(oevent *o)
+{
+	if (!o)
+		return;
+	free(o->consumer);
+	free(o->key);
+	free(o->step);
+	free(o->idempotency_key);
+	free(o->url);
+	free(o->reason);
+	free(o->error);
+	free(o);
+}
+
+/* Free an event nobody will read. */
+static void ev_drop(ev *e)
+{
+	if (e->kind == 0)
+		job_free(e->j);
+	else if (e->kind == 1)
+		hcall_free(e->h);
+	else
+		oevent_free(e->o);
+	free(e);
+}
+
 static void post(handle *h, ev *e)
 {
-	if (tsfn_post(h, e) != napi_ok) {
-		/* the environment is going away: nobody will read it */
-		if (e->kind == 0)
-			job_free(e->j);
-		else
-			hcall_free(e->h);
-		free(e);
-	}
+	if (tsfn_post(h, e) != napi_ok)
+		ev_drop(e); /* the environment is going away */
 }
 
 static void finish(handle *h, job *j)
@@ -740,6 +776,44 @@ static int dispatch_tick(inbox_dispatcher *d, inbox_dispatch_event ev,
 	return h->stop != 0;
 }
 
+/* A row's outcome committed: posted to dispatcher.events()'s readers,
+ * only while there are some (h->events). The URL is redacted (a token in
+ * it never reaches JS logs). */
+static void dispatch_event(const inbox_outbox_item *it,
+                           const inbox_effect_result *res,
+                           inbox_outbox_state state, const char *reason,
+                           void *payload)
+{
+	handle *h = payload;
+	if (!h->events)
+		return;
+	ev *e = calloc(1, sizeof *e);
+	oevent *o = calloc(1, sizeof *o);
+	if (!e || !o) {
+		free(e);
+		free(o);
+		return;
+	}
+	o->id = it->id;
+	o->consumer = xstrdup(it->consumer);
+	o->key = xstrdup(it->key);
+	o->step = xstrdup(it->step);
+	o->idempotency_key = xstrdup(it->idempotency_key);
+	o->url = it->url ? inbox_redact_url(it->url) : NULL;
+	o->reason = xstrdup(reason);
+	o->attempts = it->attempts;
+	o->state = state;
+	if (res) {
+		o->attempted = 1;
+		o->outcome = res->outcome;
+		o->status = res->status;
+		o->error = res->error[0] ? xstrdup(res->error) : NULL;
+	}
+	e->kind = 2;
+	e->o = o;
+	post(h, e);
+}
+
 /* A running dispatcher on this handle's own store and thread (a libuv
  * pool thread would be held for as long as it runs): until stop(). */
 static void run_dispatcher(handle *h, job *j)
@@ -750,6 +824,8 @@ static void run_dispatcher(handle *h, job *j)
 	dispatcher_options(&o, j);
 	o.on_tick = dispatch_tick;
 	o.tick_payload = h;
+	o.on_event = dispatch_event;
+	o.event_payload = h;
 	int rc = inbox_dispatcher_open(&d, h->st, &o, err, sizeof err);
 	if (rc < 0) {
 		j->rc = rc;
@@ -1385,11 +1461,7 @@ static void call_js(napi_env env, napi_value dispatch, void *context,
 	handle *h = context;
 	ev *e = data;
 	if (!env) { /* torn down */
-		if (e->kind == 0)
-			job_free(e->j);
-		else
-			hcall_free(e->h);
-		free(e);
+		ev_drop(e);
 		return;
 	}
 	napi_value obj = NULL, undef, argv[5];
@@ -1414,6 +1486,41 @@ static void call_js(napi_env env, napi_value dispatch, void *context,
 		}
 		job_settled(env, h, j->op);
 		job_free(j);
+	} else if (e->kind == 2) {
+		oevent *oe = e->o;
+		if (obj) {
+			napi_value m;
+			napi_create_object(env, &m);
+			set_num(env, m, "id", (double)oe->id);
+			set_str(env, m, "consumer", oe->consumer);
+			set_str(env, m, "key", oe->key);
+			set_str(env, m, "step", oe->step);
+			set_str(env, m, "idempotencyKey", oe->idempotency_key);
+			set_str(env, m, "url", oe->url);
+			set_str(env, m, "state",
+			        inbox_outbox_state_name(oe->state));
+			set_num(env, m, "attempts", oe->attempts);
+			static const char *const names[] = {
+			    NULL, "done", "retry", "unknown", "permanent"};
+			set_str(env, m, "outcome",
+			        oe->attempted && oe->outcome >= 1 &&
+			                oe->outcome <= 4
+			            ? names[oe->outcome]
+			            : NULL);
+			if (oe->attempted && oe->status)
+				set_num(env, m, "status", oe->status);
+			else
+				set(env, m, "status", str_or_null(env, NULL));
+			set_str(env, m, "error", oe->error);
+			set_str(env, m, "reason", oe->reason);
+			argv[0] = obj;
+			napi_create_uint32(env, 2, &argv[1]);
+			napi_create_uint32(env, 0, &argv[2]);
+			argv[3] = undef;
+			argv[4] = m;
+			napi_call_function(env, undef, dispatch, 5, argv, NULL);
+		}
+		oevent_free(oe);
 	} else {
 		hcall *hc = e->h;
 		if (obj) {
@@ -1777,6 +1884,24 @@ fail:
 	return NULL;
 }
 
+/* handle.wantEvents(on): whether a running dispatcher posts each row's
+ * outcome (dispatcher.events() has a reader). */
+static napi_value js_events(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], self;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+	handle *h = unwrap(env, self);
+	bool on = false;
+	if (!h || argc < 1 ||
+	    napi_get_value_bool(env, argv[0], &on) != napi_ok) {
+		napi_throw_error(env, "INBOX_ERR_INVALID", "wantEvents(bool)");
+		return NULL;
+	}
+	h->events = on;
+	return NULL;
+}
+
 /* handle.stop(): a running dispatcher stops claiming rows; its run ends
  * once the calls in flight finish (the run's promise settles then). */
 static napi_value js_stop(napi_env env, napi_callback_info info)
@@ -1891,12 +2016,14 @@ static napi_value init(napi_env env, napi_value exports)
 	napi_property_descriptor methods[] = {
 	    {"call", NULL, js_call, NULL, NULL, NULL, napi_default, NULL},
 	    {"stop", NULL, js_stop, NULL, NULL, NULL, napi_default, NULL},
+	    {"wantEvents", NULL, js_events, NULL, NULL, NULL, napi_default,
+	     NULL},
 	    {"dispatcherStats", NULL, js_dispatcher_stats, NULL, NULL, NULL,
 	     napi_default, NULL},
 	};
 	napi_value cls, v;
 	NAPI_OK(napi_define_class(env, "Handle", NAPI_AUTO_LENGTH,
-	                          js_handle_new, NULL, 3, methods, &cls));
+	                          js_handle_new, NULL, 4, methods, &cls));
 	napi_set_named_property(env, exports, "Handle", cls);
 	napi_property_descriptor fns[] = {
 	    {"errName", NULL, js_err_name, NULL, NULL, NULL, napi_default,

@@ -5,7 +5,7 @@
 // loose fails this file as surely as one made wrong.
 import {
   Inbox, Consumer, Dispatcher, DispatcherStats, Transaction, Message, Result, Outcome, QueryResult, Row,
-  RetryableError, PermanentError, HandlerTimeoutError, InboxError, Stats, DeadLetter, LeaseResult,
+  RetryableError, PermanentError, HandlerTimeoutError, InboxError, Stats, DeadLetter, LeaseResult, OutboxEvent, OutboxEvents,
   delivery, outboxKey, fingerprint, redactUrl, version,
 } from 'libinbox';
 
@@ -73,7 +73,15 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
   const v: string = version;
   const ac2 = new AbortController();
   const d: Dispatcher = inbox.dispatcher({ consumer: consumer.name, pollMs: 100, concurrency: 8, signal: ac2.signal });
+  const evs: OutboxEvents = d.events({ signal: ac2.signal, highWaterMark: 100 });
   const running: Promise<DispatcherStats> = d.start();
+  for await (const ev of evs) {
+    const e: OutboxEvent = ev;
+    const st2: string = e.state;
+    const http: number | null = e.status;
+    void [st2, http, evs.dropped];
+    break;
+  }
   const live: boolean = d.stats().running;
   const fin: DispatcherStats = await d.stop();
   const done: number = fin.done;
@@ -87,6 +95,8 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
   inbox.consumer({ key: '{id}' });
   // @ts-expect-error handlerTimeout is a number of ms
   inbox.consumer({ name: 'x', handlerTimeout: '5s' });
+  // @ts-expect-error an outbox event's state is one of the row states
+  const badState: OutboxEvent['state'] = 'sent';
   // @ts-expect-error maxResultBytes is a number of bytes
   inbox.consumer({ name: 'x', maxResultBytes: '64k' });
   // @ts-expect-error no such outcome
@@ -102,7 +112,7 @@ async function billing(event: OrderCreated, ack: () => void): Promise<void> {
   await consumer.process(event, async (trx) => { await trx.commit(); });
   // @ts-expect-error the dispatcher's counters are numbers
   const late: string = d.stats().done;
-  void [bad, k, att, late];
+  void [bad, badState, k, att, late];
 }
 
 void billing;
