@@ -11,8 +11,7 @@
  * fails again, delivered or replayed, is counted on it and is pending
  * again.
  */
-#include <ctype.h>
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,86 +68,54 @@ const char cli_dlq_usage[] =
     "effect that\nno longer matches the database); 4 cannot open the "
     "store.\n";
 
-typedef struct opened {
-	inbox_store *st;
-	inbox_consumer *c;
-} opened;
-
 typedef struct dlq {
-	cli_config cfg;
-	const cli_consumer *sel; /* --consumer, or NULL for all */
-	opened *o;               /* per consumer of cfg, opened lazily */
+	cli_rows r;         /* first: the frame's (cli/args.h) */
+	inbox_consumer **c; /* per consumer of cfg, opened lazily */
 	int json, raw, pending, all;
-	int resolved, outbox, messages, yes, has_filter;
+	int resolved, outbox, messages, yes;
 	const char *key;
 	double older_s;
-	long limit;
-	long long after;
-	int64_t *ids;
-	int nids;
+	long long limit, after;
 } dlq;
-
-static int selected(const dlq *q, int i)
-{
-	return !q->sel || q->sel == &q->cfg.consumers[i];
-}
-
-static int open_store(dlq *q, int i)
-{
-	if (q->o[i].st)
-		return 0;
-	return cli_open_store(&q->cfg, &q->cfg.consumers[i], 0, &q->o[i].st);
-}
 
 static int open_consumer(dlq *q, int i)
 {
-	int rc = open_store(q, i);
-	if (rc || q->o[i].c)
+	int rc = cli_rows_open(&q->r, i);
+	if (!rc && !q->c &&
+	    !(q->c = calloc((size_t)q->r.cfg.nconsumers, sizeof(*q->c))))
+		rc = CLI_EXIT_RUNTIME;
+	if (rc || q->c[i])
 		return rc;
-	const cli_consumer *c = &q->cfg.consumers[i];
-	if ((rc = cli_prepare_effects(&q->cfg, c, q->o[i].st)) ||
-	    (rc = cli_open_consumer(&q->cfg, c, q->o[i].st, &q->o[i].c)))
+	const cli_consumer *c = &q->r.cfg.consumers[i];
+	if ((rc = cli_prepare_effects(&q->r.cfg, c, q->r.st[i])) ||
+	    (rc = cli_open_consumer(&q->r.cfg, c, q->r.st[i], &q->c[i])))
 		return rc;
 	return 0;
-}
-
-/* Print the store's error for consumer i; the exit code for it. */
-static int store_error(dlq *q, int i, const char *what, int err)
-{
-	const cli_consumer *c = &q->cfg.consumers[i];
-	char red[512], msg[1024];
-	snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(q->o[i].st));
-	cli_scrub(msg, sizeof(msg), cli_consumer_store(&q->cfg, c));
-	cli_error("consumer \"%s\": %s on %s failed: %s", c->name, what,
-	          cli_redact(cli_consumer_store(&q->cfg, c), red, sizeof(red)),
-	          msg);
-	return err == INBOX_ERR_TRANSIENT || err == INBOX_ERR_CONNECT
-	           ? CLI_EXIT_CONNECT
-	           : CLI_EXIT_RUNTIME;
 }
 
 /* The consumer index holding dead letter `id`: 0 and *ci, CLI_EXIT_RUNTIME
  * when no selected consumer has it, or another exit code. */
 static int find(dlq *q, int64_t id, int *ci, inbox_admin_dead_letter **dl)
 {
-	for (int i = 0; i < q->cfg.nconsumers; i++) {
-		if (!selected(q, i))
+	for (int i = 0; i < q->r.cfg.nconsumers; i++) {
+		if (!cli_rows_selected(&q->r, i))
 			continue;
-		int rc = open_store(q, i);
+		int rc = cli_rows_open(&q->r, i);
 		if (rc)
 			return rc;
-		int err = inbox_admin_dlq_get(q->o[i].st, id,
-		                              q->cfg.consumers[i].name, dl);
+		int err = inbox_admin_dlq_get(q->r.st[i], id,
+		                              q->r.cfg.consumers[i].name, dl);
 		if (err == INBOX_OK) {
 			*ci = i;
 			return 0;
 		}
 		if (err != INBOX_ERR_NOTFOUND)
-			return store_error(q, i, "reading dead letters", err);
+			return cli_rows_store_error(
+			    &q->r, i, "reading dead letters", err);
 	}
 	fprintf(stderr, "inbox: no dead letter %lld%s%s%s\n", (long long)id,
-	        q->sel ? " of consumer \"" : "", q->sel ? q->sel->name : "",
-	        q->sel ? "\"" : "");
+	        q->r.sel ? " of consumer \"" : "",
+	        q->r.sel ? q->r.sel->name : "", q->r.sel ? "\"" : "");
 	return CLI_EXIT_RUNTIME;
 }
 
@@ -282,8 +249,9 @@ static int list_row(const inbox_admin_dead_letter *dl, void *payload)
 	return x->nomem ? -1 : 0;
 }
 
-static int cmd_list(dlq *q)
+static int cmd_list(cli_rows *rows)
 {
+	dlq *q = (dlq *)rows;
 	list_out x = {.json = q->json};
 	static const char *const head[LIST_COLS] = {
 	    "ID",       "FIRST SEEN", "DELIVERIES", "ATTEMPTS",
@@ -292,14 +260,14 @@ static int cmd_list(dlq *q)
 		for (int i = 0; i < LIST_COLS; i++)
 			add_cell(&x, strdup(head[i]));
 	int rc = 0;
-	for (int i = 0; i < q->cfg.nconsumers && !rc; i++) {
-		if (!selected(q, i))
+	for (int i = 0; i < q->r.cfg.nconsumers && !rc; i++) {
+		if (!cli_rows_selected(&q->r, i))
 			continue;
-		rc = open_store(q, i);
+		rc = cli_rows_open(&q->r, i);
 		if (rc)
 			break;
 		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
-		f.consumer = q->cfg.consumers[i].name;
+		f.consumer = q->r.cfg.consumers[i].name;
 		f.pending_only = q->pending;
 		f.resolved_only = q->resolved;
 		f.outbox_only = q->outbox;
@@ -310,12 +278,13 @@ static int cmd_list(dlq *q)
 		f.limit = (int)(q->limit - x.count);
 		if (f.limit <= 0)
 			break;
-		int err = inbox_admin_dlq_list(q->o[i].st, &f, list_row, &x);
+		int err = inbox_admin_dlq_list(q->r.st[i], &f, list_row, &x);
 		if (x.nomem) {
 			cli_error("out of memory listing dead letters");
 			rc = CLI_EXIT_RUNTIME;
 		} else if (err < 0) {
-			rc = store_error(q, i, "listing dead letters", err);
+			rc = cli_rows_store_error(&q->r, i,
+			                          "listing dead letters", err);
 		}
 	}
 	if (!q->json && !rc) {
@@ -394,14 +363,15 @@ static void show_text(const inbox_admin_dead_letter *dl)
 	fputc('\n', stdout);
 }
 
-static int cmd_show(dlq *q)
+static int cmd_show(cli_rows *rows)
 {
-	if (q->nids != 1) {
+	dlq *q = (dlq *)rows;
+	if (q->r.nids != 1) {
 		cli_error("dlq show: give exactly one dead letter id");
 		return CLI_EXIT_USAGE;
 	}
 	inbox_admin_dead_letter *dl = NULL;
-	int ci, rc = find(q, q->ids[0], &ci, &dl);
+	int ci, rc = find(q, q->r.ids[0], &ci, &dl);
 	if (rc)
 		return rc;
 	if (q->raw)
@@ -422,12 +392,12 @@ static int drop_matching(dlq *q)
 {
 	int rc = 0;
 	int64_t total = 0;
-	for (int i = 0; i < q->cfg.nconsumers && !rc; i++) {
-		if (!selected(q, i))
+	for (int i = 0; i < q->r.cfg.nconsumers && !rc; i++) {
+		if (!cli_rows_selected(&q->r, i))
 			continue;
-		if ((rc = open_store(q, i)))
+		if ((rc = cli_rows_open(&q->r, i)))
 			break;
-		const char *name = q->cfg.consumers[i].name;
+		const char *name = q->r.cfg.consumers[i].name;
 		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
 		f.consumer = name;
 		f.key = q->key;
@@ -438,10 +408,11 @@ static int drop_matching(dlq *q)
 		f.older_than_seconds = (int64_t)q->older_s;
 		int64_t n = 0;
 		int err =
-		    inbox_admin_dlq_drop_matching(q->o[i].st, &f, !q->yes, &n);
+		    inbox_admin_dlq_drop_matching(q->r.st[i], &f, !q->yes, &n);
 		total += n;
 		if (err < 0) {
-			rc = store_error(q, i, "dropping dead letters", err);
+			rc = cli_rows_store_error(&q->r, i,
+			                          "dropping dead letters", err);
 			break;
 		}
 		if (q->json) {
@@ -463,26 +434,27 @@ static int drop_matching(dlq *q)
 	return rc;
 }
 
-static int cmd_drop(dlq *q)
+static int cmd_drop(cli_rows *rows)
 {
-	if (!q->nids && !q->has_filter) {
+	dlq *q = (dlq *)rows;
+	if (!q->r.nids && !q->r.has_filter) {
 		cli_error(
 		    "dlq drop: give dead letter ids or filters (--consumer, "
 		    "--key, --pending, --resolved, --outbox, --messages, "
 		    "--older-than)");
 		return CLI_EXIT_USAGE;
 	}
-	if (q->nids && (q->key || q->pending || q->resolved || q->outbox ||
-	                q->messages || q->older_s > 0)) {
+	if (q->r.nids && (q->key || q->pending || q->resolved || q->outbox ||
+	                  q->messages || q->older_s > 0)) {
 		cli_error("dlq drop: give ids or filters, not both");
 		return CLI_EXIT_USAGE;
 	}
-	if (!q->nids)
+	if (!q->r.nids)
 		return drop_matching(q);
 	int status = 0;
-	for (int k = 0; k < q->nids; k++) {
+	for (int k = 0; k < q->r.nids; k++) {
 		inbox_admin_dead_letter *dl = NULL;
-		int ci, rc = find(q, q->ids[k], &ci, &dl);
+		int ci, rc = find(q, q->r.ids[k], &ci, &dl);
 		inbox_admin_dead_letter_free(dl);
 		if (rc == CLI_EXIT_RUNTIME) {
 			status = rc;
@@ -490,27 +462,28 @@ static int cmd_drop(dlq *q)
 		}
 		if (rc)
 			return rc;
-		int err = inbox_admin_dlq_drop(q->o[ci].st, q->ids[k]);
+		int err = inbox_admin_dlq_drop(q->r.st[ci], q->r.ids[k]);
 		if (err < 0 && err != INBOX_ERR_NOTFOUND)
-			return store_error(q, ci, "dropping a dead letter",
-			                   err);
+			return cli_rows_store_error(
+			    &q->r, ci, "dropping a dead letter", err);
 		if (err == INBOX_ERR_NOTFOUND) {
 			fprintf(stderr,
 			        "inbox: dead letter %lld is already "
 			        "gone\n",
-			        (long long)q->ids[k]);
+			        (long long)q->r.ids[k]);
 			status = CLI_EXIT_RUNTIME;
 			continue;
 		}
 		if (q->json) {
 			printf("{\"id\":%lld,\"consumer\":",
-			       (long long)q->ids[k]);
-			cli_json_string(stdout, q->cfg.consumers[ci].name,
-			                strlen(q->cfg.consumers[ci].name));
+			       (long long)q->r.ids[k]);
+			cli_json_string(stdout, q->r.cfg.consumers[ci].name,
+			                strlen(q->r.cfg.consumers[ci].name));
 			printf(",\"dropped\":true}\n");
 		} else {
 			printf("dropped dead letter %lld (%s)\n",
-			       (long long)q->ids[k], q->cfg.consumers[ci].name);
+			       (long long)q->r.ids[k],
+			       q->r.cfg.consumers[ci].name);
 		}
 	}
 	return status;
@@ -528,11 +501,11 @@ typedef struct tally {
 static int collect_row(const inbox_admin_dead_letter *dl, void *payload)
 {
 	dlq *q = payload;
-	int64_t *p = realloc(q->ids, (size_t)(q->nids + 1) * sizeof(*p));
+	int64_t *p = realloc(q->r.ids, (size_t)(q->r.nids + 1) * sizeof(*p));
 	if (!p)
 		return 1;
-	q->ids = p;
-	q->ids[q->nids++] = dl->id;
+	q->r.ids = p;
+	q->r.ids[q->r.nids++] = dl->id;
 	return 0;
 }
 
@@ -548,24 +521,26 @@ static int count_outbox_row(const inbox_admin_dead_letter *dl, void *payload)
  * (not replayable through the consumer). */
 static int collect_all(dlq *q, long *outbox)
 {
-	for (int i = 0; i < q->cfg.nconsumers; i++) {
-		if (!selected(q, i))
+	for (int i = 0; i < q->r.cfg.nconsumers; i++) {
+		if (!cli_rows_selected(&q->r, i))
 			continue;
-		int rc = open_store(q, i);
+		int rc = cli_rows_open(&q->r, i);
 		if (rc)
 			return rc;
 		inbox_admin_dlq_filter f = INBOX_ADMIN_DLQ_FILTER_INIT;
-		f.consumer = q->cfg.consumers[i].name;
+		f.consumer = q->r.cfg.consumers[i].name;
 		f.pending_only = 1;
 		f.messages_only = 1;
-		int err = inbox_admin_dlq_list(q->o[i].st, &f, collect_row, q);
+		int err = inbox_admin_dlq_list(q->r.st[i], &f, collect_row, q);
 		if (err < 0)
-			return store_error(q, i, "listing dead letters", err);
+			return cli_rows_store_error(
+			    &q->r, i, "listing dead letters", err);
 		f.messages_only = 0;
-		err = inbox_admin_dlq_list(q->o[i].st, &f, count_outbox_row,
+		err = inbox_admin_dlq_list(q->r.st[i], &f, count_outbox_row,
 		                           outbox);
 		if (err < 0)
-			return store_error(q, i, "listing dead letters", err);
+			return cli_rows_store_error(
+			    &q->r, i, "listing dead letters", err);
 	}
 	return 0;
 }
@@ -619,7 +594,7 @@ static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
 	if (rc || (rc = open_consumer(q, ci)))
 		return rc;
 	inbox_result res = INBOX_RESULT_INIT;
-	int err = inbox_admin_dlq_replay(q->o[ci].st, q->o[ci].c, id, &res);
+	int err = inbox_admin_dlq_replay(q->r.st[ci], q->c[ci], id, &res);
 	if (err == INBOX_ERR_INVALID) {
 		/* refused (an outbox effect's dead letter): said, counted, and
 		 * the others still replayed */
@@ -629,13 +604,14 @@ static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
 		}
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s",
-		         inbox_store_errmsg(q->o[ci].st));
-		cli_scrub(msg, sizeof(msg),
-		          cli_consumer_store(&q->cfg, &q->cfg.consumers[ci]));
+		         inbox_store_errmsg(q->r.st[ci]));
+		cli_scrub(
+		    msg, sizeof(msg),
+		    cli_consumer_store(&q->r.cfg, &q->r.cfg.consumers[ci]));
 		if (q->json) {
 			printf("{\"id\":%lld,\"consumer\":", (long long)id);
-			cli_json_string(stdout, q->cfg.consumers[ci].name,
-			                strlen(q->cfg.consumers[ci].name));
+			cli_json_string(stdout, q->r.cfg.consumers[ci].name,
+			                strlen(q->r.cfg.consumers[ci].name));
 			printf(",\"outcome\":\"refused\",\"reason\":");
 			cli_json_string(stdout, msg, strlen(msg));
 			printf("}\n");
@@ -647,43 +623,45 @@ static int replay_one(dlq *q, int64_t id, tally *t, cli_progress *prog,
 	}
 	if (err < 0) {
 		t->failed++;
-		return store_error(q, ci, "replaying a dead letter", err);
+		return cli_rows_store_error(&q->r, ci,
+		                            "replaying a dead letter", err);
 	}
 	if ((unsigned)res.outcome <= INBOX_ACQUIRED)
 		t->n[res.outcome]++;
 	int good = res.outcome == INBOX_APPLIED ||
 	           res.outcome == INBOX_DUPLICATE || res.outcome == INBOX_STALE;
 	if (q->json) {
-		print_result_json(id, q->cfg.consumers[ci].name, &res);
+		print_result_json(id, q->r.cfg.consumers[ci].name, &res);
 		fflush(stdout);
 	} else if (!quiet || !good) {
 		if (prog->open) {
 			fputs("\r\033[K", stderr);
 			prog->open = 0;
 		}
-		print_result(id, q->cfg.consumers[ci].name, &res);
+		print_result(id, q->r.cfg.consumers[ci].name, &res);
 		fflush(stdout);
 	}
 	return 0;
 }
 
-static int cmd_replay(dlq *q)
+static int cmd_replay(cli_rows *rows)
 {
+	dlq *q = (dlq *)rows;
 	int rc = 0;
-	if (q->all && q->nids) {
+	if (q->all && q->r.nids) {
 		cli_error("dlq replay: give ids or --all, not both");
 		return CLI_EXIT_USAGE;
 	}
-	if (!q->all && !q->nids) {
+	if (!q->all && !q->r.nids) {
 		cli_error("dlq replay: give dead letter ids or --all");
 		return CLI_EXIT_USAGE;
 	}
 	long outbox = 0;
 	if (q->all && (rc = collect_all(q, &outbox)))
 		return rc;
-	if (!q->nids && q->json) {
+	if (!q->r.nids && q->json) {
 		return 0;
-	} else if (!q->nids) {
+	} else if (!q->r.nids) {
 		if (outbox)
 			printf(
 			    "no pending dead letters of messages; %ld pending "
@@ -701,13 +679,13 @@ static int cmd_replay(dlq *q)
 	cli_progress_init(&prog);
 	/* On a terminal with many, one progress line and only the problems;
 	 * otherwise a line per dead letter. */
-	int quiet = prog.tty && q->nids > 1;
+	int quiet = prog.tty && q->r.nids > 1;
 	if (q->json)
 		prog.tty = 0;
-	for (int k = 0; k < q->nids && rc == 0; k++) {
-		rc = replay_one(q, q->ids[k], &t, &prog, quiet);
-		cli_progress_show(&prog, "replayed", k + 1, q->nids,
-		                  k + 1 == q->nids);
+	for (int k = 0; k < q->r.nids && rc == 0; k++) {
+		rc = replay_one(q, q->r.ids[k], &t, &prog, quiet);
+		cli_progress_show(&prog, "replayed", k + 1, q->r.nids,
+		                  k + 1 == q->r.nids);
 	}
 	cli_progress_end(&prog);
 	if (!q->json)
@@ -715,7 +693,7 @@ static int cmd_replay(dlq *q)
 		       "%ld "
 		       "conflict, %ld stale, %ld dead_lettered, %ld retry, %ld "
 		       "in_progress, %ld not found, %ld refused\n",
-		       q->nids, q->nids == 1 ? "" : "s", t.n[INBOX_APPLIED],
+		       q->r.nids, q->r.nids == 1 ? "" : "s", t.n[INBOX_APPLIED],
 		       t.n[INBOX_DUPLICATE], t.n[INBOX_CONFLICT],
 		       t.n[INBOX_STALE], t.n[INBOX_DEAD_LETTERED],
 		       t.n[INBOX_RETRY], t.n[INBOX_IN_PROGRESS], t.failed,
@@ -728,138 +706,47 @@ static int cmd_replay(dlq *q)
 	return bad ? CLI_EXIT_RUNTIME : 0;
 }
 
-/* ---- command line -----------------------------------------------------------
+/* ---- command line ---------------------------------------------------------
  */
 
-static int parse_id(const char *s, int64_t *id)
+/* The consumers before their stores. */
+static void close_consumers(cli_rows *rows)
 {
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (!isdigit((unsigned char)*s) || *end || errno || v <= 0)
-		return -1;
-	*id = v;
-	return 0;
+	dlq *q = (dlq *)rows;
+	for (int i = 0; q->c && i < rows->cfg.nconsumers; i++)
+		inbox_consumer_close(q->c[i]);
+	free(q->c);
+	q->c = NULL;
 }
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	char msg[256];
-	snprintf(msg, sizeof(msg), fmt, arg);
-	cli_error("dlq: %s", msg);
-	fputs(cli_dlq_usage, stderr);
-	return CLI_EXIT_USAGE;
-}
-
-static int parse(dlq *q, int argc, char **argv, const char **path,
-                 const char **only)
-{
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i];
-		char *end;
-		if (!strcmp(a, "--consumer") && i + 1 < argc) {
-			*only = argv[++i];
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--json")) {
-			q->json = 1;
-		} else if (!strcmp(a, "--raw")) {
-			q->raw = 1;
-		} else if (!strcmp(a, "--pending")) {
-			q->pending = q->has_filter = 1;
-		} else if (!strcmp(a, "--resolved")) {
-			q->resolved = q->has_filter = 1;
-		} else if (!strcmp(a, "--outbox")) {
-			q->outbox = q->has_filter = 1;
-		} else if (!strcmp(a, "--messages")) {
-			q->messages = q->has_filter = 1;
-		} else if (!strcmp(a, "--yes")) {
-			q->yes = 1;
-		} else if (!strcmp(a, "--key") && i + 1 < argc) {
-			q->key = argv[++i];
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--older-than") && i + 1 < argc) {
-			if (cli_parse_seconds(argv[++i], &q->older_s) < 0)
-				return usage_error("--older-than: \"%s\" is "
-				                   "not a duration",
-				                   argv[i]);
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--all")) {
-			q->all = 1;
-		} else if (!strcmp(a, "--limit") && i + 1 < argc) {
-			errno = 0;
-			q->limit = strtol(argv[++i], &end, 10);
-			if (!isdigit((unsigned char)argv[i][0]) || *end ||
-			    errno || q->limit < 1)
-				return usage_error("--limit: \"%s\" is not a "
-				                   "positive number",
-				                   argv[i]);
-		} else if (!strcmp(a, "--after") && i + 1 < argc) {
-			errno = 0;
-			q->after = strtoll(argv[++i], &end, 10);
-			if (!isdigit((unsigned char)argv[i][0]) || *end ||
-			    errno || q->after < 0)
-				return usage_error("--after: \"%s\" is not an "
-				                   "id",
-				                   argv[i]);
-		} else if (a[0] == '-') {
-			return usage_error("unexpected argument \"%s\"", a);
-		} else if (!*path) {
-			*path = a;
-		} else {
-			int64_t id;
-			if (parse_id(a, &id) < 0)
-				return usage_error(
-				    "\"%s\" is not a dead letter "
-				    "id",
-				    a);
-			int64_t *p =
-			    realloc(q->ids, (size_t)(q->nids + 1) * sizeof(*p));
-			if (!p)
-				return CLI_EXIT_RUNTIME;
-			q->ids = p;
-			q->ids[q->nids++] = id;
-		}
-	}
-	if (!*path) {
-		fputs(cli_dlq_usage, stderr);
-		return CLI_EXIT_USAGE;
-	}
-	return 0;
-}
+static const cli_rows_cmd dlq_cmd = {"dlq",
+                                     cli_dlq_usage,
+                                     "a dead letter",
+                                     {"list", "show", "replay", "drop"},
+                                     {cmd_list, cmd_show, cmd_replay, cmd_drop},
+                                     close_consumers};
 
 int cli_cmd_dlq(int argc, char **argv)
 {
-	static const char *const subs[] = {"list", "show", "replay", "drop"};
-	int (*const fns[])(dlq *) = {cmd_list, cmd_show, cmd_replay, cmd_drop};
-	int sub = -1;
-	for (int i = 0; argc > 1 && i < 4; i++)
-		if (!strcmp(argv[1], subs[i]))
-			sub = i;
-	if (sub < 0) {
-		if (argc > 1)
-			cli_error("dlq: unknown subcommand \"%s\"", argv[1]);
-		fputs(cli_dlq_usage, stderr);
-		return CLI_EXIT_USAGE;
-	}
 	dlq q;
 	memset(&q, 0, sizeof(q));
 	q.limit = 1000;
-	const char *path = NULL, *only = NULL;
-	int rc = parse(&q, argc, argv, &path, &only);
-	if (rc == 0 &&
-	    (rc = cli_load_selected(&q.cfg, path, only, &q.sel)) == 0) {
-		q.o = calloc((size_t)q.cfg.nconsumers, sizeof(*q.o));
-		if (!q.o)
-			rc = CLI_EXIT_RUNTIME;
-		if (rc == 0)
-			rc = fns[sub](&q);
-		for (int i = 0; q.o && i < q.cfg.nconsumers; i++) {
-			inbox_consumer_close(q.o[i].c);
-			inbox_store_close(q.o[i].st);
-		}
-		free(q.o);
-		cli_config_free(&q.cfg);
-	}
-	free(q.ids);
-	return rc;
+	const cli_opt opts[] = {
+	    {"--json", CLI_OPT_FLAG, &q.json, 0, 0, NULL, 0},
+	    {"--raw", CLI_OPT_FLAG, &q.raw, 0, 0, NULL, 0},
+	    {"--pending", CLI_OPT_FLAG, &q.pending, 0, 0, NULL, 1},
+	    {"--resolved", CLI_OPT_FLAG, &q.resolved, 0, 0, NULL, 1},
+	    {"--outbox", CLI_OPT_FLAG, &q.outbox, 0, 0, NULL, 1},
+	    {"--messages", CLI_OPT_FLAG, &q.messages, 0, 0, NULL, 1},
+	    {"--yes", CLI_OPT_FLAG, &q.yes, 0, 0, NULL, 0},
+	    {"--key", CLI_OPT_STRING, &q.key, 0, 0, NULL, 1},
+	    {"--older-than", CLI_OPT_AGE, &q.older_s, 0, 0, "is not a duration",
+	     1},
+	    {"--all", CLI_OPT_FLAG, &q.all, 0, 0, NULL, 0},
+	    {"--limit", CLI_OPT_INT, &q.limit, 1, LLONG_MAX,
+	     "is not a positive number", 0},
+	    {"--after", CLI_OPT_INT, &q.after, 0, LLONG_MAX, "is not an id", 0},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0, NULL, 0},
+	};
+	return cli_rows_main(&dlq_cmd, opts, argc, argv, &q.r);
 }

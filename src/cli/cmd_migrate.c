@@ -116,9 +116,9 @@ int cli_cmd_migrate(int argc, char **argv)
 {
 	migrate_args a = {0, 0};
 	const cli_opt opts[] = {
-	    {"--set-retention", CLI_OPT_FLAG, &a.set_retention, 0, 0},
-	    {"--json", CLI_OPT_FLAG, &a.json, 0, 0},
-	    {NULL, CLI_OPT_FLAG, NULL, 0, 0},
+	    {"--set-retention", CLI_OPT_FLAG, &a.set_retention, 0, 0, NULL, 0},
+	    {"--json", CLI_OPT_FLAG, &a.json, 0, 0, NULL, 0},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0, NULL, 0},
 	};
 	return cli_each_consumer("migrate", argc, argv, opts, cli_migrate_usage,
 	                         migrate_each, &a);

@@ -5,8 +5,7 @@
  * its fencing token and keeps its idempotency key; a drop is explicit
  * (ids, or a filter and --yes) and logged.
  */
-#include <ctype.h>
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,49 +60,18 @@ const char cli_outbox_usage[] =
     "2 usage;\n3 config error; 4 cannot open the store.\n";
 
 typedef struct ob {
-	cli_config cfg;
-	const cli_consumer *sel;
-	inbox_store **st; /* per consumer, opened lazily */
+	cli_rows r; /* first: the frame's (cli/args.h) */
 	int json, yes, not_performed;
 	long long limit, after;
 	const char *provider, *state, *key;
 	double older_s;
-	int has_filter;
-	int64_t *ids;
-	int nids;
 } ob;
-
-static int selected(const ob *q, int i)
-{
-	return !q->sel || q->sel == &q->cfg.consumers[i];
-}
-
-static int open_store(ob *q, int i)
-{
-	if (q->st[i])
-		return 0;
-	return cli_open_store(&q->cfg, &q->cfg.consumers[i], 0, &q->st[i]);
-}
-
-static int store_error(ob *q, int i, const char *what, int err)
-{
-	const cli_consumer *c = &q->cfg.consumers[i];
-	char red[512], msg[1024];
-	snprintf(msg, sizeof(msg), "%s", inbox_store_errmsg(q->st[i]));
-	cli_scrub(msg, sizeof(msg), cli_consumer_store(&q->cfg, c));
-	cli_error("consumer \"%s\": %s on %s failed: %s", c->name, what,
-	          cli_redact(cli_consumer_store(&q->cfg, c), red, sizeof(red)),
-	          msg);
-	return err == INBOX_ERR_TRANSIENT || err == INBOX_ERR_CONNECT
-	           ? CLI_EXIT_CONNECT
-	           : CLI_EXIT_RUNTIME;
-}
 
 static void filter_of(const ob *q, int i, inbox_admin_outbox_filter *f)
 {
 	inbox_admin_outbox_filter init = INBOX_ADMIN_OUTBOX_FILTER_INIT;
 	*f = init;
-	f->consumer = q->cfg.consumers[i].name;
+	f->consumer = q->r.cfg.consumers[i].name;
 	f->provider = q->provider;
 	f->state = q->state;
 	f->key = q->key;
@@ -261,8 +229,9 @@ static void print_table(table *t)
 	}
 }
 
-static int cmd_list(ob *q)
+static int cmd_list(cli_rows *rows)
 {
+	ob *q = (ob *)rows;
 	table t = {.json = q->json};
 	static const char *const head[NCOLS] = {
 	    "ID",       "STATE", "ATTEMPTS", "AGE",       "PROVIDER",
@@ -271,26 +240,27 @@ static int cmd_list(ob *q)
 		for (int i = 0; i < NCOLS; i++)
 			cell(&t, strdup(head[i]));
 	int rc = 0;
-	for (int i = 0; i < q->cfg.nconsumers && !rc; i++) {
-		if (!selected(q, i))
+	for (int i = 0; i < q->r.cfg.nconsumers && !rc; i++) {
+		if (!cli_rows_selected(&q->r, i))
 			continue;
-		if ((rc = open_store(q, i)))
+		if ((rc = cli_rows_open(&q->r, i)))
 			break;
 		inbox_admin_outbox_filter f;
 		filter_of(q, i, &f);
 		f.limit = (int)(q->limit - t.rows);
 		if (f.limit <= 0)
 			break;
-		int err = inbox_admin_outbox_list(q->st[i], &f, list_row, &t);
+		int err = inbox_admin_outbox_list(q->r.st[i], &f, list_row, &t);
 		if (t.nomem) {
 			cli_error("out of memory listing the outbox");
 			rc = CLI_EXIT_RUNTIME;
 		} else if (err == INBOX_ERR_INVALID) {
 			cli_error("outbox list: %s",
-			          inbox_store_errmsg(q->st[i]));
+			          inbox_store_errmsg(q->r.st[i]));
 			rc = CLI_EXIT_USAGE;
 		} else if (err < 0) {
-			rc = store_error(q, i, "listing the outbox", err);
+			rc = cli_rows_store_error(&q->r, i,
+			                          "listing the outbox", err);
 		}
 	}
 	if (!q->json && !rc) {
@@ -306,24 +276,25 @@ static int cmd_list(ob *q)
 /* The consumer holding row id: 0 and *ci; CLI_EXIT_RUNTIME when none. */
 static int find(ob *q, int64_t id, int *ci, inbox_admin_outbox_row **r)
 {
-	for (int i = 0; i < q->cfg.nconsumers; i++) {
-		if (!selected(q, i))
+	for (int i = 0; i < q->r.cfg.nconsumers; i++) {
+		if (!cli_rows_selected(&q->r, i))
 			continue;
-		int rc = open_store(q, i);
+		int rc = cli_rows_open(&q->r, i);
 		if (rc)
 			return rc;
-		int err = inbox_admin_outbox_get(q->st[i], id,
-		                                 q->cfg.consumers[i].name, r);
+		int err = inbox_admin_outbox_get(q->r.st[i], id,
+		                                 q->r.cfg.consumers[i].name, r);
 		if (err == INBOX_OK) {
 			*ci = i;
 			return 0;
 		}
 		if (err != INBOX_ERR_NOTFOUND)
-			return store_error(q, i, "reading the outbox", err);
+			return cli_rows_store_error(&q->r, i,
+			                            "reading the outbox", err);
 	}
 	fprintf(stderr, "inbox: no outbox row %lld%s%s%s\n", (long long)id,
-	        q->sel ? " of consumer \"" : "", q->sel ? q->sel->name : "",
-	        q->sel ? "\"" : "");
+	        q->r.sel ? " of consumer \"" : "",
+	        q->r.sel ? q->r.sel->name : "", q->r.sel ? "\"" : "");
 	return CLI_EXIT_RUNTIME;
 }
 
@@ -381,14 +352,15 @@ static void show_text(const inbox_admin_outbox_row *r)
 	}
 }
 
-static int cmd_show(ob *q)
+static int cmd_show(cli_rows *rows)
 {
-	if (q->nids != 1) {
+	ob *q = (ob *)rows;
+	if (q->r.nids != 1) {
 		cli_error("outbox show: give exactly one outbox row id");
 		return CLI_EXIT_USAGE;
 	}
 	inbox_admin_outbox_row *r = NULL;
-	int ci, rc = find(q, q->ids[0], &ci, &r);
+	int ci, rc = find(q, q->r.ids[0], &ci, &r);
 	if (rc)
 		return rc;
 	if (q->json)
@@ -437,34 +409,35 @@ static int targets_of(ob *q, targets *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->q = q;
-	for (int k = 0; k < q->nids; k++) {
+	for (int k = 0; k < q->r.nids; k++) {
 		target *v = realloc(t->v, (size_t)(t->n + 1) * sizeof(*v));
 		if (!v)
 			return CLI_EXIT_RUNTIME;
 		t->v = v;
-		t->v[t->n].id = q->ids[k];
+		t->v[t->n].id = q->r.ids[k];
 		t->v[t->n++].ci = -1;
 	}
-	if (q->nids)
+	if (q->r.nids)
 		return 0;
-	for (int i = 0; i < q->cfg.nconsumers; i++) {
-		if (!selected(q, i))
+	for (int i = 0; i < q->r.cfg.nconsumers; i++) {
+		if (!cli_rows_selected(&q->r, i))
 			continue;
-		int rc = open_store(q, i);
+		int rc = cli_rows_open(&q->r, i);
 		if (rc)
 			return rc;
 		inbox_admin_outbox_filter f;
 		filter_of(q, i, &f);
 		t->ci = i;
-		int err = inbox_admin_outbox_list(q->st[i], &f, collect, t);
+		int err = inbox_admin_outbox_list(q->r.st[i], &f, collect, t);
 		if (t->nomem)
 			return CLI_EXIT_RUNTIME;
 		if (err == INBOX_ERR_INVALID) {
-			cli_error("outbox: %s", inbox_store_errmsg(q->st[i]));
+			cli_error("outbox: %s", inbox_store_errmsg(q->r.st[i]));
 			return CLI_EXIT_USAGE;
 		}
 		if (err < 0)
-			return store_error(q, i, "listing the outbox", err);
+			return cli_rows_store_error(&q->r, i,
+			                            "listing the outbox", err);
 	}
 	return 0;
 }
@@ -487,19 +460,20 @@ static void act_json(int64_t id, const char *consumer, const char *action,
 static int act(ob *q, int drop)
 {
 	const char *what = drop ? "drop" : "retry";
-	if (!q->nids && !q->has_filter) {
+	if (!q->r.nids && !q->r.has_filter) {
 		cli_error("outbox %s: give row ids or a filter (--consumer, "
 		          "--provider, --state, --key, --older-than)",
 		          what);
 		return CLI_EXIT_USAGE;
 	}
-	if (q->nids && (q->provider || q->state || q->key || q->older_s > 0)) {
+	if (q->r.nids &&
+	    (q->provider || q->state || q->key || q->older_s > 0)) {
 		cli_error("outbox %s: give ids or filters, not both", what);
 		return CLI_EXIT_USAGE;
 	}
 	targets t;
 	int rc = targets_of(q, &t), status = 0;
-	int dry = drop && !q->nids && !q->yes;
+	int dry = drop && !q->r.nids && !q->yes;
 	for (int k = 0; k < t.n && !rc; k++) {
 		int ci = t.v[k].ci;
 		inbox_admin_outbox_row *r = NULL;
@@ -514,7 +488,7 @@ static int act(ob *q, int drop)
 			if (rc)
 				break;
 		}
-		const char *name = q->cfg.consumers[ci].name;
+		const char *name = q->r.cfg.consumers[ci].name;
 		if (dry) {
 			if (q->json)
 				act_json(t.v[k].id, name, "would_drop", NULL,
@@ -526,10 +500,10 @@ static int act(ob *q, int drop)
 		}
 		inbox_outbox_state from = INBOX_OUTBOX_NONE,
 		                   to = INBOX_OUTBOX_NONE;
-		int err = drop ? inbox_admin_outbox_drop(q->st[ci], t.v[k].id,
+		int err = drop ? inbox_admin_outbox_drop(q->r.st[ci], t.v[k].id,
 		                                         name, &from)
 		               : inbox_admin_outbox_retry(
-		                     q->st[ci], t.v[k].id, name,
+		                     q->r.st[ci], t.v[k].id, name,
 		                     q->not_performed
 		                         ? INBOX_ADMIN_RETRY_NOT_PERFORMED
 		                         : 0,
@@ -538,7 +512,7 @@ static int act(ob *q, int drop)
 		    err == INBOX_ERR_NOTFOUND) {
 			char msg[1024];
 			snprintf(msg, sizeof(msg), "%s",
-			         inbox_store_errmsg(q->st[ci]));
+			         inbox_store_errmsg(q->r.st[ci]));
 			if (q->json)
 				act_json(t.v[k].id, name, what, NULL, NULL,
 				         msg);
@@ -548,10 +522,11 @@ static int act(ob *q, int drop)
 			continue;
 		}
 		if (err < 0) {
-			rc = store_error(q, ci,
-			                 drop ? "dropping an outbox row"
-			                      : "retrying an outbox row",
-			                 err);
+			rc = cli_rows_store_error(
+			    &q->r, ci,
+			    drop ? "dropping an outbox row"
+			         : "retrying an outbox row",
+			    err);
 			break;
 		}
 		if (q->json)
@@ -575,7 +550,7 @@ static int act(ob *q, int drop)
 			printf("%d outbox row%s would be dropped (dry run: "
 			       "give --yes to drop them)\n",
 			       t.n, t.n == 1 ? "" : "s");
-		else if (!q->nids)
+		else if (!q->r.nids)
 			printf("%d outbox row%s matched\n", t.n,
 			       t.n == 1 ? "" : "s");
 	}
@@ -583,132 +558,46 @@ static int act(ob *q, int drop)
 	return rc ? rc : status;
 }
 
-static int cmd_retry(ob *q)
+static int cmd_retry(cli_rows *rows)
 {
+	ob *q = (ob *)rows;
 	return act(q, 0);
 }
 
-static int cmd_drop(ob *q)
+static int cmd_drop(cli_rows *rows)
 {
+	ob *q = (ob *)rows;
 	return act(q, 1);
 }
 
 /* ---- command line -------------------------------------------------------- */
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	char msg[256];
-	snprintf(msg, sizeof(msg), fmt, arg);
-	cli_error("outbox: %s", msg);
-	fputs(cli_outbox_usage, stderr);
-	return CLI_EXIT_USAGE;
-}
-
-static int number(const char *s, long long min, long long *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (!isdigit((unsigned char)*s) || *end || errno || v < min)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse(ob *q, int argc, char **argv, const char **path,
-                 const char **only)
-{
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i];
-		int more = i + 1 < argc;
-		if (!strcmp(a, "--consumer") && more) {
-			*only = argv[++i];
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--provider") && more) {
-			q->provider = argv[++i];
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--state") && more) {
-			q->state = argv[++i];
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--key") && more) {
-			q->key = argv[++i];
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--older-than") && more) {
-			if (cli_parse_seconds(argv[++i], &q->older_s) < 0)
-				return usage_error(
-				    "--older-than: \"%s\" is "
-				    "not a duration (30s, 5m, 2h, "
-				    "7d)",
-				    argv[i]);
-			q->has_filter = 1;
-		} else if (!strcmp(a, "--json")) {
-			q->json = 1;
-		} else if (!strcmp(a, "--yes")) {
-			q->yes = 1;
-		} else if (!strcmp(a, "--not-performed")) {
-			q->not_performed = 1;
-		} else if (!strcmp(a, "--limit") && more) {
-			if (number(argv[++i], 1, &q->limit) < 0)
-				return usage_error("--limit: \"%s\" is not a "
-				                   "positive number",
-				                   argv[i]);
-		} else if (!strcmp(a, "--after") && more) {
-			if (number(argv[++i], 0, &q->after) < 0)
-				return usage_error("--after: \"%s\" is not an "
-				                   "id",
-				                   argv[i]);
-		} else if (a[0] == '-') {
-			return usage_error("unexpected argument \"%s\"", a);
-		} else if (!*path) {
-			*path = a;
-		} else {
-			long long id;
-			if (number(a, 1, &id) < 0)
-				return usage_error(
-				    "\"%s\" is not an outbox row id", a);
-			int64_t *p =
-			    realloc(q->ids, (size_t)(q->nids + 1) * sizeof(*p));
-			if (!p)
-				return CLI_EXIT_RUNTIME;
-			q->ids = p;
-			q->ids[q->nids++] = id;
-		}
-	}
-	if (!*path) {
-		fputs(cli_outbox_usage, stderr);
-		return CLI_EXIT_USAGE;
-	}
-	return 0;
-}
+static const cli_rows_cmd outbox_cmd = {
+    "outbox",
+    cli_outbox_usage,
+    "an outbox row",
+    {"list", "show", "retry", "drop"},
+    {cmd_list, cmd_show, cmd_retry, cmd_drop},
+    NULL};
 
 int cli_cmd_outbox(int argc, char **argv)
 {
-	static const char *const subs[] = {"list", "show", "retry", "drop"};
-	int (*const fns[])(ob *) = {cmd_list, cmd_show, cmd_retry, cmd_drop};
-	int sub = -1;
-	for (int i = 0; argc > 1 && i < 4; i++)
-		if (!strcmp(argv[1], subs[i]))
-			sub = i;
-	if (sub < 0) {
-		if (argc > 1)
-			cli_error("outbox: unknown subcommand \"%s\"", argv[1]);
-		fputs(cli_outbox_usage, stderr);
-		return CLI_EXIT_USAGE;
-	}
 	ob q;
 	memset(&q, 0, sizeof(q));
 	q.limit = 1000;
-	const char *path = NULL, *only = NULL;
-	int rc = parse(&q, argc, argv, &path, &only);
-	if (rc == 0 &&
-	    (rc = cli_load_selected(&q.cfg, path, only, &q.sel)) == 0) {
-		q.st = calloc((size_t)q.cfg.nconsumers, sizeof(*q.st));
-		rc = q.st ? fns[sub](&q) : CLI_EXIT_RUNTIME;
-		for (int i = 0; q.st && i < q.cfg.nconsumers; i++)
-			inbox_store_close(q.st[i]);
-		free(q.st);
-		cli_config_free(&q.cfg);
-	}
-	free(q.ids);
-	return rc;
+	const cli_opt opts[] = {
+	    {"--provider", CLI_OPT_STRING, &q.provider, 0, 0, NULL, 1},
+	    {"--state", CLI_OPT_STRING, &q.state, 0, 0, NULL, 1},
+	    {"--key", CLI_OPT_STRING, &q.key, 0, 0, NULL, 1},
+	    {"--older-than", CLI_OPT_AGE, &q.older_s, 0, 0,
+	     "is not a duration (30s, 5m, 2h, 7d)", 1},
+	    {"--json", CLI_OPT_FLAG, &q.json, 0, 0, NULL, 0},
+	    {"--yes", CLI_OPT_FLAG, &q.yes, 0, 0, NULL, 0},
+	    {"--not-performed", CLI_OPT_FLAG, &q.not_performed, 0, 0, NULL, 0},
+	    {"--limit", CLI_OPT_INT, &q.limit, 1, LLONG_MAX,
+	     "is not a positive number", 0},
+	    {"--after", CLI_OPT_INT, &q.after, 0, LLONG_MAX, "is not an id", 0},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0, NULL, 0},
+	};
+	return cli_rows_main(&outbox_cmd, opts, argc, argv, &q.r);
 }

@@ -216,14 +216,14 @@ int cli_cmd_purge(int argc, char **argv)
 {
 	purge_args a = {0, 0, 1000, 1000000, 0, 0};
 	const cli_opt opts[] = {
-	    {"--dry-run", CLI_OPT_FLAG, &a.dry_run, 0, 0},
-	    {"--json", CLI_OPT_FLAG, &a.json, 0, 0},
-	    {"--outbox-retention", CLI_OPT_SECONDS, &a.outbox_s, 0, 0},
-	    {"--dead-letter-retention", CLI_OPT_SECONDS, &a.dead_letter_s, 0,
-	     0},
-	    {"--batch", CLI_OPT_INT, &a.batch, 1, 100000},
-	    {"--seal-rows", CLI_OPT_INT, &a.seal_rows, 0, LLONG_MAX},
-	    {NULL, CLI_OPT_FLAG, NULL, 0, 0},
+	    {"--dry-run", CLI_OPT_FLAG, &a.dry_run, 0, 0, NULL, 0},
+	    {"--json", CLI_OPT_FLAG, &a.json, 0, 0, NULL, 0},
+	    {"--outbox-retention", CLI_OPT_SECONDS, &a.outbox_s, 0, 0, NULL, 0},
+	    {"--dead-letter-retention", CLI_OPT_SECONDS, &a.dead_letter_s, 0, 0,
+	     NULL, 0},
+	    {"--batch", CLI_OPT_INT, &a.batch, 1, 100000, NULL, 0},
+	    {"--seal-rows", CLI_OPT_INT, &a.seal_rows, 0, LLONG_MAX, NULL, 0},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0, NULL, 0},
 	};
 	return cli_each_consumer("purge", argc, argv, opts, cli_purge_usage,
 	                         purge_each, &a);

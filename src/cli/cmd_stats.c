@@ -211,8 +211,8 @@ int cli_cmd_stats(int argc, char **argv)
 {
 	int json = 0;
 	const cli_opt opts[] = {
-	    {"--json", CLI_OPT_FLAG, &json, 0, 0},
-	    {NULL, CLI_OPT_FLAG, NULL, 0, 0},
+	    {"--json", CLI_OPT_FLAG, &json, 0, 0, NULL, 0},
+	    {NULL, CLI_OPT_FLAG, NULL, 0, 0, NULL, 0},
 	};
 	return cli_each_consumer("stats", argc, argv, opts, cli_stats_usage,
 	                         stats_each, &json);
