@@ -109,65 +109,30 @@ int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
 		f = &all;
 	if (inbox__vcheck_store(st, INBOX__V_DLQ_FILTER, f->version) < 0)
 		return INBOX_ERR_INVALID;
-	char after[24];
-	snprintf(after, sizeof(after), "%lld", (long long)f->after_id);
-	const char *p[4] = {after, NULL, NULL, NULL};
-	int np = 1;
-	inbox__buf t = INBOX__BUF_INIT, b = INBOX__BUF_INIT;
-	int bad = inbox__buf_puts(&t, "SELECT " DL_COLUMNS
-	                              " FROM {dead_letters} WHERE id > {i:1}");
-	if (f->consumer) {
-		p[np++] = f->consumer;
-		bad |= inbox__buf_printf(&t, " AND consumer = $%d", np);
-	}
-	if (f->key) {
-		p[np++] = f->key;
-		bad |= inbox__buf_printf(&t, " AND key = $%d", np);
-	}
-	if (f->pending_only)
-		bad |= inbox__buf_puts(&t, " AND replayed_at IS NULL");
-	if (f->version >= 2 && f->messages_only)
-		bad |= inbox__buf_puts(&t, " AND (position IS NULL OR position"
-		                           " NOT LIKE 'outbox:%')");
-	char older[24];
+	inbox__admin_filter w;
+	inbox__admin_filter_init(
+	    &w, "SELECT " DL_COLUMNS " FROM {dead_letters}", f->after_id);
+	inbox__admin_filter_eq(&w, "consumer", f->consumer);
+	inbox__admin_filter_eq(&w, "key", f->key);
+	inbox__admin_filter_if(&w, f->pending_only, "replayed_at IS NULL");
+	inbox__admin_filter_if(&w, f->version >= 2 && f->messages_only,
+	                       "(position IS NULL OR position NOT LIKE "
+	                       "'outbox:%')");
 	if (f->version >= 3) {
-		if (f->resolved_only)
-			bad |=
-			    inbox__buf_puts(&t, " AND replayed_at IS NOT NULL");
-		if (f->outbox_only)
-			bad |= inbox__buf_puts(&t, " AND position LIKE "
-			                           "'outbox:%'");
-		if (f->older_than_seconds > 0) {
-			snprintf(older, sizeof(older), "%lld",
-			         (long long)(f->older_than_seconds >
-			                             INBOX__ADMIN_MAX_WINDOW_S
-			                         ? INBOX__ADMIN_MAX_WINDOW_S
-			                         : f->older_than_seconds));
-			p[np++] = older;
-			bad |= inbox__buf_printf(
-			    &t,
-			    " AND coalesce(last_seen_at, created_at) <"
-			    " {cutoff:%d}",
-			    np);
-		}
+		inbox__admin_filter_if(&w, f->resolved_only,
+		                       "replayed_at IS NOT NULL");
+		inbox__admin_filter_if(&w, f->outbox_only,
+		                       "position LIKE 'outbox:%'");
+		inbox__admin_filter_older(&w,
+		                          "coalesce(last_seen_at, created_at)",
+		                          f->older_than_seconds);
 	}
-	bad |= inbox__buf_puts(&t, " ORDER BY id");
-	if (f->limit > 0)
-		bad |= inbox__buf_printf(&t, " LIMIT %d", f->limit);
-	int rc = INBOX_ERR_NOMEM;
-	if (bad)
-		inbox__store_seterr(st, "", "out of memory building SQL");
-	else
-		rc = inbox__admin_sql(&b, st, t.data);
 	list_ctx x = {fn, payload, 0};
-	if (rc == INBOX_OK)
-		rc = inbox_store_query(st, b.data, np, p, list_row, &x);
+	int rc = inbox__admin_filter_run(&w, st, f->limit, list_row, &x);
 	if (rc == INBOX_OK && x.oom) {
 		inbox__store_seterr(st, "", "dead letters: out of memory");
 		rc = INBOX_ERR_NOMEM;
 	}
-	inbox__buf_free(&t);
-	inbox__buf_free(&b);
 	return rc;
 }
 

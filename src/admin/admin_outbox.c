@@ -158,59 +158,27 @@ int inbox_admin_outbox_list(inbox_store *st, const inbox_admin_outbox_filter *f,
 			    st, "outbox: the provider is not an http(s) URL "
 			        "(scheme://host[:port])");
 	}
-	char after[24], older[24];
-	snprintf(after, sizeof(after), "%lld", (long long)f->after_id);
-	const char *p[5] = {after, NULL, NULL, NULL, NULL};
-	int np = 1;
-	inbox__buf t = INBOX__BUF_INIT, b = INBOX__BUF_INIT;
-	int bad = inbox__buf_puts(&t, "SELECT " OB_COLUMNS
-	                              " FROM {outbox} WHERE id > {i:1}");
-	if (f->consumer) {
-		p[np++] = f->consumer;
-		bad |= inbox__buf_printf(&t, " AND consumer = $%d", np);
-	}
-	if (f->key) {
-		p[np++] = f->key;
-		bad |= inbox__buf_printf(&t, " AND key = $%d", np);
-	}
-	if (f->state) {
-		p[np++] = f->state;
-		bad |= inbox__buf_printf(&t, " AND state = $%d", np);
-	}
-	if (f->older_than_seconds > 0) {
-		snprintf(older, sizeof(older), "%lld",
-		         (long long)(f->older_than_seconds >
-		                             INBOX__ADMIN_MAX_WINDOW_S
-		                         ? INBOX__ADMIN_MAX_WINDOW_S
-		                         : f->older_than_seconds));
-		p[np++] = older;
-		bad |=
-		    inbox__buf_printf(&t, " AND created_at < {cutoff:%d}", np);
-	}
-	bad |= inbox__buf_puts(&t, " ORDER BY id");
-	/* The provider is read from the URL here, so the limit is kept
-	 * here when it filters. */
-	if (f->limit > 0 && !f->provider)
-		bad |= inbox__buf_printf(&t, " LIMIT %d", f->limit);
-	int rc = INBOX_ERR_NOMEM;
-	if (bad)
-		inbox__store_seterr(st, "", "out of memory building SQL");
-	else
-		rc = inbox__admin_sql(&b, st, t.data);
+	inbox__admin_filter w;
+	inbox__admin_filter_init(&w, "SELECT " OB_COLUMNS " FROM {outbox}",
+	                         f->after_id);
+	inbox__admin_filter_eq(&w, "consumer", f->consumer);
+	inbox__admin_filter_eq(&w, "key", f->key);
+	inbox__admin_filter_eq(&w, "state", f->state);
+	inbox__admin_filter_older(&w, "created_at", f->older_than_seconds);
 	list_ctx x = {fn,
 	              payload,
 	              f->provider ? prov : NULL,
 	              f->limit > 0 ? f->limit : -1,
 	              0,
 	              0};
-	if (rc == INBOX_OK)
-		rc = inbox_store_query(st, b.data, np, p, list_row, &x);
+	/* The provider is read from the URL here, so the limit is kept
+	 * here when it filters. */
+	int rc = inbox__admin_filter_run(&w, st, f->provider ? 0 : f->limit,
+	                                 list_row, &x);
 	if (rc == INBOX_OK && x.oom) {
 		inbox__store_seterr(st, "", "outbox: out of memory");
 		rc = INBOX_ERR_NOMEM;
 	}
-	inbox__buf_free(&t);
-	inbox__buf_free(&b);
 	return rc;
 }
 

@@ -43,4 +43,36 @@ char *inbox__admin_dup(const char *v, int *oom);
 /* Fail with INBOX_ERR_INVALID and a message on the store. */
 int inbox__admin_invalid(inbox_store *st, const char *what);
 
+/* ---- a listing's filter (admin_filter.c) ----------------------------- */
+
+#define INBOX__ADMIN_FILTER_MAX 8
+
+/* "SELECT ... WHERE id > $1" and the optional terms of a filter, each
+ * bound to its own parameter: values never enter the SQL, and the
+ * columns and expressions named are the code's own. */
+typedef struct inbox__admin_filter {
+	inbox__buf t; /* the template (inbox__admin_sql) */
+	const char *p[INBOX__ADMIN_FILTER_MAX];
+	int np;
+	int bad; /* out of memory, or more terms than parameters */
+	char after[24], older[24];
+} inbox__admin_filter;
+
+/* `select` ("SELECT cols FROM {table}") WHERE id > {i:1}, $1 = after_id. */
+void inbox__admin_filter_init(inbox__admin_filter *w, const char *select,
+                              int64_t after_id);
+/* " AND column = $n", $n = value; nothing when value is NULL. */
+void inbox__admin_filter_eq(inbox__admin_filter *w, const char *column,
+                            const char *value);
+/* " AND sql" (a term without a parameter) when on. */
+void inbox__admin_filter_if(inbox__admin_filter *w, int on, const char *sql);
+/* " AND expr < {cutoff:n}", $n = seconds (clamped at
+ * INBOX__ADMIN_MAX_WINDOW_S); nothing when seconds <= 0. */
+void inbox__admin_filter_older(inbox__admin_filter *w, const char *expr,
+                               int64_t seconds);
+/* " ORDER BY id" and " LIMIT limit" (when > 0), expanded for st and run:
+ * fn per row. The template is freed. INBOX_OK or the error (set on st). */
+int inbox__admin_filter_run(inbox__admin_filter *w, inbox_store *st, int limit,
+                            inbox_row_fn fn, void *payload);
+
 #endif
