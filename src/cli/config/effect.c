@@ -66,69 +66,17 @@ static json_t *result_leaf(cfg_ctx *x, yaml_node_t *n, int step)
 	return NULL;
 }
 
-/* The result as the declaration's JSON template: `row` is the returned
- * row itself; a mapping or list is kept as written, its leaves read by
- * result_leaf. */
-static json_t *result_tmpl(cfg_ctx *x, yaml_node_t *n, int step, int depth,
-                           int *values)
+/* A leaf of the result: `row` alone is the returned row itself, any
+ * other scalar is read by result_leaf. */
+static json_t *result_value(cfg_ctx *x, yaml_node_t *n, int depth, void *arg)
 {
-	if (depth > 16) {
-		cfg_fail(x, n, "result: nested too deep");
-		return NULL;
+	int step = *(const int *)arg;
+	if (depth == 0 && !strcmp(cfg_sv(n), "row")) {
+		char t[32];
+		snprintf(t, sizeof(t), "#%d", step);
+		return json_string(t);
 	}
-	if (++*values > RESULT_MAX_VALUES) {
-		cfg_fail(x, n, "result: more than %d values",
-		         RESULT_MAX_VALUES);
-		return NULL;
-	}
-	if (n->type == YAML_SCALAR_NODE) {
-		if (depth == 0 && !strcmp(cfg_sv(n), "row")) {
-			char t[32];
-			snprintf(t, sizeof(t), "#%d", step);
-			return json_string(t);
-		}
-		return result_leaf(x, n, step);
-	}
-	if (n->type == YAML_SEQUENCE_NODE) {
-		json_t *a = json_array();
-		for (yaml_node_item_t *i = n->data.sequence.items.start;
-		     a && i < n->data.sequence.items.top; i++) {
-			json_t *v = result_tmpl(x, cfg_node(x, *i), step,
-			                        depth + 1, values);
-			if (!v || json_array_append_new(a, v)) {
-				json_decref(a);
-				return NULL;
-			}
-		}
-		return a;
-	}
-	if (n->type != YAML_MAPPING_NODE) {
-		cfg_fail(x, n, "result: unexpected node");
-		return NULL;
-	}
-	json_t *o = json_object();
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-	     o && p < n->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = cfg_node(x, p->key);
-		if (!k || k->type != YAML_SCALAR_NODE) {
-			cfg_fail(x, k, "result: names must be plain text");
-			json_decref(o);
-			return NULL;
-		}
-		if (json_object_get(o, cfg_sv(k))) {
-			cfg_fail(x, k, "result: duplicate name \"%s\"",
-			         cfg_sv(k));
-			json_decref(o);
-			return NULL;
-		}
-		json_t *v = result_tmpl(x, cfg_node(x, p->value), step,
-		                        depth + 1, values);
-		if (!v || json_object_set_new(o, cfg_sv(k), v)) {
-			json_decref(o);
-			return NULL;
-		}
-	}
-	return o;
+	return result_leaf(x, n, step);
 }
 
 static int result_fn(cfg_ctx *x, yaml_node_t *v, void *obj)
@@ -141,8 +89,8 @@ static int result_fn(cfg_ctx *x, yaml_node_t *v, void *obj)
 /* Declare the step's result (after the step itself: it names it). */
 static int step_result(cfg_ctx *x, yaml_node_t *n, cli_consumer *c, int step)
 {
-	int values = 0;
-	json_t *t = result_tmpl(x, n, step, 0, &values);
+	json_t *t = cfg_json_tmpl(x, n, "result", RESULT_MAX_VALUES,
+	                          result_value, &step);
 	if (!t)
 		return -1;
 	char *text =

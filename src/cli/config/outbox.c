@@ -34,59 +34,13 @@ static int body_leaf(cfg_ctx *x, yaml_node_t *n)
  * nested aliases 10 x 10 x ... would expand to billions. */
 #define BODY_MAX_VALUES 10000
 
-/* The body template as JSON: objects and arrays as written, leaves as
- * their text (resolved per message by src/effect/decl_outbox.c). */
-static json_t *body_tmpl(cfg_ctx *x, yaml_node_t *n, int depth)
+/* A leaf of the body template as its text (resolved per message by
+ * src/effect/decl_outbox.c). */
+static json_t *body_value(cfg_ctx *x, yaml_node_t *n, int depth, void *arg)
 {
-	if (depth > 16) {
-		cfg_fail(x, n, "outbox body: nested too deep");
-		return NULL;
-	}
-	if (++x->body_values > BODY_MAX_VALUES) {
-		cfg_fail(x, n, "outbox body: more than %d values",
-		         BODY_MAX_VALUES);
-		return NULL;
-	}
-	if (n->type == YAML_SCALAR_NODE)
-		return body_leaf(x, n) ? NULL : json_string(cfg_sv(n));
-	if (n->type == YAML_SEQUENCE_NODE) {
-		json_t *a = json_array();
-		for (yaml_node_item_t *i = n->data.sequence.items.start;
-		     a && i < n->data.sequence.items.top; i++) {
-			json_t *v = body_tmpl(x, cfg_node(x, *i), depth + 1);
-			if (!v || json_array_append_new(a, v)) {
-				json_decref(a);
-				return NULL;
-			}
-		}
-		return a;
-	}
-	if (n->type != YAML_MAPPING_NODE) {
-		cfg_fail(x, n, "outbox body: unexpected node");
-		return NULL;
-	}
-	json_t *o = json_object();
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-	     o && p < n->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = cfg_node(x, p->key);
-		if (!k || k->type != YAML_SCALAR_NODE) {
-			cfg_fail(x, k, "outbox body: names must be plain text");
-			json_decref(o);
-			return NULL;
-		}
-		if (json_object_get(o, cfg_sv(k))) {
-			cfg_fail(x, k, "outbox body: duplicate name \"%s\"",
-			         cfg_sv(k));
-			json_decref(o);
-			return NULL;
-		}
-		json_t *v = body_tmpl(x, cfg_node(x, p->value), depth + 1);
-		if (!v || json_object_set_new(o, cfg_sv(k), v)) {
-			json_decref(o);
-			return NULL;
-		}
-	}
-	return o;
+	(void)depth;
+	(void)arg;
+	return body_leaf(x, n) ? NULL : json_string(cfg_sv(n));
 }
 
 /* What one outbox step is read into: the effect borrows the document's
@@ -124,8 +78,8 @@ static int headers_fn(cfg_ctx *x, yaml_node_t *n, void *obj)
 static int body_fn(cfg_ctx *x, yaml_node_t *n, void *obj)
 {
 	outbox_in *in = obj;
-	x->body_values = 0;
-	in->tmpl = body_tmpl(x, n, 0);
+	in->tmpl = cfg_json_tmpl(x, n, "outbox body", BODY_MAX_VALUES,
+	                         body_value, NULL);
 	return in->tmpl ? 0 : -1;
 }
 

@@ -22,7 +22,6 @@
 
 typedef struct cfg_ctx {
 	yaml_document_t doc;
-	size_t body_values; /* of the outbox body being read */
 	const char *path;
 	char dir[4096]; /* directory of the file, "" when it is the cwd */
 	char *err;
@@ -131,6 +130,20 @@ int cfg_rebase(cfg_ctx *x, inbox__buf *b, const char *path, size_t len);
 int cfg_store_url(cfg_ctx *x, yaml_node_t *n, const char *what, char **out,
                   cli_pos *pos);
 int cfg_source_url(cfg_ctx *x, yaml_node_t *n, char **out, cli_pos *pos);
+
+/* ---- JSON templates (tmpl.c) ---------------------------------------- */
+
+/* A scalar of a template into its JSON value (depth 0: the whole
+ * template is that scalar); NULL with the error reported. */
+typedef struct json_t *(*cfg_leaf_fn)(cfg_ctx *x, yaml_node_t *n, int depth,
+                                      void *arg);
+
+/* The YAML value n as JSON: mappings and sequences as written (names
+ * plain text, each once), at most 16 deep and max_values values, every
+ * scalar through leaf. Errors at their node, prefixed "WHAT: ". NULL on
+ * error. */
+struct json_t *cfg_json_tmpl(cfg_ctx *x, yaml_node_t *n, const char *what,
+                             int max_values, cfg_leaf_fn leaf, void *arg);
 
 /* ---- sections -------------------------------------------------------- */
 
