@@ -2364,5 +2364,6 @@ int main(int argc, char **argv)
 	RUN(slot_dead_letter_dedup);
 	RUN(slot_purge_batches);
 	RUN(slot_client_version);
+	RUN(slot_upgrade_from_v4_results);
 	return test_summary();
 }

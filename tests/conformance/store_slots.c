@@ -564,3 +564,132 @@ TEST(slot_client_version)
 	ASSERT_STREQ(v, "");
 	env_teardown(&e);
 }
+
+/* ---- upgrades: a database left at an older schema version ---- */
+
+/* Each store's own migration, run only up to a version (src/store/). */
+int inbox__pg_migrate_to(inbox_store *st, int version);
+int inbox__sq_migrate_to(inbox_store *st, int version);
+
+/* e on a fresh prefix (no tables of its own) and its store at schema
+ * `version` exactly, opened without auto-migration: the old database an
+ * upgrade case starts from. Reopen with open_store(e) to upgrade it;
+ * NULL on failure (printed). */
+static inbox_store *sl_open_at_version(env *e, int version)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->prefix, sizeof(e->prefix), "c%d_%d_", (int)getpid(),
+	         ++test_seq);
+	snprintf(e->inbox_tbl, sizeof(e->inbox_tbl), "\"%sinbox\"", e->prefix);
+	inbox_store_options so = INBOX_STORE_OPTIONS_INIT;
+	so.table_prefix = e->prefix;
+	so.auto_migrate = 0;
+	inbox_store *st = NULL;
+	int v = 0, rc = inbox_store_open(&st, URL, &so);
+	if (rc == INBOX_OK)
+		rc = is_pg ? inbox__pg_migrate_to(st, version)
+		           : inbox__sq_migrate_to(st, version);
+	if (rc == INBOX_OK)
+		rc = inbox_store_schema_version(st, &v);
+	if (rc != INBOX_OK || v != version) {
+		fprintf(stderr, "store at version %d: %d (at %d) %s\n", version,
+		        rc, v, inbox_store_errmsg(st));
+		inbox_store_close(st);
+		return NULL;
+	}
+	return st;
+}
+
+/* Stored results (schema version 5): the upgrade case's handler. */
+static int sl_v5_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	(void)m;
+	(void)p;
+	return inbox_txn_set_result(t, "text/plain", "r-new", 5) == 0
+	           ? INBOX_HANDLER_OK
+	           : INBOX_HANDLER_REJECT;
+}
+
+/* A v4 database upgrades to v5 on its own (the step needs nothing
+ * else): its records are kept, in every generation (PostgreSQL seals
+ * the old one first), and hold no result — a duplicate of one has none,
+ * first outcome applied — and new records store theirs; the columns
+ * reach the sealed generation too. (Was upgrade_from_v4_results of
+ * test_sqlite_store and test_pg_store.) */
+TEST(slot_upgrade_from_v4_results)
+{
+	env e;
+	inbox_store *st = sl_open_at_version(&e, 4);
+	ASSERT_TRUE(st != NULL);
+	const char *old = "{\"id\":\"old-1\"}";
+	char fp[65];
+	ASSERT_OK(inbox_fingerprint(old, strlen(old), "", fp, NULL, 0));
+	if (is_pg)
+		ASSERT_OK(sql(st,
+		              "INSERT INTO %s (gen, consumer, key, fingerprint,"
+		              " status, attempts, fence, processed_at)"
+		              " VALUES (1, 'c', 'old-1', '%s', 'completed', 1,"
+		              " 1, now())",
+		              e.inbox_tbl, fp));
+	else
+		ASSERT_OK(sql(st,
+		              "INSERT INTO %s (consumer, key, fingerprint,"
+		              " status, attempts, fence, created_at,"
+		              " processed_at, updated_at) VALUES ('c', 'old-1',"
+		              " '%s', 'completed', 1, 1, 1700000000000,"
+		              " 1700000000000, 1700000000000)",
+		              e.inbox_tbl, fp));
+	/* v4 has no result column */
+	int64_t rows = 0;
+	char q[256];
+	snprintf(q, sizeof(q), "SELECT result FROM %s", e.inbox_tbl);
+	ASSERT_NE(st->vt->exec(st, q, 0, NULL, &rows), 0);
+	if (is_pg) {
+		int sealed = 0;
+		ASSERT_OK(inbox_store_seal(st, 1, &sealed));
+		ASSERT_EQ(sealed, 1);
+	}
+	inbox_store_close(st);
+	st = open_store(&e); /* auto-migration: the v5 step */
+	ASSERT_TRUE(st != NULL);
+	int v = 0;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 5);
+	char tbl[96];
+	snprintf(tbl, sizeof(tbl), "\"%sschema_version\"", e.prefix);
+	ASSERT_EQ(count(st, tbl, NULL), 5);
+	if (is_pg)
+		snprintf(tbl, sizeof(tbl), "\"%sinbox_g1\"", e.prefix);
+	else
+		snprintf(tbl, sizeof(tbl), "%s", e.inbox_tbl);
+	ASSERT_EQ(count(st, tbl,
+	                "result IS NULL AND result_type IS NULL AND outcome"
+	                " IS NULL"),
+	          1);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "c";
+	co.handler = sl_v5_handler;
+	inbox_consumer *c = NULL;
+	char err[256];
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
+	inbox_delivery d = INBOX_DELIVERY_INIT;
+	d.payload = old;
+	d.payload_len = strlen(old);
+	inbox_result r = INBOX_RESULT_INIT;
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
+	ASSERT_TRUE(r.result == NULL && r.result_type == NULL);
+	const char *nw = "{\"id\":\"new-1\"}";
+	d.payload = nw;
+	d.payload_len = strlen(nw);
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_APPLIED);
+	ASSERT_OK(inbox_consumer_process(c, &d, &r));
+	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r.result_len, 5);
+	ASSERT_TRUE(r.result && memcmp(r.result, "r-new", 5) == 0);
+	ASSERT_STREQ(r.result_type, "text/plain");
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}

@@ -379,84 +379,6 @@ TEST(upgrade_from_v3)
 	inbox_store_close(st);
 }
 
-/* Stored results (schema version 5): a handler's result for the
- * upgrade test. */
-static int v5_handler(inbox_txn *t, const inbox_msg *m, void *p)
-{
-	(void)m;
-	(void)p;
-	return inbox_txn_set_result(t, "text/plain", "r-new", 5) == 0
-	           ? INBOX_HANDLER_OK
-	           : INBOX_HANDLER_REJECT;
-}
-
-/* A v4 database upgrades to v5 on its own (the step needs nothing
- * else): its records are kept, in every generation, and hold no result
- * — a duplicate of one has none, first outcome applied — and new
- * records store theirs; the columns reach the sealed generation too. */
-TEST(upgrade_from_v4_results)
-{
-	char pfx[64], sql[768];
-	snprintf(pfx, sizeof(pfx), "%sv4_", prefix);
-	inbox_store *st = open_with(pfx, NULL, 0);
-	ASSERT_TRUE(st != NULL);
-	ASSERT_OK(inbox__pg_migrate_to(st, 4));
-	int v = 0;
-	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 4);
-	const char *old = "{\"id\":\"old-1\"}";
-	char fp[65];
-	ASSERT_OK(inbox_fingerprint(old, strlen(old), "", fp, NULL, 0));
-	snprintf(sql, sizeof(sql),
-	         "INSERT INTO \"%sinbox\" (gen, consumer, key, fingerprint,"
-	         " status, attempts, fence, processed_at)"
-	         " VALUES (1, 'c', 'old-1', '%s', 'completed', 1, 1, now())",
-	         pfx, fp);
-	ASSERT_OK(admin_exec(sql));
-	int sealed = 0;
-	ASSERT_OK(inbox_store_seal(st, 1, &sealed));
-	ASSERT_EQ(sealed, 1);
-	inbox_store_close(st);
-	st = open_with(pfx, NULL, 1);
-	ASSERT_TRUE(st != NULL);
-	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 5);
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%sschema_version\"",
-	         pfx);
-	ASSERT_EQ(scalar(sql), 5);
-	snprintf(sql, sizeof(sql),
-	         "SELECT count(*) FROM \"%sinbox_g1\" WHERE result IS NULL"
-	         " AND result_type IS NULL AND outcome IS NULL",
-	         pfx);
-	ASSERT_EQ(scalar(sql), 1);
-	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
-	co.name = "c";
-	co.handler = v5_handler;
-	inbox_consumer *c = NULL;
-	char err[256];
-	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
-	inbox_delivery d = INBOX_DELIVERY_INIT;
-	d.payload = old;
-	d.payload_len = strlen(old);
-	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(inbox_consumer_process(c, &d, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
-	ASSERT_TRUE(r.result == NULL && r.result_type == NULL);
-	const char *nw = "{\"id\":\"new-1\"}";
-	d.payload = nw;
-	d.payload_len = strlen(nw);
-	ASSERT_OK(inbox_consumer_process(c, &d, &r));
-	ASSERT_EQ(r.outcome, INBOX_APPLIED);
-	ASSERT_OK(inbox_consumer_process(c, &d, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_EQ(r.result_len, 5);
-	ASSERT_TRUE(r.result && memcmp(r.result, "r-new", 5) == 0);
-	ASSERT_STREQ(r.result_type, "text/plain");
-	inbox_consumer_close(c);
-	inbox_store_close(st);
-}
-
 TEST(purge_busy)
 {
 	inbox_store *st = open_store();
@@ -1592,7 +1514,6 @@ int main(void)
 	RUN(reclaim_concurrent);
 	RUN(dead_letter_key_not_utf8);
 	RUN(upgrade_from_v3);
-	RUN(upgrade_from_v4_results);
 	RUN(purge_busy);
 	RUN(transient_and_reconnect);
 	RUN(errors_and_sqlstate);

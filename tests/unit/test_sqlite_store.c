@@ -683,78 +683,6 @@ TEST(limits_from_batch_timeout)
 	inbox_store_close(b);
 }
 
-/* Stored results (schema version 5): a handler's result for the
- * upgrade tests. */
-static int v5_handler(inbox_txn *t, const inbox_msg *m, void *p)
-{
-	(void)m;
-	(void)p;
-	return inbox_txn_set_result(t, "text/plain", "r-new", 5) == 0
-	           ? INBOX_HANDLER_OK
-	           : INBOX_HANDLER_REJECT;
-}
-
-/* A v4 database upgrades to v5 on its own (the step needs nothing
- * else): its records are kept and hold no result — a duplicate of one is
- * a duplicate with none, first outcome applied — and new records store
- * theirs. */
-TEST(upgrade_from_v4_results)
-{
-	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
-	inbox_store *st = NULL;
-	int v = 0;
-	o.auto_migrate = 0;
-	ASSERT_OK(inbox_store_open(&st, db_url("v4.db"), &o));
-	ASSERT_OK(inbox__sq_migrate_to(st, 4));
-	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 4);
-	const char *old = "{\"id\":\"old-1\"}";
-	char fp[65], q[512];
-	ASSERT_OK(inbox_fingerprint(old, strlen(old), "", fp, NULL, 0));
-	snprintf(q, sizeof(q),
-	         "INSERT INTO inbox (consumer, key, fingerprint, status,"
-	         " attempts, fence, created_at, processed_at, updated_at)"
-	         " VALUES ('c', 'old-1', '%s', 'completed', 1, 1,"
-	         " 1700000000000, 1700000000000, 1700000000000)",
-	         fp);
-	ASSERT_OK(exec0(st, q));
-	ASSERT_NE(exec0(st, "SELECT result FROM inbox"), 0);
-	inbox_store_close(st);
-	ASSERT_OK(inbox_store_open(&st, db_url("v4.db"), NULL));
-	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 5);
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM schema_version"), 5);
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox WHERE result IS"
-	                         " NULL AND outcome IS NULL"),
-	          1);
-	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
-	co.name = "c";
-	co.handler = v5_handler;
-	inbox_consumer *c = NULL;
-	char err[256];
-	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
-	inbox_delivery d = INBOX_DELIVERY_INIT;
-	d.payload = old;
-	d.payload_len = strlen(old);
-	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(inbox_consumer_process(c, &d, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
-	ASSERT_TRUE(r.result == NULL && r.result_type == NULL);
-	const char *nw = "{\"id\":\"new-1\"}";
-	d.payload = nw;
-	d.payload_len = strlen(nw);
-	ASSERT_OK(inbox_consumer_process(c, &d, &r));
-	ASSERT_EQ(r.outcome, INBOX_APPLIED);
-	ASSERT_OK(inbox_consumer_process(c, &d, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_EQ(r.result_len, 5);
-	ASSERT_TRUE(r.result && memcmp(r.result, "r-new", 5) == 0);
-	ASSERT_STREQ(r.result_type, "text/plain");
-	inbox_consumer_close(c);
-	inbox_store_close(st);
-}
-
 int main(void)
 {
 	if (!mkdtemp(tmpdir) || chdir(tmpdir) != 0) {
@@ -768,7 +696,6 @@ int main(void)
 	RUN(statement_cache);
 	RUN(reentrant_query);
 	RUN(upgrade_from_v3);
-	RUN(upgrade_from_v4_results);
 	RUN(two_processes);
 	RUN(busy_is_transient);
 	RUN(bad_sql);
