@@ -91,40 +91,79 @@ static int no_result(const inbox_result *r)
 	       r->result_type == NULL;
 }
 
+/* The frame of a case: its env, the handler's context (x.e set) and the
+ * consumer on them, max_result_bytes max_res (0: the default). */
+typedef struct rcase {
+	env e;
+	rctx x;
+	inbox_consumer *c;
+} rcase;
+
+static int rcase_open(rcase *k, rctx x, size_t max_res)
+{
+	if (env_setup(&k->e) != 0)
+		return -1;
+	k->x = x;
+	k->x.e = &k->e;
+	k->c = open_results(k->e.st, &k->x, max_res);
+	return k->c ? 0 : -1;
+}
+
+static void rcase_close(rcase *k)
+{
+	inbox_consumer_close(k->c);
+	env_teardown(&k->e);
+}
+
+/* json through c once into r: 0 when its outcome is `want` and its
+ * result exactly data/len/type (data NULL: none at all), else -1 (said). */
+static int gives(inbox_consumer *c, const char *json, inbox_outcome want,
+                 const void *data, size_t len, const char *type,
+                 inbox_result *r)
+{
+	if (process1(c, json, r) != 0)
+		return -1;
+	if (r->outcome == want &&
+	    (data ? has_result(r, data, len, type) : no_result(r)))
+		return 0;
+	fprintf(
+	    stderr,
+	    "  %s: %s with %zu result bytes (%s), wanted %s with %zu (%s)\n",
+	    json, inbox_outcome_name(r->outcome), r->result_len,
+	    r->result_type ? r->result_type : "no type",
+	    inbox_outcome_name(want), data ? len : 0, type ? type : "no type");
+	return -1;
+}
+
 /* Any bytes, byte for byte: a NUL inside, high bytes, no terminator. */
 static const unsigned char BINARY[] = {'i', 0, 0xff, 0x80, '\n', 'z'};
 
 TEST(result_returned_on_a_duplicate)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e,
-	          .type = "application/octet-stream",
-	          .data = BINARY,
-	          .len = sizeof(BINARY)};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k,
+	                     (rctx){.type = "application/octet-stream",
+	                            .data = BINARY,
+	                            .len = sizeof(BINARY)},
+	                     0));
 	char js[256];
 	order_json(js, sizeof(js), "r-1", "o-1", 10);
 	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_APPLIED);
-	ASSERT_OK(x.set_rc);
-	ASSERT_TRUE(
-	    has_result(&r, BINARY, sizeof(BINARY), "application/octet-stream"));
+	ASSERT_OK(gives(k.c, js, INBOX_APPLIED, BINARY, sizeof(BINARY),
+	                "application/octet-stream", &r));
+	ASSERT_OK(k.x.set_rc);
 	ASSERT_EQ(r.first_outcome, INBOX_OUTCOME_NONE);
 	/* the handler is not run again; the answer is the first one's */
-	x.data = "other";
-	x.len = 5;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_EQ(x.calls, 1);
-	ASSERT_TRUE(
-	    has_result(&r, BINARY, sizeof(BINARY), "application/octet-stream"));
+	k.x.data = "other";
+	k.x.len = 5;
+	ASSERT_OK(gives(k.c, js, INBOX_DUPLICATE, BINARY, sizeof(BINARY),
+	                "application/octet-stream", &r));
+	ASSERT_EQ(k.x.calls, 1);
 	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
 	/* what inbox inspect shows: the record's result, byte for byte */
 	inbox_admin_record *rec = NULL;
-	ASSERT_OK(inbox_admin_inspect(e.st, "billing.results.v1", "r-1", &rec));
+	ASSERT_OK(
+	    inbox_admin_inspect(k.e.st, "billing.results.v1", "r-1", &rec));
 	int same = rec->result && rec->result_len == sizeof(BINARY) &&
 	           memcmp(rec->result, BINARY, sizeof(BINARY)) == 0 &&
 	           rec->result_type &&
@@ -134,33 +173,23 @@ TEST(result_returned_on_a_duplicate)
 	ASSERT_TRUE(same);
 	/* the same key with another payload: a conflict, no answer */
 	order_json(js, sizeof(js), "r-1", "o-1", 99);
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_CONFLICT);
-	ASSERT_TRUE(no_result(&r));
+	ASSERT_OK(gives(k.c, js, INBOX_CONFLICT, NULL, 0, NULL, &r));
 	ASSERT_EQ(r.first_outcome, INBOX_OUTCOME_NONE);
 	/* an empty result is a result; a NULL type is none */
-	x.data = "";
-	x.len = 0;
-	x.type = NULL;
+	k.x.data = "";
+	k.x.len = 0;
+	k.x.type = NULL;
 	order_json(js, sizeof(js), "r-2", "o-2", 10);
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_APPLIED);
-	ASSERT_TRUE(has_result(&r, "", 0, NULL));
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_TRUE(has_result(&r, "", 0, NULL));
-	ASSERT_EQ(count(e.st, e.invoices, NULL), 2);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	ASSERT_OK(gives(k.c, js, INBOX_APPLIED, "", 0, NULL, &r));
+	ASSERT_OK(gives(k.c, js, INBOX_DUPLICATE, "", 0, NULL, &r));
+	ASSERT_EQ(count(k.e.st, k.e.invoices, NULL), 2);
+	rcase_close(&k);
 }
 
 TEST(result_on_a_duplicate_in_the_same_batch)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e, .type = "text/plain"};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k, (rctx){.type = "text/plain"}, 0));
 	char js[5][256];
 	order_json(js[0], sizeof(js[0]), "b-1", "o-1", 10);
 	order_json(js[1], sizeof(js[1]), "b-2", "o-2", 10);
@@ -172,7 +201,7 @@ TEST(result_on_a_duplicate_in_the_same_batch)
 		d[i] = delivery(js[i]);
 	inbox_result r[5];
 	TEST_RESULTS_INIT(r, 5);
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 5, r));
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 5, r));
 	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
 	ASSERT_EQ(r[1].outcome, INBOX_APPLIED);
 	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
@@ -184,13 +213,13 @@ TEST(result_on_a_duplicate_in_the_same_batch)
 	ASSERT_TRUE(no_result(&r[3]));
 	ASSERT_EQ(r[4].outcome, INBOX_DUPLICATE);
 	ASSERT_TRUE(has_result(&r[4], "inv-o-2", 7, "text/plain"));
-	ASSERT_EQ(x.calls, 2);
+	ASSERT_EQ(k.x.calls, 2);
 	/* A later batch: the key's record answers the primary, and its
 	 * repeat in that batch gets the same stored answer. */
-	x.data = "changed";
-	x.len = 7;
+	k.x.data = "changed";
+	k.x.len = 7;
 	TEST_RESULTS_INIT(r, 5);
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 3, r));
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 3, r));
 	for (int i = 0; i < 3; i++) {
 		ASSERT_EQ(r[i].outcome, INBOX_DUPLICATE);
 		ASSERT_EQ(r[i].first_outcome, INBOX_APPLIED);
@@ -198,43 +227,37 @@ TEST(result_on_a_duplicate_in_the_same_batch)
 	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
 	ASSERT_TRUE(has_result(&r[1], "inv-o-2", 7, "text/plain"));
 	ASSERT_TRUE(has_result(&r[2], "inv-o-1", 7, "text/plain"));
-	ASSERT_EQ(x.calls, 2);
-	ASSERT_EQ(count(e.st, e.invoices, NULL), 2);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	ASSERT_EQ(k.x.calls, 2);
+	ASSERT_EQ(count(k.e.st, k.e.invoices, NULL), 2);
+	rcase_close(&k);
 }
 
 TEST(result_after_a_restart)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e,
-	          .type = "application/json",
-	          .data = "{\"invoice\":\"F-1\"}",
-	          .len = 17};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k,
+	                     (rctx){.type = "application/json",
+	                            .data = "{\"invoice\":\"F-1\"}",
+	                            .len = 17},
+	                     0));
 	char js[256];
 	order_json(js, sizeof(js), "rs-1", "o-1", 10);
 	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(process1(c, js, &r));
+	ASSERT_OK(process1(k.c, js, &r));
 	ASSERT_EQ(r.outcome, INBOX_APPLIED);
-	inbox_consumer_close(c);
+	inbox_consumer_close(k.c);
 	/* another process, another connection: only the database knows */
-	inbox_store_close(e.st);
-	e.st = open_store(&e);
-	ASSERT_TRUE(e.st);
-	rctx y = {.e = &e, .data = "second", .len = 6};
-	c = open_results(e.st, &y, 0);
-	ASSERT_TRUE(c);
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	inbox_store_close(k.e.st);
+	k.e.st = open_store(&k.e);
+	ASSERT_TRUE(k.e.st);
+	rctx y = {.e = &k.e, .data = "second", .len = 6};
+	k.c = open_results(k.e.st, &y, 0);
+	ASSERT_TRUE(k.c);
+	ASSERT_OK(gives(k.c, js, INBOX_DUPLICATE, "{\"invoice\":\"F-1\"}", 17,
+	                "application/json", &r));
 	ASSERT_EQ(y.calls, 0);
-	ASSERT_TRUE(
-	    has_result(&r, "{\"invoice\":\"F-1\"}", 17, "application/json"));
 	ASSERT_EQ(r.first_outcome, INBOX_APPLIED);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	rcase_close(&k);
 }
 
 /* PostgreSQL keeps the inbox in generations: a record sealed into an
@@ -242,200 +265,174 @@ TEST(result_after_a_restart)
  * it), and a duplicate found through the generation's filter gets it. */
 TEST(result_after_a_seal)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e, .type = "text/plain"};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k, (rctx){.type = "text/plain"}, 0));
 	char js[2][256];
 	order_json(js[0], sizeof(js[0]), "sl-1", "o-1", 10);
 	order_json(js[1], sizeof(js[1]), "sl-2", "o-2", 10);
 	inbox_delivery d[2] = {delivery(js[0]), delivery(js[1])};
 	inbox_result r[2];
 	TEST_RESULTS_INIT(r, 2);
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 1, r));
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 1, r));
 	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
-	inbox_consumer_close(c);
+	inbox_consumer_close(k.c);
 	int sealed = 0;
-	ASSERT_OK(inbox_store_seal(e.st, 1, &sealed));
+	ASSERT_OK(inbox_store_seal(k.e.st, 1, &sealed));
 	if (is_pg) {
 		ASSERT_EQ(sealed, 1);
-		ASSERT_EQ(
-		    count(e.st, e.inbox_tbl, "gen = 1 AND result IS NOT NULL"),
-		    1);
+		ASSERT_EQ(count(k.e.st, k.e.inbox_tbl,
+		                "gen = 1 AND result IS NOT NULL"),
+		          1);
 	} else {
 		ASSERT_EQ(sealed, 0); /* one generation */
 	}
 	/* a fresh handle: it loads the sealed generation's filter */
-	inbox_store_close(e.st);
-	e.st = open_store(&e);
-	ASSERT_TRUE(e.st);
-	c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	inbox_store_close(k.e.st);
+	k.e.st = open_store(&k.e);
+	ASSERT_TRUE(k.e.st);
+	k.c = open_results(k.e.st, &k.x, 0);
+	ASSERT_TRUE(k.c);
 	TEST_RESULTS_INIT(r, 2);
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 2, r));
 	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
 	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
 	ASSERT_EQ(r[0].first_outcome, INBOX_APPLIED);
 	ASSERT_EQ(r[1].outcome, INBOX_APPLIED);
 	ASSERT_TRUE(has_result(&r[1], "inv-o-2", 7, "text/plain"));
 	if (is_pg)
-		ASSERT_EQ(
-		    count(e.st, e.inbox_tbl, "gen = 2 AND result IS NOT NULL"),
-		    1);
-	ASSERT_EQ(x.calls, 2);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+		ASSERT_EQ(count(k.e.st, k.e.inbox_tbl,
+		                "gen = 2 AND result IS NOT NULL"),
+		          1);
+	ASSERT_EQ(k.x.calls, 2);
+	rcase_close(&k);
 }
 
 /* A handler that stores nothing: no result, on the first delivery and
  * on its duplicates; the first outcome still comes back, stale too. */
 TEST(handler_that_sets_no_result)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e, .no_result = 1};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k, (rctx){.no_result = 1}, 0));
 	char js[256];
 	order_json(js, sizeof(js), "n-1", "o-1", 10);
 	inbox_delivery d[2] = {delivery(js), delivery(js)};
 	inbox_result r[2];
 	TEST_RESULTS_INIT(r, 2);
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 2, r));
 	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
 	ASSERT_TRUE(no_result(&r[0]));
 	ASSERT_EQ(r[1].outcome, INBOX_DUPLICATE);
 	ASSERT_TRUE(no_result(&r[1]));
 	ASSERT_EQ(r[1].first_outcome, INBOX_APPLIED);
 	TEST_RESULTS_INIT(r, 2);
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 1, r));
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 1, r));
 	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
 	ASSERT_TRUE(no_result(&r[0]));
 	ASSERT_EQ(r[0].first_outcome, INBOX_APPLIED);
 	/* no result stored: the record's result column stays NULL */
-	ASSERT_EQ(count(e.st, e.inbox_tbl, "result IS NULL"), 1);
+	ASSERT_EQ(count(k.e.st, k.e.inbox_tbl, "result IS NULL"), 1);
 	inbox_admin_record *rec = NULL;
-	ASSERT_OK(inbox_admin_inspect(e.st, "billing.results.v1", "n-1", &rec));
+	ASSERT_OK(
+	    inbox_admin_inspect(k.e.st, "billing.results.v1", "n-1", &rec));
 	int none = !rec->result && !rec->result_len && !rec->result_type &&
 	           !rec->outcome;
 	inbox_admin_record_free(rec);
 	ASSERT_TRUE(none);
-	inbox_consumer_close(c);
+	inbox_consumer_close(k.c);
 	/* a stale message's duplicates say so */
-	hctx h = {.e = &e};
-	c = open_consumer(e.st, projection_handler, &h, NULL, NULL);
-	ASSERT_TRUE(c);
+	hctx h = {.e = &k.e};
+	k.c = open_consumer(k.e.st, projection_handler, &h, NULL, NULL);
+	ASSERT_TRUE(k.c);
 	inbox_result one = INBOX_RESULT_INIT;
-	ASSERT_OK(process1(c,
+	ASSERT_OK(process1(k.c,
 	                   "{\"id\":\"v2\",\"data\":{\"orderId\":\"p\","
 	                   "\"status\":\"paid\",\"version\":2}}",
 	                   &one));
 	ASSERT_EQ(one.outcome, INBOX_APPLIED);
 	const char *old = "{\"id\":\"v1\",\"data\":{\"orderId\":\"p\","
 	                  "\"status\":\"new\",\"version\":1}}";
-	ASSERT_OK(process1(c, old, &one));
-	ASSERT_EQ(one.outcome, INBOX_STALE);
-	ASSERT_TRUE(no_result(&one));
-	ASSERT_OK(process1(c, old, &one));
-	ASSERT_EQ(one.outcome, INBOX_DUPLICATE);
+	ASSERT_OK(gives(k.c, old, INBOX_STALE, NULL, 0, NULL, &one));
+	ASSERT_OK(gives(k.c, old, INBOX_DUPLICATE, NULL, 0, NULL, &one));
 	ASSERT_EQ(one.first_outcome, INBOX_STALE);
-	ASSERT_TRUE(no_result(&one));
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	rcase_close(&k);
 }
 
 /* Over max_result_bytes: the handler's error (never a silent cut); an
  * earlier result stays; a handler that gives up on it may reject. */
 TEST(result_over_the_limit)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e, .type = "text/plain", .then_larger = 17};
-	inbox_consumer *c = open_results(e.st, &x, 16);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(
+	    &k, (rctx){.type = "text/plain", .then_larger = 17}, 16));
 	char js[256];
 	order_json(js, sizeof(js), "big-1", "o-1", 10);
 	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(x.set_rc, INBOX_ERR_TOO_LARGE);
-	ASSERT_EQ(r.outcome, INBOX_APPLIED);
 	/* the 7 bytes set first are what was stored, whole */
-	ASSERT_TRUE(has_result(&r, "inv-o-1", 7, "text/plain"));
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_TRUE(has_result(&r, "inv-o-1", 7, "text/plain"));
+	ASSERT_OK(
+	    gives(k.c, js, INBOX_APPLIED, "inv-o-1", 7, "text/plain", &r));
+	ASSERT_EQ(k.x.set_rc, INBOX_ERR_TOO_LARGE);
+	ASSERT_OK(
+	    gives(k.c, js, INBOX_DUPLICATE, "inv-o-1", 7, "text/plain", &r));
 	/* exactly the limit is accepted */
-	x.then_larger = 16;
+	k.x.then_larger = 16;
 	order_json(js, sizeof(js), "big-2", "o-2", 10);
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_OK(x.set_rc);
+	ASSERT_OK(process1(k.c, js, &r));
+	ASSERT_OK(k.x.set_rc);
 	ASSERT_EQ(r.result_len, 16);
-	inbox_consumer_close(c);
+	inbox_consumer_close(k.c);
 	/* the default limit is 64 KiB; options beyond 256 MiB are refused */
-	rctx y = {.e = &e, .no_result = 1, .then_larger = 4096};
-	c = open_results(e.st, &y, 0);
-	ASSERT_TRUE(c);
+	rctx y = {.e = &k.e, .no_result = 1, .then_larger = 4096};
+	k.c = open_results(k.e.st, &y, 0);
+	ASSERT_TRUE(k.c);
 	order_json(js, sizeof(js), "big-3", "o-3", 10);
-	ASSERT_OK(process1(c, js, &r));
+	ASSERT_OK(process1(k.c, js, &r));
 	ASSERT_OK(y.set_rc);
 	ASSERT_EQ(r.result_len, 4096);
-	inbox_consumer_close(c);
+	inbox_consumer_close(k.c);
 	inbox_consumer_options o = INBOX_CONSUMER_OPTIONS_INIT;
 	o.name = "billing.results.v1";
 	o.retention_seconds = 3600;
 	o.max_result_bytes = (size_t)512 * 1024 * 1024;
 	char err[256];
-	ASSERT_EQ(inbox_consumer_open(&c, e.st, &o, err, sizeof(err)),
+	k.c = NULL;
+	ASSERT_EQ(inbox_consumer_open(&k.c, k.e.st, &o, err, sizeof(err)),
 	          INBOX_ERR_INVALID);
 	ASSERT_CONTAINS(err, "max_result_bytes");
-	env_teardown(&e);
+	rcase_close(&k);
 }
 
 /* RETRY drops the result with the effects; REJECT keeps it with the
  * dead record, and its duplicates get that answer. */
 TEST(result_follows_the_verdict)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e,
-	          .type = "application/problem+json",
-	          .data = "{\"status\":422}",
-	          .len = 14,
-	          .verdict = INBOX_HANDLER_RETRY};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k,
+	                     (rctx){.type = "application/problem+json",
+	                            .data = "{\"status\":422}",
+	                            .len = 14,
+	                            .verdict = INBOX_HANDLER_RETRY},
+	                     0));
 	char js[256];
 	order_json(js, sizeof(js), "v-1", "o-1", 10);
 	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_RETRY);
-	ASSERT_TRUE(no_result(&r));
-	x.verdict = INBOX_HANDLER_OK;
-	x.no_result = 1;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_APPLIED);
-	ASSERT_TRUE(no_result(&r));
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_TRUE(no_result(&r)); /* the retry's result was dropped */
+	ASSERT_OK(gives(k.c, js, INBOX_RETRY, NULL, 0, NULL, &r));
+	k.x.verdict = INBOX_HANDLER_OK;
+	k.x.no_result = 1;
+	ASSERT_OK(gives(k.c, js, INBOX_APPLIED, NULL, 0, NULL, &r));
+	/* the retry's result was dropped */
+	ASSERT_OK(gives(k.c, js, INBOX_DUPLICATE, NULL, 0, NULL, &r));
 	/* REJECT with a result */
-	x.no_result = 0;
-	x.verdict = INBOX_HANDLER_REJECT;
+	k.x.no_result = 0;
+	k.x.verdict = INBOX_HANDLER_REJECT;
 	order_json(js, sizeof(js), "v-2", "o-2", 10);
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DEAD_LETTERED);
-	ASSERT_TRUE(
-	    has_result(&r, "{\"status\":422}", 14, "application/problem+json"));
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
+	ASSERT_OK(gives(k.c, js, INBOX_DEAD_LETTERED, "{\"status\":422}", 14,
+	                "application/problem+json", &r));
+	ASSERT_OK(gives(k.c, js, INBOX_DUPLICATE, "{\"status\":422}", 14,
+	                "application/problem+json", &r));
 	ASSERT_EQ(r.first_outcome, INBOX_DEAD_LETTERED);
-	ASSERT_TRUE(
-	    has_result(&r, "{\"status\":422}", 14, "application/problem+json"));
 	/* the rejected effect was rolled back; the retried one kept */
-	ASSERT_EQ(count(e.st, e.invoices, NULL), 1);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	ASSERT_EQ(count(k.e.st, k.e.invoices, NULL), 1);
+	rcase_close(&k);
 }
 
 /* A long handler completing its lease stores the result too; a later
@@ -451,41 +448,33 @@ static int lease_result_fn(inbox_txn *t, const inbox_msg *m, void *p)
 
 TEST(result_of_a_lease_completion)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k, (rctx){0}, 0));
 	char js[256];
 	order_json(js, sizeof(js), "l-1", "o-1", 10);
 	inbox_delivery d = delivery(js);
 	inbox_lease *l = NULL;
 	inbox_outcome o;
-	ASSERT_OK(inbox_lease_acquire(c, &d, &l, &o));
+	ASSERT_OK(inbox_lease_acquire(k.c, &d, &l, &o));
 	ASSERT_EQ(o, INBOX_ACQUIRED);
 	ASSERT_OK(inbox_lease_complete(l, lease_result_fn, NULL, &o));
 	ASSERT_EQ(o, INBOX_APPLIED);
 	inbox_lease_free(l);
 	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_DUPLICATE);
-	ASSERT_TRUE(has_result(&r, "leased", 6, "text/plain"));
-	ASSERT_EQ(x.calls, 0);
+	ASSERT_OK(
+	    gives(k.c, js, INBOX_DUPLICATE, "leased", 6, "text/plain", &r));
+	ASSERT_EQ(k.x.calls, 0);
 	/* outside a handler there is nothing to attach a result to */
 	ASSERT_EQ(inbox_txn_set_result(NULL, NULL, "x", 1), INBOX_ERR_INVALID);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	rcase_close(&k);
 }
 
 /* A caller built against version 1 of inbox_result gets its fields only
  * (nothing written past them), and version 2 has the result. */
 TEST(result_struct_version_1_is_kept)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k, (rctx){0}, 0));
 	char js[256];
 	order_json(js, sizeof(js), "v1-1", "o-1", 10);
 	inbox_delivery d = delivery(js);
@@ -494,44 +483,37 @@ TEST(result_struct_version_1_is_kept)
 	ASSERT_TRUE(buf);
 	memset(buf, 0xa5, sizeof(inbox_result));
 	((inbox_result *)(void *)buf)->version = 1;
-	ASSERT_OK(inbox_consumer_process(c, &d, (inbox_result *)(void *)buf));
+	ASSERT_OK(inbox_consumer_process(k.c, &d, (inbox_result *)(void *)buf));
 	ASSERT_EQ(((inbox_result *)(void *)buf)->outcome, INBOX_APPLIED);
 	int untouched = 1;
 	for (size_t i = v1; i < sizeof(inbox_result); i++)
 		untouched &= buf[i] == 0xa5;
 	free(buf);
 	ASSERT_TRUE(untouched);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	rcase_close(&k);
 }
 
 /* The result lives as long as its record: purged with it, never kept
  * behind (a redelivery after the purge is new, and stores its own). */
 TEST(result_lives_as_long_as_the_record)
 {
-	env e;
-	ASSERT_OK(env_setup(&e));
-	rctx x = {.e = &e, .type = "text/plain"};
-	inbox_consumer *c = open_results(e.st, &x, 0);
-	ASSERT_TRUE(c);
+	rcase k;
+	ASSERT_OK(rcase_open(&k, (rctx){.type = "text/plain"}, 0));
 	char js[256];
 	order_json(js, sizeof(js), "p-1", "o-1", 10);
 	inbox_result r = INBOX_RESULT_INIT;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(count(e.st, e.inbox_tbl, "result IS NOT NULL"), 1);
-	age_inbox(&e, 7200);
+	ASSERT_OK(process1(k.c, js, &r));
+	ASSERT_EQ(count(k.e.st, k.e.inbox_tbl, "result IS NOT NULL"), 1);
+	age_inbox(&k.e, 7200);
 	int64_t deleted = 0;
-	ASSERT_OK(inbox_store_purge(e.st, NULL, 0, 10, 0, &deleted));
+	ASSERT_OK(inbox_store_purge(k.e.st, NULL, 0, 10, 0, &deleted));
 	ASSERT_EQ(deleted, 1);
-	ASSERT_EQ(count(e.st, e.inbox_tbl, NULL), 0);
-	x.data = "second";
-	x.len = 6;
-	ASSERT_OK(process1(c, js, &r));
-	ASSERT_EQ(r.outcome, INBOX_APPLIED);
-	ASSERT_TRUE(has_result(&r, "second", 6, "text/plain"));
-	ASSERT_EQ(x.calls, 2);
-	inbox_consumer_close(c);
-	env_teardown(&e);
+	ASSERT_EQ(count(k.e.st, k.e.inbox_tbl, NULL), 0);
+	k.x.data = "second";
+	k.x.len = 6;
+	ASSERT_OK(gives(k.c, js, INBOX_APPLIED, "second", 6, "text/plain", &r));
+	ASSERT_EQ(k.x.calls, 2);
+	rcase_close(&k);
 }
 
 static void run_result_cases(void)
