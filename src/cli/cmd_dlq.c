@@ -23,6 +23,7 @@
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
+#include "cli/table.h"
 
 const char cli_dlq_usage[] =
     "usage: inbox dlq list CONFIG [FILTERS] [--limit N] [--after ID] "
@@ -122,97 +123,13 @@ static int find(dlq *q, int64_t id, int *ci, inbox_admin_dead_letter **dl)
 /* ---- list -----------------------------------------------------------------
  */
 
-/* The text table of `dlq list`: rows are kept until the end, so every
- * column is as wide as its widest cell (display width: UTF-8 characters,
- * the cells being printable text already). */
 #define LIST_COLS 8
 
 typedef struct list_out {
 	int json;
 	long count;
-	char **cells; /* LIST_COLS per row, the header first */
-	size_t ncells, cap;
-	int nomem;
+	cli_table t; /* the text table (cli/table.h) */
 } list_out;
-
-static size_t display_width(const char *s)
-{
-	size_t w = 0;
-	for (; *s; s++)
-		w += ((unsigned char)*s & 0xC0) != 0x80;
-	return w;
-}
-
-static void add_cell(list_out *x, char *text)
-{
-	if (!text || x->nomem) {
-		free(text);
-		x->nomem = 1;
-		return;
-	}
-	if (x->ncells == x->cap) {
-		size_t cap = x->cap ? 2 * x->cap : 16 * LIST_COLS;
-		char **c = realloc(x->cells, cap * sizeof(*c));
-		if (!c) {
-			free(text);
-			x->nomem = 1;
-			return;
-		}
-		x->cells = c;
-		x->cap = cap;
-	}
-	x->cells[x->ncells++] = text;
-}
-
-/* A cell of message-borne text, made printable and cut at max. */
-static char *safe_cell(const char *s, size_t len, size_t max)
-{
-	char *out = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&out, &n);
-	if (!f)
-		return NULL;
-	cli_print_safe(f, s, len, max);
-	if (fclose(f) != 0) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
-static char *fmt_cell(const char *fmt, long long v)
-{
-	char buf[32];
-	snprintf(buf, sizeof(buf), fmt, v);
-	return strdup(buf);
-}
-
-static void print_table(list_out *x)
-{
-	size_t w[LIST_COLS] = {0};
-	for (size_t i = 0; i < x->ncells; i++) {
-		size_t dw = display_width(x->cells[i]);
-		if (dw > w[i % LIST_COLS])
-			w[i % LIST_COLS] = dw;
-	}
-	for (size_t i = 0; i < x->ncells; i++) {
-		size_t col = i % LIST_COLS;
-		fputs(x->cells[i], stdout);
-		if (col == LIST_COLS - 1) {
-			fputc('\n', stdout);
-			continue;
-		}
-		for (size_t k = display_width(x->cells[i]); k < w[col] + 2; k++)
-			fputc(' ', stdout);
-	}
-}
-
-static void free_table(list_out *x)
-{
-	for (size_t i = 0; i < x->ncells; i++)
-		free(x->cells[i]);
-	free(x->cells);
-}
 
 static int list_row(const inbox_admin_dead_letter *dl, void *payload)
 {
@@ -237,28 +154,30 @@ static int list_row(const inbox_admin_dead_letter *dl, void *payload)
 		printf("}\n");
 		return 0;
 	}
-	add_cell(x, fmt_cell("%lld", (long long)dl->id));
-	add_cell(x, strdup(cli_time_text(dl->created_at_ms, t, sizeof(t))));
-	add_cell(x, fmt_cell("%lld", (long long)dl->deliveries));
-	add_cell(x, fmt_cell("%lld", (long long)dl->attempts));
-	add_cell(x, strdup(dl->replayed_at_ms ? "yes" : "no"));
-	add_cell(x, safe_cell(dl->consumer, strlen(dl->consumer), 30));
-	add_cell(x, dl->key ? safe_cell(dl->key, strlen(dl->key), 48)
-	                    : strdup("-")); /* no key: the message had none */
-	add_cell(x, safe_cell(dl->reason, strlen(dl->reason), 160));
-	return x->nomem ? -1 : 0;
+	cli_table_add(&x->t, cli_cell_num((long long)dl->id));
+	cli_table_add(&x->t,
+	              strdup(cli_time_text(dl->created_at_ms, t, sizeof(t))));
+	cli_table_add(&x->t, cli_cell_num((long long)dl->deliveries));
+	cli_table_add(&x->t, cli_cell_num((long long)dl->attempts));
+	cli_table_add(&x->t, strdup(dl->replayed_at_ms ? "yes" : "no"));
+	cli_table_add(&x->t, cli_cell_text(dl->consumer, 30));
+	/* no key: the message had none ("-") */
+	cli_table_add(&x->t, cli_cell_text(dl->key, 48));
+	cli_table_add(&x->t, cli_cell_text(dl->reason, 160));
+	return x->t.nomem ? -1 : 0;
 }
 
 static int cmd_list(cli_rows *rows)
 {
 	dlq *q = (dlq *)rows;
 	list_out x = {.json = q->json};
+	cli_table_init(&x.t, LIST_COLS);
 	static const char *const head[LIST_COLS] = {
 	    "ID",       "FIRST SEEN", "DELIVERIES", "ATTEMPTS",
 	    "REPLAYED", "CONSUMER",   "KEY",        "REASON"};
 	if (!q->json)
 		for (int i = 0; i < LIST_COLS; i++)
-			add_cell(&x, strdup(head[i]));
+			cli_table_add(&x.t, strdup(head[i]));
 	int rc = 0;
 	for (int i = 0; i < q->r.cfg.nconsumers && !rc; i++) {
 		if (!cli_rows_selected(&q->r, i))
@@ -279,7 +198,7 @@ static int cmd_list(cli_rows *rows)
 		if (f.limit <= 0)
 			break;
 		int err = inbox_admin_dlq_list(q->r.st[i], &f, list_row, &x);
-		if (x.nomem) {
+		if (x.t.nomem) {
 			cli_error("out of memory listing dead letters");
 			rc = CLI_EXIT_RUNTIME;
 		} else if (err < 0) {
@@ -288,11 +207,11 @@ static int cmd_list(cli_rows *rows)
 		}
 	}
 	if (!q->json && !rc) {
-		print_table(&x);
+		cli_table_print(&x.t);
 		printf("(%ld dead letter%s)\n", x.count,
 		       x.count == 1 ? "" : "s");
 	}
-	free_table(&x);
+	cli_table_free(&x.t);
 	return rc;
 }
 

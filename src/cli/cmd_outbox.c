@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
+#include "cli/table.h"
 
 const char cli_outbox_usage[] =
     "usage: inbox outbox list CONFIG [FILTERS] [--limit N] [--after ID] "
@@ -123,71 +124,13 @@ static void row_json(const inbox_admin_outbox_row *r, int full)
 	printf("}\n");
 }
 
-/* The text table: like dlq list, every column as wide as its widest
- * cell. */
 #define NCOLS 9
 
 typedef struct table {
-	char **cells;
-	size_t n, cap;
-	int nomem;
+	cli_table t; /* the text table (cli/table.h) */
 	long rows;
 	int json;
 } table;
-
-static size_t width(const char *s)
-{
-	size_t w = 0;
-	for (; *s; s++)
-		w += ((unsigned char)*s & 0xC0) != 0x80;
-	return w;
-}
-
-static void cell(table *t, char *text)
-{
-	if (!text || t->nomem) {
-		free(text);
-		t->nomem = 1;
-		return;
-	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 16 * NCOLS;
-		char **c = realloc(t->cells, cap * sizeof(*c));
-		if (!c) {
-			free(text);
-			t->nomem = 1;
-			return;
-		}
-		t->cells = c;
-		t->cap = cap;
-	}
-	t->cells[t->n++] = text;
-}
-
-static char *safe(const char *s, size_t max)
-{
-	char *out = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&out, &n);
-	if (!f)
-		return NULL;
-	if (s)
-		cli_print_safe(f, s, strlen(s), max);
-	else
-		fputs("-", f);
-	if (fclose(f) != 0) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
-static char *num(long long v)
-{
-	char b[32];
-	snprintf(b, sizeof(b), "%lld", v);
-	return strdup(b);
-}
 
 static int list_row(const inbox_admin_outbox_row *r, void *payload)
 {
@@ -198,47 +141,30 @@ static int list_row(const inbox_admin_outbox_row *r, void *payload)
 		return 0;
 	}
 	char age[24];
-	cell(t, num(r->id));
-	cell(t, strdup(r->state));
-	cell(t, num(r->attempts));
-	cell(t, strdup(cli_age_text(r->now_ms - r->created_at_ms, age,
-	                            sizeof(age))));
-	cell(t, safe(r->provider, 60));
-	cell(t, safe(r->consumer, 30));
-	cell(t, safe(r->key, 48));
-	cell(t, safe(r->step, 24));
-	cell(t, safe(r->last_error, 120));
-	return t->nomem ? -1 : 0;
-}
-
-static void print_table(table *t)
-{
-	size_t w[NCOLS] = {0};
-	for (size_t i = 0; i < t->n; i++)
-		if (width(t->cells[i]) > w[i % NCOLS])
-			w[i % NCOLS] = width(t->cells[i]);
-	for (size_t i = 0; i < t->n; i++) {
-		size_t col = i % NCOLS;
-		fputs(t->cells[i], stdout);
-		if (col == NCOLS - 1) {
-			fputc('\n', stdout);
-			continue;
-		}
-		for (size_t k = width(t->cells[i]); k < w[col] + 2; k++)
-			fputc(' ', stdout);
-	}
+	cli_table_add(&t->t, cli_cell_num(r->id));
+	cli_table_add(&t->t, strdup(r->state));
+	cli_table_add(&t->t, cli_cell_num(r->attempts));
+	cli_table_add(&t->t, strdup(cli_age_text(r->now_ms - r->created_at_ms,
+	                                         age, sizeof(age))));
+	cli_table_add(&t->t, cli_cell_text(r->provider, 60));
+	cli_table_add(&t->t, cli_cell_text(r->consumer, 30));
+	cli_table_add(&t->t, cli_cell_text(r->key, 48));
+	cli_table_add(&t->t, cli_cell_text(r->step, 24));
+	cli_table_add(&t->t, cli_cell_text(r->last_error, 120));
+	return t->t.nomem ? -1 : 0;
 }
 
 static int cmd_list(cli_rows *rows)
 {
 	ob *q = (ob *)rows;
 	table t = {.json = q->json};
+	cli_table_init(&t.t, NCOLS);
 	static const char *const head[NCOLS] = {
 	    "ID",       "STATE", "ATTEMPTS", "AGE",       "PROVIDER",
 	    "CONSUMER", "KEY",   "STEP",     "LAST ERROR"};
 	if (!q->json)
 		for (int i = 0; i < NCOLS; i++)
-			cell(&t, strdup(head[i]));
+			cli_table_add(&t.t, strdup(head[i]));
 	int rc = 0;
 	for (int i = 0; i < q->r.cfg.nconsumers && !rc; i++) {
 		if (!cli_rows_selected(&q->r, i))
@@ -251,7 +177,7 @@ static int cmd_list(cli_rows *rows)
 		if (f.limit <= 0)
 			break;
 		int err = inbox_admin_outbox_list(q->r.st[i], &f, list_row, &t);
-		if (t.nomem) {
+		if (t.t.nomem) {
 			cli_error("out of memory listing the outbox");
 			rc = CLI_EXIT_RUNTIME;
 		} else if (err == INBOX_ERR_INVALID) {
@@ -264,12 +190,10 @@ static int cmd_list(cli_rows *rows)
 		}
 	}
 	if (!q->json && !rc) {
-		print_table(&t);
+		cli_table_print(&t.t);
 		printf("(%ld outbox row%s)\n", t.rows, t.rows == 1 ? "" : "s");
 	}
-	for (size_t i = 0; i < t.n; i++)
-		free(t.cells[i]);
-	free(t.cells);
+	cli_table_free(&t.t);
 	return rc;
 }
 
