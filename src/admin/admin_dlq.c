@@ -138,32 +138,10 @@ int inbox_admin_dlq_list(inbox_store *st, const inbox_admin_dlq_filter *f,
 
 /* ---- one, with its payload -------------------------------------------- */
 
-/* Decode hex text into a malloc'ed, NUL-terminated buffer. */
-static char *unhex(const char *h, size_t *len)
-{
-	size_t n = h ? strlen(h) / 2 : 0;
-	char *out = malloc(n + 1);
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		int hi = inbox__hexval((unsigned char)h[2 * i]),
-		    lo = inbox__hexval((unsigned char)h[2 * i + 1]);
-		out[i] = (char)((hi < 0 ? 0 : hi) * 16 + (lo < 0 ? 0 : lo));
-	}
-	out[n] = '\0';
-	*len = n;
-	return out;
-}
-
-typedef struct get_ctx {
-	inbox_admin_dead_letter *dl;
-	int oom;
-} get_ctx;
-
 static int get_row(int ncols, const char *const *v, void *payload)
 {
-	get_ctx *x = payload;
-	if (ncols < DL_NCOLS + 1 || x->dl)
+	inbox__admin_one *x = payload;
+	if (ncols < DL_NCOLS + 1 || x->row)
 		return 1;
 	inbox_admin_dead_letter *dl = calloc(1, sizeof(*dl));
 	if (!dl) {
@@ -171,10 +149,10 @@ static int get_row(int ncols, const char *const *v, void *payload)
 		return 1;
 	}
 	fill(dl, v, &x->oom);
-	dl->payload = unhex(v[DL_NCOLS], &dl->payload_len);
+	dl->payload = inbox__admin_unhex(v[DL_NCOLS], &dl->payload_len);
 	if (!dl->payload)
 		x->oom = 1;
-	x->dl = dl;
+	x->row = dl;
 	return 1;
 }
 
@@ -186,37 +164,16 @@ int inbox_admin_dlq_get(inbox_store *st, int64_t id, const char *consumer,
 	*out = NULL;
 	if (!st)
 		return INBOX_ERR_INVALID;
-	char ids[24];
-	snprintf(ids, sizeof(ids), "%lld", (long long)id);
-	const char *p[2] = {ids, consumer};
-	inbox__buf b = INBOX__BUF_INIT;
-	get_ctx x = {NULL, 0};
-	int rc = inbox__admin_sql(
-	    &b, st,
-	    consumer ? "SELECT " DL_COLUMNS ", {hex:payload} FROM"
-	               " {dead_letters} WHERE id = {i:1} AND consumer = $2"
-	             : "SELECT " DL_COLUMNS ", {hex:payload} FROM"
-	               " {dead_letters} WHERE id = {i:1}");
-	if (rc == INBOX_OK)
-		rc = inbox_store_query(st, b.data, consumer ? 2 : 1, p, get_row,
-		                       &x);
-	inbox__buf_free(&b);
-	if (rc == INBOX_OK && x.oom) {
-		inbox__store_seterr(st, "", "dead letter: out of memory");
-		rc = INBOX_ERR_NOMEM;
-	}
-	if (rc == INBOX_OK && !x.dl) {
-		inbox__store_seterr(st, "", "no dead letter %lld%s%s%s",
-		                    (long long)id, consumer ? " of \"" : "",
-		                    consumer ? consumer : "",
-		                    consumer ? "\"" : "");
-		return INBOX_ERR_NOTFOUND;
-	}
+	inbox__admin_one x = {NULL, 0};
+	int rc = inbox__admin_get(st,
+	                          "SELECT " DL_COLUMNS ", {hex:payload} FROM"
+	                          " {dead_letters}",
+	                          id, consumer, "dead letter", get_row, &x);
 	if (rc != INBOX_OK) {
-		inbox_admin_dead_letter_free(x.dl);
+		inbox_admin_dead_letter_free(x.row);
 		return rc;
 	}
-	*out = x.dl;
+	*out = x.row;
 	return INBOX_OK;
 }
 

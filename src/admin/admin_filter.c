@@ -1,11 +1,15 @@
 /*
- * The WHERE clause of an operator's listing (admin_sql.h): the dead
- * letters' and the outbox's filters, each a run of optional terms with
- * their parameters after "id > $1", then the page's order and limit.
+ * The reads of an operator's listings (admin_sql.h): the WHERE clause of
+ * the dead letters' and the outbox's filters, each a run of optional
+ * terms with their parameters after "id > $1", then the page's order and
+ * limit; and one row read by its id, its bytes as hex.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "admin/admin_sql.h"
+#include "base/url.h"
 
 void inbox__admin_filter_init(inbox__admin_filter *w, const char *select,
                               int64_t after_id)
@@ -80,5 +84,55 @@ int inbox__admin_filter_run(inbox__admin_filter *w, inbox_store *st, int limit,
 		rc = inbox_store_query(st, b.data, w->np, w->p, fn, payload);
 	inbox__buf_free(&w->t);
 	inbox__buf_free(&b);
+	return rc;
+}
+
+char *inbox__admin_unhex(const char *h, size_t *len)
+{
+	size_t n = h ? strlen(h) / 2 : 0;
+	char *out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		int hi = inbox__hexval((unsigned char)h[2 * i]),
+		    lo = inbox__hexval((unsigned char)h[2 * i + 1]);
+		out[i] = (char)((hi < 0 ? 0 : hi) * 16 + (lo < 0 ? 0 : lo));
+	}
+	out[n] = '\0';
+	*len = n;
+	return out;
+}
+
+int inbox__admin_get(inbox_store *st, const char *select, int64_t id,
+                     const char *consumer, const char *what, inbox_row_fn fn,
+                     inbox__admin_one *x)
+{
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%lld", (long long)id);
+	const char *p[2] = {ids, consumer};
+	inbox__buf t = INBOX__BUF_INIT, b = INBOX__BUF_INIT;
+	int bad = inbox__buf_puts(&t, select) < 0 ||
+	          inbox__buf_puts(&t, " WHERE id = {i:1}") < 0 ||
+	          (consumer && inbox__buf_puts(&t, " AND consumer = $2") < 0);
+	int rc = INBOX_ERR_NOMEM;
+	if (bad)
+		inbox__store_seterr(st, "", "out of memory building SQL");
+	else
+		rc = inbox__admin_sql(&b, st, t.data);
+	if (rc == INBOX_OK)
+		rc = inbox_store_query(st, b.data, consumer ? 2 : 1, p, fn, x);
+	inbox__buf_free(&t);
+	inbox__buf_free(&b);
+	if (rc == INBOX_OK && x->oom) {
+		inbox__store_seterr(st, "", "%s: out of memory", what);
+		rc = INBOX_ERR_NOMEM;
+	}
+	if (rc == INBOX_OK && !x->row) {
+		inbox__store_seterr(st, "", "no %s %lld%s%s%s", what,
+		                    (long long)id, consumer ? " of \"" : "",
+		                    consumer ? consumer : "",
+		                    consumer ? "\"" : "");
+		rc = INBOX_ERR_NOTFOUND;
+	}
 	return rc;
 }

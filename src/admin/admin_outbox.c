@@ -184,33 +184,10 @@ int inbox_admin_outbox_list(inbox_store *st, const inbox_admin_outbox_filter *f,
 
 /* ---- one row ------------------------------------------------------------ */
 
-static char *unhex(const char *h, size_t *len, int *oom)
-{
-	size_t n = h ? strlen(h) / 2 : 0;
-	char *out = malloc(n + 1);
-	if (!out) {
-		*oom = 1;
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		int hi = inbox__hexval((unsigned char)h[2 * i]),
-		    lo = inbox__hexval((unsigned char)h[2 * i + 1]);
-		out[i] = (char)((hi < 0 ? 0 : hi) * 16 + (lo < 0 ? 0 : lo));
-	}
-	out[n] = '\0';
-	*len = n;
-	return out;
-}
-
-typedef struct get_ctx {
-	inbox_admin_outbox_row *r;
-	int oom;
-} get_ctx;
-
 static int get_row(int ncols, const char *const *v, void *payload)
 {
-	get_ctx *x = payload;
-	if (ncols < OB_NCOLS + 2 || x->r)
+	inbox__admin_one *x = payload;
+	if (ncols < OB_NCOLS + 2 || x->row)
 		return 1;
 	inbox_admin_outbox_row *r = calloc(1, sizeof(*r));
 	if (!r) {
@@ -218,10 +195,12 @@ static int get_row(int ncols, const char *const *v, void *payload)
 		return 1;
 	}
 	fill(r, v, &x->oom);
-	r->body = unhex(v[OB_NCOLS], &r->body_len, &x->oom);
-	if (v[OB_NCOLS + 1])
-		r->response = unhex(v[OB_NCOLS + 1], &r->response_len, &x->oom);
-	x->r = r;
+	if (!(r->body = inbox__admin_unhex(v[OB_NCOLS], &r->body_len)))
+		x->oom = 1;
+	if (v[OB_NCOLS + 1] && !(r->response = inbox__admin_unhex(
+	                             v[OB_NCOLS + 1], &r->response_len)))
+		x->oom = 1;
+	x->row = r;
 	return 1;
 }
 
@@ -233,37 +212,16 @@ int inbox_admin_outbox_get(inbox_store *st, int64_t id, const char *consumer,
 	*out = NULL;
 	if (!st)
 		return INBOX_ERR_INVALID;
-	char ids[24];
-	snprintf(ids, sizeof(ids), "%lld", (long long)id);
-	const char *p[2] = {ids, consumer};
-	inbox__buf b = INBOX__BUF_INIT;
-	get_ctx x = {NULL, 0};
-	int rc = inbox__admin_sql(
-	    &b, st,
-	    consumer ? "SELECT " OB_COLUMNS ", {hex:body}, {hex:response}"
-	               " FROM {outbox} WHERE id = {i:1} AND consumer = $2"
-	             : "SELECT " OB_COLUMNS ", {hex:body}, {hex:response}"
-	               " FROM {outbox} WHERE id = {i:1}");
-	if (rc == INBOX_OK)
-		rc = inbox_store_query(st, b.data, consumer ? 2 : 1, p, get_row,
-		                       &x);
-	inbox__buf_free(&b);
-	if (rc == INBOX_OK && x.oom) {
-		inbox__store_seterr(st, "", "outbox row: out of memory");
-		rc = INBOX_ERR_NOMEM;
-	}
-	if (rc == INBOX_OK && !x.r) {
-		inbox__store_seterr(st, "", "no outbox row %lld%s%s%s",
-		                    (long long)id, consumer ? " of \"" : "",
-		                    consumer ? consumer : "",
-		                    consumer ? "\"" : "");
-		return INBOX_ERR_NOTFOUND;
-	}
+	inbox__admin_one x = {NULL, 0};
+	int rc = inbox__admin_get(st,
+	                          "SELECT " OB_COLUMNS
+	                          ", {hex:body}, {hex:response} FROM {outbox}",
+	                          id, consumer, "outbox row", get_row, &x);
 	if (rc != INBOX_OK) {
-		inbox_admin_outbox_row_free(x.r);
+		inbox_admin_outbox_row_free(x.row);
 		return rc;
 	}
-	*out = x.r;
+	*out = x.row;
 	return INBOX_OK;
 }
 

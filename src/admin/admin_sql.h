@@ -75,4 +75,23 @@ void inbox__admin_filter_older(inbox__admin_filter *w, const char *expr,
 int inbox__admin_filter_run(inbox__admin_filter *w, inbox_store *st, int limit,
                             inbox_row_fn fn, void *payload);
 
+/* A hex column's bytes, malloc'ed and NUL-terminated (bad digits read
+ * as 0); NULL when out of memory. */
+char *inbox__admin_unhex(const char *h, size_t *len);
+
+/* What a by-id read's row function fills: the row it made (the caller's
+ * type) and whether memory ran out. */
+typedef struct inbox__admin_one {
+	void *row;
+	int oom;
+} inbox__admin_one;
+
+/* The row `id` (of `consumer` when not NULL): `select` ("SELECT cols
+ * FROM {table}") WHERE id = {i:1} [AND consumer = $2], fn per row into
+ * x. INBOX_OK with x->row set; INBOX_ERR_NOTFOUND ("no WHAT ID [of
+ * "CONSUMER"]"), INBOX_ERR_NOMEM ("WHAT: out of memory") or the query's
+ * error, the message on st; x->row is the caller's to free then. */
+int inbox__admin_get(inbox_store *st, const char *select, int64_t id,
+                     const char *consumer, const char *what, inbox_row_fn fn,
+                     inbox__admin_one *x);
 #endif
