@@ -433,7 +433,7 @@ int inbox_decl_handler(inbox_txn *t, const inbox_msg *m, void *payload)
 	/* The rows the declared result reads, per step (NULL: a step that
 	 * did not run for this message, or returned no row). */
 	json_t **rows = NULL;
-	if (d->result && d->nsteps > 0 &&
+	if ((d->result || d->headers) && d->nsteps > 0 &&
 	    !(rows = calloc((size_t)d->nsteps, sizeof(*rows))))
 		goto nomem;
 	int v = INBOX_HANDLER_OK;
@@ -454,7 +454,7 @@ int inbox_decl_handler(inbox_txn *t, const inbox_msg *m, void *payload)
 	if (h >= 0 && v == INBOX_HANDLER_OK) {
 		if (!ran && d->nsteps + d->noutbox > 0)
 			inbox_txn_mark_skipped(t);
-		else if (d->result)
+		else if (d->result || d->headers)
 			v = inbox__decl_result_run(t, m, d, rows);
 	}
 	for (int i = 0; rows && i < d->nsteps; i++)

@@ -78,7 +78,16 @@ struct inbox_decl {
 	int last; /* the step added last: 1 SQL/upsert, 2 outbox */
 	struct json_t
 	    *result; /* the result template, or NULL (decl_result.c) */
+	/* response headers stored with the result (http:// routes): an
+	 * object of name -> "text{leaf}text" templates, or NULL */
+	struct json_t *headers;
 };
+
+/* The content type of a result that carries response headers: the bytes
+ * are {"headers":{NAME:VALUE,...},"body":BODY} (BODY the declared
+ * result, or null). Only the http:// source reads it (http_reply.c
+ * spells the same text). */
+#define INBOX__HTTP_RESULT_TYPE "application/vnd.inbox.http-response+json"
 
 /* Whether every condition holds for m: 1, 0, or INBOX_ERR_NOMEM. */
 int inbox__decl_holds(const inbox__decl_whens *w, const inbox_msg *m);
@@ -126,5 +135,11 @@ int inbox__decl_row_fn(int ncols, const char *const *values, void *payload);
  * max_result_bytes), RETRY otherwise. */
 int inbox__decl_result_run(inbox_txn *t, const inbox_msg *m,
                            const inbox_decl *d, struct json_t *const *rows);
+/* Add a response header stored with the result: name (an HTTP token,
+ * not one the source writes itself) and a template of text and {leaf}
+ * parts, each leaf a result leaf ({/pointer}, {#N.column}, {key}).
+ * INBOX_OK, INBOX_ERR_INVALID (why set), INBOX_ERR_NOMEM. */
+int inbox__decl_add_header(inbox_decl *d, const char *name, const char *tmpl,
+                           char *why, size_t len);
 
 #endif

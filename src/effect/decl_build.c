@@ -135,6 +135,7 @@ void inbox_decl_free(inbox_decl *d)
 	free(d->setup);
 	inbox__decl_whens_free(&d->when);
 	json_decref(d->result);
+	json_decref(d->headers);
 	free(d);
 }
 

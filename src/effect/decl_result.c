@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <strings.h>
+
+#include "base/buf.h"
 #include "base/json.h"
 
 #define RESULT_MAX_VALUES 10000
@@ -160,6 +163,120 @@ int inbox_decl_set_result(inbox_decl *d, const char *result_template, char *why,
 	return INBOX_OK;
 }
 
+/* Headers the http:// source writes itself, or that frame the message:
+ * a route cannot store them. */
+static const char *const own_headers[] = {"content-type",
+                                          "content-length",
+                                          "transfer-encoding",
+                                          "connection",
+                                          "keep-alive",
+                                          "upgrade",
+                                          "te",
+                                          "trailer",
+                                          "retry-after",
+                                          "idempotent-replayed",
+                                          "allow",
+                                          "date",
+                                          NULL};
+
+static int token_char(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch >= '0' && ch <= '9') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* The {leaf} parts of a header template, each checked as a result leaf
+ * ("{key}" is the key). */
+static int check_header(inbox_decl *d, const char *tmpl, char *why, size_t len)
+{
+	int values = 0;
+	for (const char *p = tmpl; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return say(why, len, INBOX_ERR_INVALID,
+			           "headers: a control character in a "
+			           "template");
+		if (*p == '}')
+			return say(why, len, INBOX_ERR_INVALID,
+			           "headers: an unmatched '}' in \"%s\"", tmpl);
+		if (*p != '{')
+			continue;
+		const char *end = strchr(p + 1, '}');
+		if (!end || end == p + 1)
+			return say(why, len, INBOX_ERR_INVALID,
+			           "headers: an unclosed or empty {} in \"%s\"",
+			           tmpl);
+		size_t n = (size_t)(end - p - 1);
+		char leaf[600];
+		if (n + 3 > sizeof(leaf))
+			return say(why, len, INBOX_ERR_INVALID,
+			           "headers: a {} part is too long");
+		if (n == 3 && !strncmp(p + 1, "key", 3))
+			memcpy(leaf, "{key}", 6);
+		else {
+			memcpy(leaf, p + 1, n);
+			leaf[n] = '\0';
+			if (leaf[0] == '=')
+				return say(
+				    why, len, INBOX_ERR_INVALID,
+				    "headers: write literal text outside "
+				    "{}");
+		}
+		json_t *l = json_string(leaf);
+		if (!l)
+			return say(why, len, INBOX_ERR_INVALID,
+			           "headers: a {} part is not UTF-8");
+		int rc = check(d, l, 0, &values, why, len);
+		json_decref(l);
+		if (rc)
+			return rc;
+		p = end;
+	}
+	return 0;
+}
+
+int inbox__decl_add_header(inbox_decl *d, const char *name, const char *tmpl,
+                           char *why, size_t len)
+{
+	if (!d || !name || !tmpl || !*name)
+		return say(why, len, INBOX_ERR_INVALID,
+		           "headers: a name and a template are required");
+	for (const char *p = name; *p; p++)
+		if (!token_char((unsigned char)*p))
+			return say(why, len, INBOX_ERR_INVALID,
+			           "headers: \"%s\" is not a header name",
+			           name);
+	for (int i = 0; own_headers[i]; i++)
+		if (!strcasecmp(name, own_headers[i]))
+			return say(why, len, INBOX_ERR_INVALID,
+			           "headers: %s is the source's own header",
+			           name);
+	if (d->headers) {
+		const char *k;
+		json_t *e;
+		json_object_foreach(d->headers, k, e) if (
+		    !strcasecmp(k, name)) return say(why, len,
+		                                     INBOX_ERR_INVALID,
+		                                     "headers: %s named twice",
+		                                     name);
+	}
+	int *was = calloc((size_t)d->nsteps + 1, sizeof(*was));
+	if (!was)
+		return say(why, len, INBOX_ERR_NOMEM, "out of memory");
+	for (int i = 0; i < d->nsteps; i++)
+		was[i] = d->steps[i].returns;
+	int rc = check_header(d, tmpl, why, len);
+	if (rc == 0 && !d->headers && !(d->headers = json_object()))
+		rc = say(why, len, INBOX_ERR_NOMEM, "out of memory");
+	if (rc == 0 && json_object_set_new(d->headers, name, json_string(tmpl)))
+		rc = say(why, len, INBOX_ERR_NOMEM, "out of memory");
+	if (rc)
+		for (int i = 0; i < d->nsteps; i++)
+			d->steps[i].returns = was[i];
+	free(was);
+	return rc;
+}
+
 int inbox__decl_row_fn(int ncols, const char *const *values, void *payload)
 {
 	inbox__decl_row *r = payload;
@@ -280,12 +397,117 @@ static json_t *render(const json_t *t, const inbox_msg *m, json_t *const *rows,
 	return o;
 }
 
+/* One header's value: the template's text with each {leaf} replaced by
+ * its value (a string as it is, null as nothing, anything else as
+ * compact JSON). NULL with *verdict and why set. */
+static json_t *render_header(const char *name, const char *tmpl,
+                             const inbox_msg *m, json_t *const *rows,
+                             int *verdict, char *why, size_t len)
+{
+	inbox__buf b = {0};
+	int bad = 0;
+	for (const char *p = tmpl; *p;) {
+		if (*p != '{') {
+			const char *q = strchr(p, '{');
+			size_t n = q ? (size_t)(q - p) : strlen(p);
+			bad |= inbox__buf_append(&b, p, n);
+			p += n;
+			continue;
+		}
+		const char *end = strchr(p, '}'); /* checked when declared */
+		size_t n = (size_t)(end - p - 1);
+		char leafs[600];
+		if (n == 3 && !strncmp(p + 1, "key", 3))
+			memcpy(leafs, "{key}", 6);
+		else {
+			memcpy(leafs, p + 1, n);
+			leafs[n] = '\0';
+		}
+		json_t *v = leaf(leafs, m, rows, verdict, why, len);
+		if (!v) {
+			inbox__buf_free(&b);
+			return NULL;
+		}
+		if (json_is_string(v)) {
+			bad |= inbox__buf_append(&b, json_string_value(v),
+			                         json_string_length(v));
+		} else if (!json_is_null(v)) {
+			char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+			bad |= t ? inbox__buf_puts(&b, t) : -1;
+			free(t);
+		}
+		json_decref(v);
+		p = end + 1;
+	}
+	for (size_t i = 0; !bad && i < b.len; i++)
+		if ((unsigned char)b.data[i] < 0x20 || b.data[i] == 0x7f) {
+			/* never a second header line (response splitting) */
+			*verdict = INBOX_HANDLER_REJECT;
+			snprintf(why, len,
+			         "header %s: its value holds a control "
+			         "character",
+			         name);
+			inbox__buf_free(&b);
+			return NULL;
+		}
+	json_t *s = bad ? NULL : json_stringn(b.data ? b.data : "", b.len);
+	if (!s && !bad) {
+		*verdict = INBOX_HANDLER_REJECT;
+		snprintf(why, len, "header %s: its value is not UTF-8", name);
+	}
+	inbox__buf_free(&b);
+	return s;
+}
+
+/* {"headers":{...},"body":BODY}, BODY the declared result or null. */
+static json_t *render_http(const inbox_decl *d, const inbox_msg *m,
+                           json_t *const *rows, int *verdict, char *why,
+                           size_t len)
+{
+	json_t *h = json_object(), *o = json_object();
+	const char *k;
+	json_t *e;
+	int bad = !h || !o;
+	json_object_foreach(d->headers, k, e)
+	{
+		json_t *v = bad ? NULL
+		                : render_header(k, json_string_value(e), m,
+		                                rows, verdict, why, len);
+		if (!v || json_object_set_new(h, k, v) < 0) {
+			bad = 1;
+			break;
+		}
+	}
+	json_t *body = bad ? NULL
+	               : d->result
+	                   ? render(d->result, m, rows, verdict, why, len)
+	                   : json_null();
+	if (bad || !body) {
+		json_decref(body);
+		json_decref(h);
+		json_decref(o);
+		return NULL;
+	}
+	if (json_object_set_new(o, "headers", h) < 0) { /* h taken */
+		json_decref(body);
+		json_decref(o);
+		return NULL;
+	}
+	if (json_object_set_new(o, "body", body) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 int inbox__decl_result_run(inbox_txn *t, const inbox_msg *m,
                            const inbox_decl *d, json_t *const *rows)
 {
 	char why[400] = "";
 	int verdict = INBOX_HANDLER_RETRY; /* out of memory: not the message */
-	json_t *v = render(d->result, m, rows, &verdict, why, sizeof(why));
+	json_t *v =
+	    d->headers ? render_http(d, m, rows, &verdict, why, sizeof(why))
+	               : render(d->result, m, rows, &verdict, why, sizeof(why));
 	/* compact, in the template's order: the answer as declared */
 	char *text = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER |
 	                                   JSON_ENCODE_ANY)
@@ -299,7 +521,9 @@ int inbox__decl_result_run(inbox_txn *t, const inbox_msg *m,
 		return verdict;
 	}
 	size_t n = strlen(text);
-	int rc = inbox_txn_set_result(t, "application/json", text, n);
+	int rc = inbox_txn_set_result(
+	    t, d->headers ? INBOX__HTTP_RESULT_TYPE : "application/json", text,
+	    n);
 	free(text);
 	if (rc == INBOX_OK)
 		return INBOX_HANDLER_OK;

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/json.h"
 #include "cli/config/reader.h"
+#include "effect/decl.h"
 
 /* A refusal of the declaration: the reason at node n. */
 static int refused(cfg_ctx *x, yaml_node_t *n, int rc, const char *prefix,
@@ -27,7 +29,8 @@ typedef struct sql_in {
 	const char *text;
 	int n;
 	const char *ptrs[CLI_MAX_PARAMS];
-	yaml_node_t *result; /* result: (read after the step is added) */
+	yaml_node_t *result;  /* result: (read after the step is added) */
+	yaml_node_t *headers; /* headers: (likewise) */
 } sql_in;
 
 /* ---- result: the step's stored result -------------------------------- */
@@ -108,6 +111,52 @@ static int step_result(cfg_ctx *x, yaml_node_t *n, cli_consumer *c, int step)
 	return rc < 0 ? refused(x, n, rc, "", why) : 0;
 }
 
+static int headers_fn(cfg_ctx *x, yaml_node_t *v, void *obj)
+{
+	(void)x;
+	((sql_in *)obj)->headers = v;
+	return 0;
+}
+
+/* headers: {NAME: "text{leaf}text"} stored with the result (http://
+ * routes); a leaf as in result: ({/pointer}, {#column}, {key}), the
+ * step's "#column" becoming the declaration's "#N.column". */
+static int step_headers(cfg_ctx *x, yaml_node_t *n, cli_consumer *c, int step)
+{
+	if (cfg_want(x, n, YAML_MAPPING_NODE, "headers"))
+		return -1;
+	const char *src = c->source ? c->source : "";
+	if (strncmp(src, "http://", 7) != 0 && strncmp(src, "https://", 8) != 0)
+		return cfg_fail(x, n,
+		                "headers: only an http:// or https:// source "
+		                "answers with headers");
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+	     p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = cfg_node(x, p->key),
+		            *v = cfg_node(x, p->value);
+		if (v->type != YAML_SCALAR_NODE || cfg_is_null(v))
+			return cfg_fail(x, v, "headers: a text template");
+		inbox__buf t = {0};
+		int bad = 0;
+		for (const char *s = cfg_sv(v); *s; s++) {
+			bad |= inbox__buf_putc(&t, *s);
+			if (s[0] == '{' && s[1] == '#')
+				bad |= inbox__buf_printf(&t, "#%d.", step), s++;
+		}
+		bad |= inbox__buf_putc(&t, '\0');
+		char why[512];
+		int rc = bad ? INBOX_ERR_NOMEM
+		             : inbox__decl_add_header(c->decl, cfg_sv(k),
+		                                      t.data, why, sizeof(why));
+		inbox__buf_free(&t);
+		if (rc < 0)
+			return rc == INBOX_ERR_NOMEM
+			           ? cfg_fail(x, v, "out of memory")
+			           : cfg_fail(x, k, "%s", why);
+	}
+	return 0;
+}
+
 static int params_fn(cfg_ctx *x, yaml_node_t *params, void *obj)
 {
 	sql_in *s = obj;
@@ -138,6 +187,8 @@ static const cfg_key sql_keys[] = {
      "a filter: the step runs only for the messages it holds for"},
     {"result", CFG_FN, 0, 0, 0, result_fn, NULL, 0,
      "the result stored for duplicates: row, or a template"},
+    {"headers", CFG_FN, 0, 0, 0, headers_fn, NULL, 0,
+     "http:// routes: response headers stored with the result"},
 };
 const cfg_section cfg_sql_section = CFG_SECTION("sql", "effect step", sql_keys);
 
@@ -160,8 +211,10 @@ static int sql_step(cfg_ctx *x, yaml_node_t *m, cli_consumer *c, cli_step *s,
 	if (cfg_when(x, m, c->decl, INBOX_DECL_LAST_STEP))
 		return -1;
 	/* the step's number in the declaration: its place in effect: */
-	return in.result ? step_result(x, in.result, c, (int)(s - c->steps) + 1)
-	                 : 0;
+	int step = (int)(s - c->steps) + 1;
+	if (in.result && step_result(x, in.result, c, step))
+		return -1;
+	return in.headers ? step_headers(x, in.headers, c, step) : 0;
 }
 
 /* ---- - upsert: {table, key, version, set} -------------------------- */

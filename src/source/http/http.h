@@ -87,6 +87,7 @@ typedef struct http_req {
 	unsigned status;
 	inbox__buf resp;
 	const char *resp_type;
+	inbox__buf xhdr; /* stored headers: "name\0value\0"... */
 	int replay;
 	int early;  /* answered by the watchdog while its batch ran */
 	int orphan; /* MHD finished it while in a batch: settle frees */

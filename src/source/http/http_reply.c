@@ -19,17 +19,58 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+#include <stdlib.h>
+
 #include "source/common.h"
 #include "source/http/http.h"
 
 #define PROBLEM_TYPE "application/problem+json"
+/* A result with response headers (src/effect/decl.h spells the same):
+ * {"headers":{NAME:VALUE,...},"body":BODY}, BODY JSON or null. */
+#define HTTP_RESULT_TYPE "application/vnd.inbox.http-response+json"
 
 typedef struct stored_result {
 	const void *p;
 	size_t n;
 	const char *type;
 	inbox_outcome first;
+	char *own; /* the body of an HTTP result, freed by the caller */
 } stored_result;
+
+/* An HTTP result: its headers into req->xhdr ("name\0value\0"...), its
+ * body (compact, in stored order) in s; what cannot be read is kept as
+ * stored, under its own type. Deterministic: the first answer and every
+ * replay are made here from the same stored bytes. */
+static void unwrap(http_req *req, stored_result *s)
+{
+	json_t *j = json_loadb(s->p, s->n, 0, NULL);
+	json_t *h = j ? json_object_get(j, "headers") : NULL;
+	json_t *b = j ? json_object_get(j, "body") : NULL;
+	if (!json_is_object(h) || !b) {
+		json_decref(j);
+		return;
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach(h, k, v) if (json_is_string(v))
+	{
+		inbox__buf_append(&req->xhdr, k, strlen(k) + 1);
+		inbox__buf_append(&req->xhdr, json_string_value(v),
+		                  strlen(json_string_value(v)) + 1);
+	}
+	if (json_is_null(b)) {
+		s->p = NULL;
+		s->n = 0;
+	} else {
+		s->own = json_dumps(b, JSON_COMPACT | JSON_PRESERVE_ORDER |
+		                           JSON_ENCODE_ANY);
+		s->p = s->own;
+		s->n = s->own ? strlen(s->own) : 0;
+		s->type = "application/json";
+	}
+	json_decref(j);
+}
 
 static void stored(const inbox_result *r, stored_result *s)
 {
@@ -52,6 +93,7 @@ void inbox__http_problem(http_req *req, unsigned status, const char *title,
 {
 	inbox__buf *b = &req->resp;
 	inbox__buf_reset(b);
+	inbox__buf_reset(&req->xhdr); /* no stored header on a problem */
 	req->status = status;
 	req->resp_type = PROBLEM_TYPE;
 	/* NOMEM here leaves a short body: MHD still answers the status */
@@ -91,10 +133,24 @@ static void stored_problem(http_req *req, const stored_result *s)
 	req->resp_type = s->type ? s->type : PROBLEM_TYPE;
 }
 
+static void api_answer(const http_conf *c, http_req *req, const inbox_result *r,
+                       stored_result *sp);
+
 static void api_reply(const http_conf *c, http_req *req, const inbox_result *r)
 {
 	stored_result s;
 	stored(r, &s);
+	inbox__buf_reset(&req->xhdr);
+	if (s.p && s.type && !strcmp(s.type, HTTP_RESULT_TYPE))
+		unwrap(req, &s);
+	api_answer(c, req, r, &s);
+	free(s.own);
+}
+
+static void api_answer(const http_conf *c, http_req *req, const inbox_result *r,
+                       stored_result *sp)
+{
+	stored_result s = *sp;
 	switch (r->outcome) {
 	case INBOX_APPLIED:
 	case INBOX_STALE:

@@ -39,6 +39,7 @@ static void req_free(http_req *req)
 	inbox__buf_free(&req->body);
 	inbox__buf_free(&req->env);
 	inbox__buf_free(&req->resp);
+	inbox__buf_free(&req->xhdr);
 	free(req->key);
 	free(req->headers);
 	free(req);
@@ -74,6 +75,19 @@ static enum MHD_Result queue_answer(http_source *hs, http_req *req)
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
 	                        req->resp_type ? req->resp_type
 	                                       : "application/json");
+	/* the stored headers, as the first processing made them */
+	for (size_t i = 0, len = req->xhdr.len; i < len;) {
+		const char *name = req->xhdr.data + i;
+		size_t nl = strnlen(name, len - i);
+		if (i + nl + 1 >= len)
+			break;
+		const char *value = name + nl + 1;
+		size_t vl = strnlen(value, len - i - nl - 1);
+		if (i + nl + 1 + vl >= len)
+			break;
+		MHD_add_response_header(r, name, value);
+		i += nl + vl + 2;
+	}
 	if (req->replay)
 		MHD_add_response_header(r, "Idempotent-Replayed", "true");
 	if (req->retry_after > 0) {
