@@ -111,5 +111,14 @@ check "the refusal says why" grep -q "headers: only an http" "$dir/check.out"
 sed 's|X-Order:|Content-Type:|' "$dir/inbox.yaml" >"$dir/own.yaml"
 "$BIN" check "$dir/own.yaml" >"$dir/own.out" 2>&1
 expect_eq "Content-Type as a stored header: refused" "$?" 3
+# a template whose {} is not closed, a name that is no HTTP token
+sed 's|"/invoices/{#n}"|"/invoices/{#n"|' "$dir/inbox.yaml" >"$dir/brace.yaml"
+"$BIN" check "$dir/brace.yaml" >"$dir/brace.out" 2>&1
+expect_eq "an unclosed {: refused" "$?" 3
+sed 's|X-Order:|"X Order":|' "$dir/inbox.yaml" >"$dir/name.yaml"
+"$BIN" check "$dir/name.yaml" >"$dir/name.out" 2>&1
+expect_eq "a header name with a space: refused" "$?" 3
+"$BIN" check "$dir/inbox.yaml" >"$dir/good.out" 2>&1
+expect_eq "the config itself passes inbox check" "$?" 0
 clean_logs "no error logged" "$dir/daemon.log" "$dir/daemon2.log"
 summary
