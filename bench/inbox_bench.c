@@ -22,6 +22,8 @@
  *       thread (its own connection) purges the expired rows; the line
  *       then gives throughput before and during the purge and the longest
  *       claim of each period.
+ *       --positions: each delivery carries a Kafka-like source position
+ *       ("orders/P@OFFSET", 8 partitions), as a source would give it.
  *
  * Not a test: it never fails on a timing, only on wrong counts (exit 1).
  */
@@ -240,6 +242,7 @@ typedef struct run_opts {
 	int replay;
 	int keep_inbox;
 	int purge;
+	int positions;
 } run_opts;
 
 static int run(const run_opts *o)
@@ -279,7 +282,8 @@ static int run(const run_opts *o)
 	wl_msg *m = calloc(o->batch, sizeof(*m));
 	inbox_delivery *d = calloc(o->batch, sizeof(*d));
 	inbox_result *r = calloc(o->batch, sizeof(*r));
-	if (!m || !d || !r)
+	char(*pos)[32] = calloc(o->batch, sizeof(*pos));
+	if (!m || !d || !r || !pos)
 		return 1;
 	r[0].version = INBOX_RESULT_VERSION;
 	purge_job job = {.url = o->url};
@@ -311,6 +315,12 @@ static int run(const run_opts *o)
 			d[k] = (inbox_delivery)INBOX_DELIVERY_INIT;
 			d[k].payload = m[k].json;
 			d[k].payload_len = (size_t)m[k].len;
+			if (o->positions) {
+				snprintf(pos[k], sizeof(pos[k]),
+				         "orders/%ld@%ld", (i + (long)k) % 8,
+				         (i + (long)k) / 8);
+				d[k].position = pos[k];
+			}
 		}
 		double tb = now_s(), cb = plain_cpu_s();
 		int rc = inbox_consumer_process_batch(c, d, b, r);
@@ -387,6 +397,7 @@ static int run(const run_opts *o)
 	free(m);
 	free(d);
 	free(r);
+	free(pos);
 	return ok ? 0 : 1;
 }
 
@@ -418,7 +429,7 @@ static int usage(void)
 	        "usage: inbox_bench gen-jsonl N FILE\n"
 	        "       inbox_bench gen-pgbench START COUNT BATCH FILE\n"
 	        "       inbox_bench run STORE_URL N BATCH [--replay | "
-	        "--keep-inbox] [--purge-during]\n"
+	        "--keep-inbox] [--purge-during] [--positions]\n"
 	        "       inbox_bench seal STORE_URL\n");
 	return 2;
 }
@@ -434,7 +445,7 @@ int main(int argc, char **argv)
 		return seal(argv[2]);
 	if (argc >= 5 && strcmp(argv[1], "run") == 0) {
 		run_opts o = {
-		    argv[2], atol(argv[3]), (size_t)atol(argv[4]), 0, 0, 0};
+		    argv[2], atol(argv[3]), (size_t)atol(argv[4]), 0, 0, 0, 0};
 		for (int i = 5; i < argc; i++) {
 			if (strcmp(argv[i], "--replay") == 0)
 				o.replay = 1;
@@ -442,6 +453,8 @@ int main(int argc, char **argv)
 				o.keep_inbox = 1;
 			else if (strcmp(argv[i], "--purge-during") == 0)
 				o.purge = 1;
+			else if (strcmp(argv[i], "--positions") == 0)
+				o.positions = 1;
 			else
 				return usage();
 		}

@@ -192,6 +192,10 @@ typedef struct inbox_admin_record {
 	size_t result_len;
 	char *result_type;
 	char *outcome;
+	/* The delivery's source position as the source spelled it when the
+	 * record was inserted ("orders/0@17"), or NULL: the source gave
+	 * none, or the record predates schema version 6. */
+	char *position;
 } inbox_admin_record;
 
 /* Read the record (consumer, key). *out is malloc'ed: free it with
@@ -207,8 +211,9 @@ INBOX_API void inbox_admin_record_free(inbox_admin_record *r);
  * up: by `message_id`, the inbox records (a scan of the consumer's
  * records: the message id is not indexed) and the dead letters; by
  * `position` (as the source spells it: "orders.jsonl:42", "orders/0@17",
- * "outbox:ID"), the dead letters and, for "outbox:ID", that outbox row —
- * the inbox record keeps the message id, not the position. One of the
+ * "outbox:ID"), the inbox records (a scan of the consumer's records too:
+ * the position the record was inserted with, schema version 6), the dead
+ * letters and, for "outbox:ID", that outbox row. One of the
  * two is required. Return non-zero from fn to stop. *found (may be NULL)
  * counts the keys. Errors: INVALID, STORE, TRANSIENT, NOMEM. */
 typedef int (*inbox_admin_key_fn)(const char *key, void *payload);

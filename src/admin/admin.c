@@ -610,6 +610,8 @@ static int record_row(int ncols, const char *const *v, void *payload)
 		r->result_type = inbox__admin_dup(v[13], &rr->oom);
 		r->outcome = inbox__admin_dup(v[14], &rr->oom);
 	}
+	if (ncols >= 16)
+		r->position = inbox__admin_dup(v[15], &rr->oom);
 	rr->r = r;
 	return 1;
 }
@@ -633,7 +635,7 @@ int inbox_admin_inspect(inbox_store *st, const char *consumer, const char *key,
 	    "SELECT consumer, key, status, fingerprint, message_id, attempts,"
 	    " fence, {ms:lease_until}, {ms:created_at}, {ms:processed_at},"
 	    " {ms:updated_at}, {now}, CASE WHEN result IS NULL THEN NULL"
-	    " ELSE {hex:result} END, result_type, outcome"
+	    " ELSE {hex:result} END, result_type, outcome, position"
 	    " FROM {inbox} WHERE consumer = $1 AND key = $2");
 	if (rc == INBOX_OK)
 		rc = inbox_store_query(st, b.data, 2, p, record_row, &rr);
@@ -666,6 +668,7 @@ void inbox_admin_record_free(inbox_admin_record *r)
 	free(r->result);
 	free(r->result_type);
 	free(r->outcome);
+	free(r->position);
 	free(r);
 }
 
@@ -767,10 +770,13 @@ int inbox_admin_find_keys(inbox_store *st, const char *consumer,
 	    "SELECT key FROM {dead_letters} WHERE consumer = $1 AND"
 	    " message_id = $2 ORDER BY id",
 	    NULL};
+	/* Like by message id, the records by position scan the consumer's
+	 * (the column is not indexed: docs/schema.md). */
 	static const char *const by_pos[] = {
+	    "SELECT key FROM {inbox} WHERE consumer = $1 AND position = $2",
 	    "SELECT key FROM {dead_letters} WHERE consumer = $1 AND"
 	    " position = $2 ORDER BY id",
-	    NULL, NULL};
+	    NULL};
 	const char *const *qs = message_id ? by_id : by_pos;
 	const char *p[2] = {consumer, message_id ? message_id : position};
 	inbox__buf b = INBOX__BUF_INIT;

@@ -22,7 +22,8 @@ const char cli_inspect_usage[] =
     "\n"
     "Show the inbox record of KEY for CONSUMER: status (completed, "
     "processing,\nfailed, dead), attempts, fingerprint, fencing token, "
-    "lease (and whether it\nexpired), message id, created/processed/updated "
+    "lease (and whether it\nexpired), message id, source position, "
+    "created/processed/updated "
     "times, the stored result of its first processing (its outcome, "
     "content type\nand bytes), the dead letters written for that key and "
     "its outbox rows (id,\nstep, state, attempts). A key with dead letters "
@@ -31,9 +32,11 @@ const char cli_inspect_usage[] =
     "--message-id ID: the keys of the records and dead letters of that "
     "message id\n(a scan of the consumer's records: ids are not indexed), "
     "each shown as above.\n--position POSITION: as the source spells it "
-    "(orders.jsonl:42, topic/0@17,\noutbox:ID): the dead letters at that "
-    "position (records keep the message id,\nnot the position), or that "
-    "outbox row's key.\n"
+    "(orders.jsonl:42, topic/0@17,\noutbox:ID): the record inserted from "
+    "that position and the dead letters at it\n(a scan of the consumer's "
+    "records and dead letters), or that outbox row's key;\na duplicate "
+    "delivered from another position writes nothing, so its key is\n"
+    "found by the first position or by --message-id.\n"
     "--json prints one JSON object per key (the result as text when it is "
     "UTF-8,\nand as hex).\n"
     "Exit codes: 0 found, 1 no record nor dead letter, 2 usage, 3 config "
@@ -91,6 +94,9 @@ static void print_json(const inbox_admin_record *r)
 	       r->lease_expired ? "true" : "false");
 	cli_json_string(stdout, r->message_id,
 	                r->message_id ? strlen(r->message_id) : 0);
+	printf(",\"position\":");
+	cli_json_string(stdout, r->position,
+	                r->position ? strlen(r->position) : 0);
 	printf(",\"created_at_ms\":%lld,\"processed_at_ms\":%lld,"
 	       "\"updated_at_ms\":%lld,\"outcome\":",
 	       (long long)r->created_at_ms, (long long)r->processed_at_ms,
@@ -142,6 +148,9 @@ static void print_text(const inbox_admin_record *r)
 	fputs("message id ...... ", stdout);
 	cli_print_safe(stdout, r->message_id,
 	               r->message_id ? strlen(r->message_id) : 0, 0);
+	fputs("\nposition ........ ", stdout);
+	cli_print_safe(stdout, r->position,
+	               r->position ? strlen(r->position) : 0, 0);
 	printf("\ncreated ......... %s\n",
 	       cli_time_text(r->created_at_ms, t, sizeof(t)));
 	printf("processed ....... %s\n",

@@ -398,6 +398,15 @@ typedef struct claim_v6 {
 	int lease_expired;
 } claim_v6;
 
+/* ... and as version 7 lays it out: without the position. */
+typedef struct claim_v7 {
+	claim_v6 v6;
+	void *result;
+	size_t result_len;
+	char *result_type;
+	inbox_outcome first_outcome;
+} claim_v7;
+
 int inbox__claim(inbox_consumer *c, inbox_claim *claims, size_t n,
                  inbox_status status, int64_t lease_ms)
 {
@@ -408,27 +417,38 @@ int inbox__claim(inbox_consumer *c, inbox_claim *claims, size_t n,
 		claims[i].result_type = NULL;
 		claims[i].first_outcome = INBOX_OUTCOME_NONE;
 	}
-	if (st->vt->version >= 7)
+	if (st->vt->version >= 8)
 		return st->vt->claim(st, c->name, claims, n, status, lease_ms);
 	/* An older backend steps through the array by its own size. */
-	claim_v6 *old = n ? calloc(n, sizeof(*old)) : NULL;
+	int v7 = st->vt->version == 7;
+	size_t size = v7 ? sizeof(claim_v7) : sizeof(claim_v6);
+	char *old = n ? calloc(n, size) : NULL;
 	if (n && !old)
 		return INBOX_ERR_NOMEM;
 	for (size_t i = 0; i < n; i++) {
-		old[i].key = claims[i].key;
-		old[i].fingerprint = claims[i].fingerprint;
-		old[i].message_id = claims[i].message_id;
+		claim_v6 *o = (claim_v6 *)(void *)(old + i * size);
+		o->key = claims[i].key;
+		o->fingerprint = claims[i].fingerprint;
+		o->message_id = claims[i].message_id;
 	}
 	int rc = st->vt->claim(st, c->name, (inbox_claim *)(void *)old, n,
 	                       status, lease_ms);
 	for (size_t i = 0; i < n; i++) {
-		claims[i].is_new = old[i].is_new;
-		claims[i].status = old[i].status;
-		memcpy(claims[i].stored_fingerprint, old[i].stored_fingerprint,
-		       sizeof(old[i].stored_fingerprint));
-		claims[i].attempts = old[i].attempts;
-		claims[i].fence = old[i].fence;
-		claims[i].lease_expired = old[i].lease_expired;
+		claim_v6 *o = (claim_v6 *)(void *)(old + i * size);
+		claims[i].is_new = o->is_new;
+		claims[i].status = o->status;
+		memcpy(claims[i].stored_fingerprint, o->stored_fingerprint,
+		       sizeof(o->stored_fingerprint));
+		claims[i].attempts = o->attempts;
+		claims[i].fence = o->fence;
+		claims[i].lease_expired = o->lease_expired;
+		if (v7) {
+			claim_v7 *o7 = (claim_v7 *)(void *)o;
+			claims[i].result = o7->result;
+			claims[i].result_len = o7->result_len;
+			claims[i].result_type = o7->result_type;
+			claims[i].first_outcome = o7->first_outcome;
+		}
 	}
 	free(old);
 	return rc;
@@ -613,6 +633,7 @@ static int prepare_batch(inbox_consumer *c, const inbox_delivery *d, size_t n,
 		cl->key = s->msg.key.data;
 		cl->fingerprint = s->msg.fp;
 		cl->message_id = s->msg.id;
+		cl->position = s->msg.d ? s->msg.d->position : NULL;
 	}
 	*nclaims = nc;
 	return INBOX_OK;

@@ -10,7 +10,7 @@
 #include "core/abi.h" /* the versioned structs' checks */
 
 /* The schema version this library's stores migrate to. */
-#define INBOX__SCHEMA_VERSION 5
+#define INBOX__SCHEMA_VERSION 6
 
 /* Between a store and the consumer only, never returned by the public
  * API: the store lost the transaction's deferred statements; roll back

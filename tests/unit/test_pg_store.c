@@ -18,6 +18,7 @@
 #include <inbox/sys/store.h>
 
 #include "../clock.h"
+#include "core/internal.h" /* INBOX__SCHEMA_VERSION */
 #include "store/postgres/pg_store.h"
 #include "test.h"
 
@@ -375,6 +376,132 @@ TEST(upgrade_from_v3)
 	         "\"%sdead_letters\"",
 	         pfx);
 	ASSERT_EQ(scalar(sql), 32);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
+/* Source positions on the records (schema version 6): a handler that
+ * rejects the message whose id starts with "bad". */
+static int v6_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	(void)t;
+	(void)p;
+	const char *id = inbox_msg_id(m);
+	return id && !strncmp(id, "bad", 3) ? INBOX_HANDLER_REJECT
+	                                    : INBOX_HANDLER_OK;
+}
+
+static int key_seen(const char *key, void *payload)
+{
+	snprintf(payload, 64, "%s", key ? key : "(null)");
+	return 0;
+}
+
+/* The record's position read back by the admin API ("(null)" for NULL,
+ * "(none)" without a record). */
+static const char *pos_of(inbox_store *st, const char *key, char *out)
+{
+	inbox_admin_record *r = NULL;
+	if (inbox_admin_inspect(st, "c", key, &r) != INBOX_OK)
+		snprintf(out, 64, "(none)");
+	else
+		snprintf(out, 64, "%s", r->position ? r->position : "(null)");
+	inbox_admin_record_free(r);
+	return out;
+}
+
+/* A v5 database upgrades to v6 on its own: its records, in a sealed
+ * generation too, are kept with no position; a new record keeps its
+ * delivery's (applied or dead), a redelivery (a duplicate) leaves it,
+ * sealing its generation keeps it, and a look-up by position finds the
+ * record's key in whichever generation. A position that is not UTF-8
+ * is kept like a dead letter's (U+FFFD), not refused. */
+TEST(upgrade_from_v5_positions)
+{
+	char pfx[64], sql[768], buf[64], key[64];
+	snprintf(pfx, sizeof(pfx), "%sv5_", prefix);
+	inbox_store *st = open_with(pfx, NULL, 0);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(inbox__pg_migrate_to(st, 5));
+	int v = 0;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 5);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO \"%sinbox\" (gen, consumer, key, fingerprint,"
+	         " status, attempts, fence, processed_at)"
+	         " VALUES (1, 'c', 'old-1', '" FP_A "', 'completed', 1, 1,"
+	         " now())",
+	         pfx);
+	ASSERT_OK(admin_exec(sql));
+	int sealed = 0;
+	ASSERT_OK(inbox_store_seal(st, 1, &sealed));
+	ASSERT_EQ(sealed, 1);
+	inbox_store_close(st);
+	st = open_with(pfx, NULL, 1);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_EQ(v, 6);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM \"%sinbox_g1\" WHERE position IS NULL",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 1);
+	ASSERT_STREQ(pos_of(st, "old-1", buf), "(null)");
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "c";
+	co.handler = v6_handler;
+	inbox_consumer *c = NULL;
+	char err[256];
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT, INBOX_DELIVERY_INIT,
+	                       INBOX_DELIVERY_INIT, INBOX_DELIVERY_INIT};
+	inbox_result r[4] = {INBOX_RESULT_INIT, INBOX_RESULT_INIT,
+	                     INBOX_RESULT_INIT, INBOX_RESULT_INIT};
+	const char *pay[4] = {"{\"id\":\"new-1\"}", "{\"id\":\"bad-1\"}",
+	                      "{\"id\":\"new-2\"}", "{\"id\":\"new-3\"}"};
+	const char *pos[4] = {"orders/0@7", "orders/0@8", NULL,
+	                      "f\xffile.jsonl:3"};
+	for (int i = 0; i < 4; i++) {
+		d[i].payload = pay[i];
+		d[i].payload_len = strlen(pay[i]);
+		d[i].position = pos[i];
+	}
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 4, r));
+	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[1].outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r[2].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[3].outcome, INBOX_APPLIED);
+	ASSERT_STREQ(pos_of(st, "new-1", buf), "orders/0@7");
+	ASSERT_STREQ(pos_of(st, "bad-1", buf), "orders/0@8");
+	ASSERT_STREQ(pos_of(st, "new-2", buf), "(null)");
+	ASSERT_STREQ(pos_of(st, "new-3", buf), "f\xEF\xBF\xBDile.jsonl:3");
+	/* redelivered (the same positions): duplicates, the records stay */
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r[1].outcome, INBOX_DUPLICATE);
+	/* sealed: the records keep their positions, and are found */
+	ASSERT_OK(inbox_store_seal(st, 1, &sealed));
+	ASSERT_EQ(sealed, 2); /* the generation sealed */
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM \"%sinbox_g2\" WHERE position ="
+	         " 'orders/0@7'",
+	         pfx);
+	ASSERT_EQ(scalar(sql), 1);
+	ASSERT_OK(inbox_consumer_process(c, &d[0], &r[0]));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_STREQ(pos_of(st, "new-1", buf), "orders/0@7");
+	int found = 0;
+	key[0] = '\0';
+	ASSERT_OK(inbox_admin_find_keys(st, "c", NULL, "orders/0@7", key_seen,
+	                                key, &found));
+	ASSERT_EQ(found, 1);
+	ASSERT_STREQ(key, "new-1");
+	ASSERT_OK(inbox_admin_find_keys(st, "c", NULL, "orders/0@8", key_seen,
+	                                key, &found));
+	ASSERT_EQ(found, 1);
+	ASSERT_STREQ(key, "bad-1");
+	ASSERT_OK(inbox_admin_find_keys(st, "c", NULL, "orders/9@9", key_seen,
+	                                key, &found));
+	ASSERT_EQ(found, 0);
 	inbox_consumer_close(c);
 	inbox_store_close(st);
 }
@@ -1514,6 +1641,7 @@ int main(void)
 	RUN(reclaim_concurrent);
 	RUN(dead_letter_key_not_utf8);
 	RUN(upgrade_from_v3);
+	RUN(upgrade_from_v5_positions);
 	RUN(purge_busy);
 	RUN(transient_and_reconnect);
 	RUN(errors_and_sqlstate);

@@ -29,7 +29,8 @@
  * Tables (each name preceded by the configured prefix, quoted):
  *   inbox(consumer, key, fingerprint, status, attempts, fence,
  *         lease_until, message_id, created_at, processed_at, updated_at,
- *         result BLOB/bytea, result_type, outcome)  (the last three: v5)
+ *         result BLOB/bytea, result_type, outcome,  (these three: v5)
+ *         position)                                 (schema version 6)
  *         PRIMARY KEY (consumer, key); index (consumer, processed_at)
  *   dead_letters(id, consumer, key, message_id, payload BLOB/bytea,
  *         headers, position, attempts, reason, fingerprint,
@@ -98,6 +99,11 @@ typedef struct inbox_claim {
 	size_t result_len;
 	char *result_type;
 	inbox_outcome first_outcome;
+	/* in, version 8: the delivery's source position as the source
+	 * spells it ("orders/0@17", "orders.jsonl:42"), or NULL when it gave
+	 * none; kept on the record when the claim inserts it (schema
+	 * version 6), so that a look-up by position finds the record. */
+	const char *position;
 } inbox_claim;
 
 /* A dead letter to write. */
@@ -144,8 +150,9 @@ struct inbox_store {
  * check_sql, url_private (what the admin API, declared effects and the
  * inbox command need, so that no code outside a backend branches on its
  * kind); 7: + set_result and the stored result in inbox_claim,
- * stored_retention (the core reads no store table itself), client_version. */
-#define INBOX_STORE_VTABLE_VERSION 7
+ * stored_retention (the core reads no store table itself), client_version;
+ * 8: + the source position in inbox_claim (kept on the record). */
+#define INBOX_STORE_VTABLE_VERSION 8
 
 /* inbox_store_vtable.flags (version 6). */
 #define INBOX_STORE_F_SCHEMAS 0x1u /* inbox_store_options.schema applies */

@@ -27,17 +27,26 @@ static int bad_status(pg_store *s, const char *what, inbox_status st)
 	return INBOX_ERR_INVALID;
 }
 
-/* The claim's keys, fingerprints and message ids as binary text[]
- * parameters. */
+static const char *utf8_text(const char *v, inbox__buf *tmp, int *nomem);
+
+/* The claim's keys, fingerprints, message ids and source positions as
+ * binary text[] parameters. A position that is not UTF-8 (a file name,
+ * say) goes as a dead letter's does, each bad byte as U+FFFD: a text
+ * column would refuse it and hold up the batch. */
 static int build_arrays(pg_store *s, const inbox_claim *claims, size_t n)
 {
 	int bad = 0;
-	for (int a = 0; a < 3; a++)
+	for (int a = 0; a < 4; a++)
 		bad |= inbox__pg_barr_start(&s->arr[a], PG_OID_TEXT);
-	for (size_t i = 0; i < n && !bad; i++)
-		bad = inbox__pg_barr_text(&s->arr[0], claims[i].key) |
-		      inbox__pg_barr_text(&s->arr[1], claims[i].fingerprint) |
-		      inbox__pg_barr_text(&s->arr[2], claims[i].message_id);
+	for (size_t i = 0; i < n && !bad; i++) {
+		inbox__buf_reset(&s->pos_utf8);
+		const char *pos =
+		    utf8_text(claims[i].position, &s->pos_utf8, &bad);
+		bad = bad || inbox__pg_barr_text(&s->arr[0], claims[i].key) ||
+		      inbox__pg_barr_text(&s->arr[1], claims[i].fingerprint) ||
+		      inbox__pg_barr_text(&s->arr[2], claims[i].message_id) ||
+		      inbox__pg_barr_text(&s->arr[3], pos);
+	}
 	return bad ? -1 : 0;
 }
 
@@ -214,27 +223,29 @@ int inbox__pg_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
 		return rc;
 	/* Nothing to look up in sealed generations: the plain claim, which
 	 * does not read $7. */
-	const char *params[9] = {consumer,
-	                         s->arr[0].data,
-	                         s->arr[1].data,
-	                         s->arr[2].data,
-	                         inbox__status_name(status),
-	                         lease,
-	                         lookup ? s->maybe.data : NULL,
-	                         upto,
-	                         cur};
-	int lengths[9] = {0,
-	                  (int)s->arr[0].len,
-	                  (int)s->arr[1].len,
-	                  (int)s->arr[2].len,
-	                  0,
-	                  0,
-	                  lookup ? (int)s->maybe.len : 0,
-	                  0,
-	                  0};
-	int formats[9] = {0, 1, 1, 1, 0, 0, 1, 0, 0};
+	const char *params[10] = {consumer,
+	                          s->arr[0].data,
+	                          s->arr[1].data,
+	                          s->arr[2].data,
+	                          inbox__status_name(status),
+	                          lease,
+	                          lookup ? s->maybe.data : NULL,
+	                          upto,
+	                          cur,
+	                          s->arr[3].data};
+	int lengths[10] = {0,
+	                   (int)s->arr[0].len,
+	                   (int)s->arr[1].len,
+	                   (int)s->arr[2].len,
+	                   0,
+	                   0,
+	                   lookup ? (int)s->maybe.len : 0,
+	                   0,
+	                   0,
+	                   (int)s->arr[3].len};
+	int formats[10] = {0, 1, 1, 1, 0, 0, 1, 0, 0, 1};
 	PGresult *r =
-	    inbox__pg_run(s, lookup ? PGQ_CLAIM : PGQ_CLAIM_NEWEST, NULL, 9,
+	    inbox__pg_run(s, lookup ? PGQ_CLAIM : PGQ_CLAIM_NEWEST, NULL, 10,
 	                  params, lengths, formats, "claim", &rc);
 	if (!r) {
 		/* Maybe our newest generation was sealed: read them again

@@ -105,6 +105,10 @@ static int migrate_locked(pg_store *s, int target)
 	if (rc == INBOX_OK && target >= 5 && version < 5 &&
 	    (rc = apply(s, inbox__pg_schema_v5(s))) == INBOX_OK)
 		rc = record_version(s, 5);
+	/* v6: the source position on the record, in place (pg_sql.c). */
+	if (rc == INBOX_OK && target >= 6 && version < 6 &&
+	    (rc = apply(s, inbox__pg_schema_v6(s))) == INBOX_OK)
+		rc = record_version(s, 6);
 	return rc;
 }
 

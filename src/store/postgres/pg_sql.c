@@ -20,15 +20,16 @@
  * quoted), {P} the bare prefix (for index names, inside quotes). */
 /* clang-format off */
 /* The claim's insert of the keys of t into generation $9 ($5 status,
- * $6 lease ms), and its answer for the keys in `old` (not inserted):
+ * $6 lease ms, t.s the source position of $10: schema v6), and its answer for the keys in `old` (not inserted):
  * their record, MORE restricting or ordering the look-up. */
 #define CLAIM_INSERT \
 	" INSERT INTO {T} AS x (gen, consumer, key, fingerprint, status," \
-	"  attempts, fence, lease_until, message_id, processed_at)" \
+	"  attempts, fence, lease_until, message_id, processed_at," \
+	"  position)" \
 	" SELECT $9, $1, t.k, t.f, $5, 1, 1," \
 	"  CASE WHEN $5 = 'processing'" \
 	"   THEN now() + $6 * interval '1 millisecond' END," \
-	"  t.m, CASE WHEN $5 = 'completed' THEN now() END"
+	"  t.m, CASE WHEN $5 = 'completed' THEN now() END, t.s"
 /* The stored result (schema v5) comes with the record it was found in,
  * whichever generation that is: a duplicate costs no second statement,
  * and a record without a result reads three NULLs. */
@@ -70,8 +71,9 @@ static const char *const templates[PGQ_COUNT] = {
 	 * waited) comes back with a NULL status and is re-read. */
 	[PGQ_CLAIM] =
 	"WITH t AS MATERIALIZED ("
-	" SELECT t.k, t.f, t.m, t.p, t.ord FROM unnest($2::text[], $3::text[],"
-	"  $4::text[], $7::bool[]) WITH ORDINALITY AS t(k, f, m, p, ord)),"
+	" SELECT t.k, t.f, t.m, t.p, t.s, t.ord FROM unnest($2::text[],"
+	"  $3::text[], $4::text[], $7::bool[], $10::text[])"
+	"  WITH ORDINALITY AS t(k, f, m, p, s, ord)),"
 	" prior AS MATERIALIZED ("
 	" SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM {T} y"
 	"  WHERE y.consumer = $1 AND y.key = t.k AND y.gen > $8"
@@ -94,7 +96,8 @@ static const char *const templates[PGQ_COUNT] = {
 	 * by its trigger, as above). */
 	[PGQ_CLAIM_NEWEST] =
 	"WITH ins AS (" CLAIM_INSERT
-	" FROM unnest($2::text[], $3::text[], $4::text[]) AS t(k, f, m)"
+	" FROM unnest($2::text[], $3::text[], $4::text[], $10::text[])"
+	"  AS t(k, f, m, s)"
 	" ON CONFLICT DO NOTHING RETURNING x.key),"
 	" old AS MATERIALIZED ("
 	" SELECT t.k, t.ord FROM unnest($2::text[]) WITH ORDINALITY AS t(k, ord)"
@@ -195,9 +198,9 @@ static const char *const templates[PGQ_COUNT] = {
 };
 /* clang-format on */
 
-static const Oid t_claim[] = {OID_TEXT,       OID_TEXT_ARRAY, OID_TEXT_ARRAY,
-                              OID_TEXT_ARRAY, OID_TEXT,       OID_INT8,
-                              OID_BOOL_ARRAY, OID_INT4,       OID_INT4};
+static const Oid t_claim[] = {
+    OID_TEXT, OID_TEXT_ARRAY, OID_TEXT_ARRAY, OID_TEXT_ARRAY, OID_TEXT,
+    OID_INT8, OID_BOOL_ARRAY, OID_INT4,       OID_INT4,       OID_TEXT_ARRAY};
 static const Oid t_reread[] = {OID_TEXT, OID_TEXT_ARRAY};
 static const Oid t_reclaim[] = {OID_TEXT, OID_TEXT, OID_TEXT, OID_INT8};
 static const Oid t_finish[] = {OID_TEXT, OID_TEXT, OID_TEXT,
@@ -213,7 +216,7 @@ static const Oid t_count[] = {OID_TEXT, OID_INT8};
 
 /* No types: the outbox's SQL casts every parameter itself. */
 const pg_qdef inbox__pg_qdefs[PGQ_COUNT] = {
-    [PGQ_CLAIM] = {9, t_claim},         [PGQ_CLAIM_NEWEST] = {9, t_claim},
+    [PGQ_CLAIM] = {10, t_claim},        [PGQ_CLAIM_NEWEST] = {10, t_claim},
     [PGQ_CLAIM_REREAD] = {2, t_reread}, [PGQ_RECLAIM] = {4, t_reclaim},
     [PGQ_FINISH] = {6, t_finish},       [PGQ_EXTEND] = {4, t_extend},
     [PGQ_DEAD_LETTER] = {11, t_dl},     [PGQ_REGISTER] = {2, t_register},
@@ -278,6 +281,14 @@ static const char schema_v5[] =
 	"ALTER TABLE {T} ADD COLUMN IF NOT EXISTS result bytea,"
 	" ADD COLUMN IF NOT EXISTS result_type text,"
 	" ADD COLUMN IF NOT EXISTS outcome text;\n";
+/* v6: the delivery's source position on the record (pg_inbox.c), so that
+ * an operator's look-up by position finds it. A column only, on the
+ * partitioned table like v5: every generation, sealed ones too, gets it
+ * (NULL for the records there are, as for a delivery that gave none).
+ * No index: a look-up scans the consumer's records, like one by message
+ * id (docs/schema.md). */
+static const char schema_v6[] =
+	"ALTER TABLE {T} ADD COLUMN IF NOT EXISTS position text;\n";
 /* clang-format on */
 
 int inbox__pg_expand(const pg_store *s, const char *tmpl, inbox__buf *out)
@@ -394,6 +405,11 @@ char *inbox__pg_schema_v4(const pg_store *s)
 char *inbox__pg_schema_v5(const pg_store *s)
 {
 	return expanded(s, schema_v5);
+}
+
+char *inbox__pg_schema_v6(const pg_store *s)
+{
+	return expanded(s, schema_v6);
 }
 
 int64_t inbox__pg_lock_key(const inbox_store *st, const char *purpose)

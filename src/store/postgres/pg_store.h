@@ -170,7 +170,8 @@ typedef struct pg_store {
 	unsigned char mguard[PG_HCACHE]; /* LOCK and guard sent */
 	inbox__buf mtext; /* scratch: a merged statement's text */
 	/* Scratch for the claim's binary arrays; reused: memory stays flat. */
-	inbox__buf arr[3];
+	inbox__buf arr[4];
+	inbox__buf pos_utf8; /* scratch: a position that is not UTF-8 */
 	/* Qualified table names, for migrate. */
 	inbox__buf t_inbox, t_dl, t_consumers, t_version, t_outbox, t_gens;
 	/* Bloom filters of the sealed generations (pg_gens.c), loaded
@@ -222,6 +223,7 @@ char *inbox__pg_schema_v1(const pg_store *s);
 char *inbox__pg_schema_v4(const pg_store *s);
 /* The v5 upgrade (stored results), malloc'ed, or NULL. */
 char *inbox__pg_schema_v5(const pg_store *s);
+char *inbox__pg_schema_v6(const pg_store *s);
 
 /* Advisory lock key of this handle's tables for `purpose` ("migrate",
  * "purge"): FNV-1a 64 of "libinbox:<purpose>:<schema>.<prefix>". The

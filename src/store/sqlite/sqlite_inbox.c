@@ -133,6 +133,7 @@ static int claim_one(sq_store *s, sqlite3_stmt *ins, const char *consumer,
 	inbox__sq_bind_str(ins, 6, c->message_id);
 	sqlite3_bind_int64(ins, 7, now);
 	bind_opt_ms(ins, 8, !processing, now);
+	inbox__sq_bind_str(ins, 9, c->position);
 	int rc = sqlite3_step(ins);
 	int err = INBOX_OK;
 	if (rc == SQLITE_DONE)

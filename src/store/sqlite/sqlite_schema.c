@@ -78,6 +78,11 @@ static const char *const migrations[SQ_SCHEMA_VERSION + 1] = {
     /* 5: stored results, in place (the columns, from v5_columns: NULL
      * for every existing record, which holds no result). */
     [5] = "",
+    /* 6: the source position on the record (sqlite_inbox.c), in place
+     * (the column, from v6_columns: NULL for every existing record, as
+     * for a delivery that gave none). No index: a look-up by position
+     * is an operator's, and scans the consumer's records. */
+    [6] = "",
 };
 
 /* SQLite has no ADD COLUMN IF NOT EXISTS: these run only when dedup_key is
@@ -95,6 +100,10 @@ static const char v5_columns[] =
     "ALTER TABLE {inbox} ADD COLUMN result BLOB;"
     "ALTER TABLE {inbox} ADD COLUMN result_type TEXT;"
     "ALTER TABLE {inbox} ADD COLUMN outcome TEXT;";
+
+/* v6: the delivery's source position, only when missing. */
+static const char v6_columns[] =
+    "ALTER TABLE {inbox} ADD COLUMN position TEXT;";
 
 static int exec_tmpl(sq_store *s, const char *tmpl, const char *what)
 {
@@ -182,6 +191,9 @@ static int apply(sq_store *s, int v)
 	if (!err && v == 5 &&
 	    (err = has_column(s, "inbox", "result", &n)) == 0 && n == 0)
 		err = exec_tmpl(s, v5_columns, "migrate");
+	if (!err && v == 6 &&
+	    (err = has_column(s, "inbox", "position", &n)) == 0 && n == 0)
+		err = exec_tmpl(s, v6_columns, "migrate");
 	return err ? err : exec_tmpl(s, migrations[v], "migrate");
 }
 

@@ -18,8 +18,8 @@ static const char *const fixed_sql[SQ_NFIXED] = {
     [SQ_CLAIM_INSERT] =
         "INSERT INTO {inbox} (consumer, key, fingerprint, status, "
         "attempts, fence, lease_until, message_id, created_at, "
-        "processed_at, updated_at) "
-        "VALUES (?1, ?2, ?3, ?4, 1, 1, ?5, ?6, ?7, ?8, ?7) "
+        "processed_at, updated_at, position) "
+        "VALUES (?1, ?2, ?3, ?4, 1, 1, ?5, ?6, ?7, ?8, ?7, ?9) "
         "ON CONFLICT (consumer, key) DO NOTHING",
     /* The stored result comes with the record: a duplicate costs no
      * second statement, and one without a result reads two NULLs. */
