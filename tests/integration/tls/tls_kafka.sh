@@ -17,8 +17,9 @@
 #     SASL handshake, so SASL is refused: what is tested is that the
 #     password shows nowhere;
 #   - a wrong ssl.key.password: a config error naming the key's file.
-# Untested here: SASL authentication succeeding (the mock has no SASL),
-# a broker that asks for the client certificate (socat does not: verify=0).
+# Untested here: SASL authentication succeeding (the mock has no SASL:
+# sasl_kafka.sh puts a relay that has it in front of the mock), a broker
+# that asks for the client certificate (socat does not: verify=0).
 #   tls_kafka.sh INBOX_BIN KAFKA_MOCK KAFKA_PRODUCE
 set -u
 BIN=$1
