@@ -2298,6 +2298,129 @@ TEST(registration_checks_what_a_vtable_claims)
 	env_teardown(&e);
 }
 
+/* inbox_claim as store vtable 7 laid it out (before the position): what
+ * a backend built against it steps through. */
+typedef struct claim_v7_layout {
+	const char *key;
+	const char *fingerprint;
+	const char *message_id;
+	int is_new;
+	inbox_status status;
+	char stored_fingerprint[65];
+	int32_t attempts;
+	int64_t fence;
+	int lease_expired;
+	void *result;
+	size_t result_len;
+	char *result_type;
+	inbox_outcome first_outcome;
+} claim_v7_layout;
+
+static const inbox_store_vtable *v7_real;
+static size_t v7_claimed;
+static int v7_garbled;
+
+/* A version-7 backend's claim: it reads the array at its own stride,
+ * and runs the real claim on a copy in this library's layout. */
+static int v7_claim(inbox_store *st, const char *consumer, inbox_claim *claims,
+                    size_t n, inbox_status status, int64_t lease_ms)
+{
+	claim_v7_layout *old = (claim_v7_layout *)(void *)claims;
+	inbox_claim *cur = calloc(n ? n : 1, sizeof(*cur));
+	if (!cur)
+		return INBOX_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		v7_garbled |= !old[i].key || !old[i].fingerprint ||
+		              strlen(old[i].fingerprint) != 64;
+		cur[i].key = old[i].key;
+		cur[i].fingerprint = old[i].fingerprint;
+		cur[i].message_id = old[i].message_id;
+	}
+	int rc = v7_garbled
+	             ? INBOX_ERR_INVALID
+	             : v7_real->claim(st, consumer, cur, n, status, lease_ms);
+	for (size_t i = 0; i < n; i++) {
+		old[i].is_new = cur[i].is_new;
+		old[i].status = cur[i].status;
+		memcpy(old[i].stored_fingerprint, cur[i].stored_fingerprint,
+		       sizeof(old[i].stored_fingerprint));
+		old[i].attempts = cur[i].attempts;
+		old[i].fence = cur[i].fence;
+		old[i].lease_expired = cur[i].lease_expired;
+		old[i].result = cur[i].result;
+		old[i].result_len = cur[i].result_len;
+		old[i].result_type = cur[i].result_type;
+		old[i].first_outcome = cur[i].first_outcome;
+	}
+	v7_claimed += n;
+	free(cur);
+	return rc;
+}
+
+static int v7_result_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	(void)p;
+	const char *id = inbox_msg_id(m);
+	return inbox_txn_set_result(t, "text/plain", id, strlen(id)) == 0
+	           ? INBOX_HANDLER_OK
+	           : INBOX_HANDLER_RETRY;
+}
+
+/* A backend of vtable version 7 (inbox_claim without the position) is
+ * handed claims in its own layout: a batch is claimed key by key as
+ * written, the stored results come back, and its records have no
+ * position (the backend knows none). */
+TEST(claims_for_a_version_7_backend)
+{
+	env e;
+	ASSERT_OK(env_setup(&e));
+	static inbox_store_vtable v7;
+	v7_real = e.st->vt;
+	v7 = *v7_real;
+	v7.version = 7;
+	v7.claim = v7_claim;
+	e.st->vt = &v7;
+	v7_claimed = 0;
+	v7_garbled = 0;
+	inbox_consumer *c =
+	    open_consumer(e.st, v7_result_handler, NULL, NULL, NULL);
+	ASSERT_TRUE(c);
+	char js[4][256];
+	inbox_delivery d[4];
+	inbox_result r[4] = {INBOX_RESULT_INIT, INBOX_RESULT_INIT,
+	                     INBOX_RESULT_INIT, INBOX_RESULT_INIT};
+	for (int i = 0; i < 4; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "v7-%d", i);
+		order_json(js[i], sizeof(js[i]), id, id, 100 + i);
+		d[i] = delivery(js[i]);
+	}
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 4, r));
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(r[i].outcome, INBOX_APPLIED);
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 4, r));
+	for (int i = 0; i < 4; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "v7-%d", i);
+		ASSERT_EQ(r[i].outcome, INBOX_DUPLICATE);
+		ASSERT_EQ(r[i].first_outcome, INBOX_APPLIED);
+		ASSERT_EQ(r[i].result_len, strlen(id));
+		ASSERT_TRUE(r[i].result &&
+		            !memcmp(r[i].result, id, strlen(id)));
+		ASSERT_STREQ(r[i].result_type, "text/plain");
+	}
+	ASSERT_EQ(v7_garbled, 0);
+	ASSERT_EQ(v7_claimed, 8);
+	inbox_consumer_close(c);
+	e.st->vt = v7_real;
+	inbox_admin_record *rec = NULL;
+	ASSERT_OK(inbox_admin_inspect(e.st, "billing.order-created.v1", "v7-2",
+	                              &rec));
+	ASSERT_TRUE(rec->position == NULL);
+	inbox_admin_record_free(rec);
+	env_teardown(&e);
+}
+
 /* Stored results: their own cases, in their own file. */
 #include "results.c"
 /* Stored results under leases: their own file. */
@@ -2354,6 +2477,7 @@ int main(int argc, char **argv)
 	RUN(admin_dialect_spells_every_expression);
 	RUN(admin_reads_refuse_an_open_transaction);
 	RUN(registration_checks_what_a_vtable_claims);
+	RUN(claims_for_a_version_7_backend);
 	run_result_cases();
 	run_lease_result_cases();
 	/* store_slots.c */
