@@ -11,18 +11,22 @@
  * HOST:PORT and speaks the broker's side of the authentication itself:
  *   - ApiVersions (18): forwarded; the broker's answer gets SaslHandshake
  *     (17) v0-1 and SaslAuthenticate (36) v0-1 added to its list;
- *   - SaslHandshake: mechanism PLAIN accepted, any other refused with
- *     UNSUPPORTED_SASL_MECHANISM (33) and the list ["PLAIN"];
- *   - SaslAuthenticate: the PLAIN token (authzid NUL user NUL password)
- *     checked against USER and PASSWORD: SASL_AUTHENTICATION_FAILED (58)
- *     and the connection closed when they differ, as a broker does;
+ *   - SaslHandshake: mechanisms PLAIN and SCRAM-SHA-256 accepted, any
+ *     other refused with UNSUPPORTED_SASL_MECHANISM (33); the list
+ *     ["PLAIN", "SCRAM-SHA-256"];
+ *   - SaslAuthenticate: the PLAIN token (authzid NUL user NUL password),
+ *     or the two SCRAM-SHA-256 rounds (RFC 5802/7677: a random salt and
+ *     nonce, 4096 iterations; the client's proof checked, the server's
+ *     signature sent), checked against USER and PASSWORD:
+ *     SASL_AUTHENTICATION_FAILED (58) and the connection closed when they
+ *     differ, as a broker does;
  *   - any other request before a successful SaslAuthenticate closes the
  *     connection (an unauthenticated client gets nothing from the broker).
  * Once authenticated the bytes are relayed both ways unchanged.
  *
  * One line per authentication on stderr (flushed), never the password:
- *   auth ok user=USER mechanism=PLAIN
- *   auth failed user=USER
+ *   auth ok user=USER mechanism=MECHANISM
+ *   auth failed user=USER mechanism=MECHANISM
  * and "listening PATH" once ready. Exit status 2 on bad arguments, 1 if
  * it cannot listen; runs until killed (SIGTERM). One process per
  * connection (fork).
@@ -39,6 +43,11 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #define MAX_FRAME (64 * 1024 * 1024)
 
@@ -220,35 +229,100 @@ static size_t body_at(const unsigned char *q, size_t n)
 	return at <= n ? at : 0;
 }
 
-static int handshake(int cfd, const unsigned char *q, size_t n)
+enum { MECH_NONE, MECH_PLAIN, MECH_SCRAM };
+
+/* SaslHandshake: *mech set to the mechanism asked for (PLAIN or
+ * SCRAM-SHA-256), answered with both; another one is refused. */
+static int handshake(int cfd, const unsigned char *q, size_t n, int *mech)
 {
 	size_t at = body_at(q, n);
 	if (!at || at + 2 > n)
 		return -1;
 	int16_t ml = get16(q + at);
-	int plain =
-	    ml == 5 && at + 2 + 5 <= n && !memcmp(q + at + 2, "PLAIN", 5);
-	unsigned char r[4 + 2 + 4 + 2 + 5];
+	const char *m = (const char *)q + at + 2;
+	*mech = MECH_NONE;
+	if (ml > 0 && at + 2 + (size_t)ml <= n) {
+		if (ml == 5 && !memcmp(m, "PLAIN", 5))
+			*mech = MECH_PLAIN;
+		else if (ml == 13 && !memcmp(m, "SCRAM-SHA-256", 13))
+			*mech = MECH_SCRAM;
+	}
+	unsigned char r[4 + 2 + 4 + 2 + 5 + 2 + 13];
 	memcpy(r, q + 4, 4); /* correlation id */
-	put16(r + 4, plain ? 0 : 33);
-	put32(r + 6, 1);
+	put16(r + 4, *mech ? 0 : 33);
+	put32(r + 6, 2);
 	put16(r + 10, 5);
 	memcpy(r + 12, "PLAIN", 5);
+	put16(r + 17, 13);
+	memcpy(r + 19, "SCRAM-SHA-256", 13);
 	if (send_frame(cfd, r, sizeof(r)) < 0)
 		return -1;
-	return plain ? 0 : -1;
+	return *mech ? 0 : -1;
 }
 
-static int authenticate(int cfd, const unsigned char *q, size_t n, int ver)
+/* A SaslAuthenticate answer: error (0 or 58, with its message), the
+ * server's bytes. */
+static int auth_reply(int cfd, const unsigned char *q, int ver, int ok,
+                      const char *data, size_t dlen)
+{
+	static const char msg[] =
+	    "Authentication failed: Invalid username or password";
+	size_t cap = 4 + 2 + 2 + sizeof(msg) + 4 + dlen + 8, o = 6;
+	unsigned char *r = malloc(cap);
+	if (!r)
+		return -1;
+	memcpy(r, q + 4, 4);
+	put16(r + 4, ok ? 0 : 58);
+	if (ok) {
+		put16(r + o, 0xffff); /* error message: null */
+		o += 2;
+	} else {
+		put16(r + o, (int)sizeof(msg) - 1);
+		memcpy(r + o + 2, msg, sizeof(msg) - 1);
+		o += 2 + sizeof(msg) - 1;
+	}
+	put32(r + o, (uint32_t)dlen);
+	if (dlen)
+		memcpy(r + o + 4, data, dlen);
+	o += 4 + dlen;
+	if (ver >= 1) {
+		memset(r + o, 0, 8); /* session lifetime: none */
+		o += 8;
+	}
+	int rc = send_frame(cfd, r, o);
+	free(r);
+	return rc;
+}
+
+static void say(int ok, const char *user, const char *mech)
+{
+	if (ok)
+		fprintf(stderr, "auth ok user=%s mechanism=%s\n", user, mech);
+	else
+		fprintf(stderr, "auth failed user=%s mechanism=%s\n", user,
+		        mech);
+	fflush(stderr);
+}
+
+/* The SaslAuthenticate token of q (NULL if unreadable). */
+static const char *auth_token(const unsigned char *q, size_t n, size_t *tl)
 {
 	size_t at = body_at(q, n);
 	if (!at || at + 4 > n)
+		return NULL;
+	*tl = get32(q + at);
+	if (*tl > n - at - 4)
+		return NULL;
+	return (const char *)q + at + 4;
+}
+
+/* PLAIN: authzid NUL user NUL password. 0 authenticated, -1 not. */
+static int auth_plain(int cfd, const unsigned char *q, size_t n, int ver)
+{
+	size_t tl = 0;
+	const char *tok = auth_token(q, n, &tl);
+	if (!tok)
 		return -1;
-	uint32_t tl = get32(q + at);
-	if (tl > n - at - 4)
-		return -1;
-	const char *tok = (const char *)q + at + 4;
-	/* authzid NUL user NUL password */
 	const char *u = memchr(tok, 0, tl);
 	const char *p = u ? memchr(u + 1, 0, tl - (size_t)(u + 1 - tok)) : NULL;
 	char user[256] = "";
@@ -260,33 +334,106 @@ static int authenticate(int cfd, const unsigned char *q, size_t n, int ver)
 		ok = strlen(want_user) == ul && !memcmp(u + 1, want_user, ul) &&
 		     strlen(want_pass) == pl && !memcmp(p + 1, want_pass, pl);
 	}
-	static const char msg[] =
-	    "Authentication failed: Invalid username or password";
-	unsigned char r[4 + 2 + 2 + sizeof(msg) + 4 + 8];
-	size_t o = 0;
-	memcpy(r, q + 4, 4);
-	put16(r + 4, ok ? 0 : 58);
-	o = 6;
+	say(ok, user, "PLAIN");
+	if (auth_reply(cfd, q, ver, ok, NULL, 0) < 0)
+		return -1;
+	return ok ? 0 : -1;
+}
+
+/* SCRAM-SHA-256 (RFC 5802/7677), the server's side, in two rounds. */
+typedef struct scram {
+	int round; /* 0: client-first expected, 1: client-final */
+	char user[256];
+	char first_bare[512];
+	char server_first[512];
+	char nonce[256];
+	unsigned char salt[16];
+} scram;
+
+#define SCRAM_ITER 4096
+
+static void hmac256(const unsigned char *key, size_t klen, const void *d,
+                    size_t dlen, unsigned char out[32])
+{
+	unsigned int ol = 32;
+	HMAC(EVP_sha256(), key, (int)klen, d, dlen, out, &ol);
+}
+
+static int auth_scram(int cfd, const unsigned char *q, size_t n, int ver,
+                      scram *sc)
+{
+	size_t tl = 0;
+	const char *tok = auth_token(q, n, &tl);
+	if (!tok || tl >= 1024)
+		return -1;
+	char t[1024];
+	memcpy(t, tok, tl);
+	t[tl] = '\0';
+	if (sc->round == 0) {
+		/* gs2 header "n,," (no channel binding), then n=USER,r=NONCE */
+		const char *bare = strstr(t, ",,");
+		if (strncmp(t, "n,", 2) || !bare)
+			return -1;
+		bare += 2;
+		const char *r = strstr(bare, ",r=");
+		if (strncmp(bare, "n=", 2) || !r)
+			return -1;
+		snprintf(sc->user, sizeof(sc->user), "%.*s",
+		         (int)(r - bare - 2), bare + 2);
+		snprintf(sc->first_bare, sizeof(sc->first_bare), "%s", bare);
+		unsigned char rnd[18];
+		char srv[32], salt64[32];
+		RAND_bytes(rnd, sizeof(rnd));
+		RAND_bytes(sc->salt, sizeof(sc->salt));
+		EVP_EncodeBlock((unsigned char *)srv, rnd, sizeof(rnd));
+		EVP_EncodeBlock((unsigned char *)salt64, sc->salt,
+		                sizeof(sc->salt));
+		snprintf(sc->nonce, sizeof(sc->nonce), "%s%s", r + 3, srv);
+		snprintf(sc->server_first, sizeof(sc->server_first),
+		         "r=%s,s=%s,i=%d", sc->nonce, salt64, SCRAM_ITER);
+		sc->round = 1;
+		return auth_reply(cfd, q, ver, 1, sc->server_first,
+		                  strlen(sc->server_first)) < 0
+		           ? -1
+		           : 1; /* one more round */
+	}
+	/* c=biws,r=NONCE,p=PROOF */
+	char *p = strstr(t, ",p=");
+	char *r = strstr(t, ",r=");
+	/* The nonce must end with the server's: librdkafka 2.0.2 sends its
+	 * own nonce again in front of it, and Kafka's ScramSaslServer
+	 * accepts that (endsWith); the proof covers what was sent. */
+	size_t nl = strlen(sc->nonce);
+	int ok = p && r && r < p && !strcmp(sc->user, want_user) &&
+	         (size_t)(p - r - 3) >= nl && !strncmp(p - nl, sc->nonce, nl);
+	unsigned char salted[32], ckey[32], skey[32], stored[32], csig[32],
+	    ssig[32], proof[48];
+	char auth[1600], v[64] = "v=";
 	if (ok) {
-		put16(r + o, 0xffff); /* error message: null */
-		o += 2;
-	} else {
-		put16(r + o, (int)sizeof(msg) - 1);
-		memcpy(r + o + 2, msg, sizeof(msg) - 1);
-		o += 2 + sizeof(msg) - 1;
+		*p = '\0';
+		snprintf(auth, sizeof(auth), "%s,%s,%s", sc->first_bare,
+		         sc->server_first, t);
+		PKCS5_PBKDF2_HMAC(want_pass, (int)strlen(want_pass), sc->salt,
+		                  sizeof(sc->salt), SCRAM_ITER, EVP_sha256(),
+		                  32, salted);
+		hmac256(salted, 32, "Client Key", 10, ckey);
+		SHA256(ckey, 32, stored);
+		hmac256(stored, 32, auth, strlen(auth), csig);
+		int pl = EVP_DecodeBlock(proof, (unsigned char *)p + 3,
+		                         (int)strlen(p + 3));
+		/* the decoded length counts the padding's zero bytes */
+		ok = pl >= 32;
+		for (int i = 0; ok && i < 32; i++)
+			ckey[i] = proof[i] ^ csig[i];
+		unsigned char h[32];
+		SHA256(ckey, 32, h);
+		ok = ok && !memcmp(h, stored, 32);
+		hmac256(salted, 32, "Server Key", 10, skey);
+		hmac256(skey, 32, auth, strlen(auth), ssig);
+		EVP_EncodeBlock((unsigned char *)v + 2, ssig, 32);
 	}
-	put32(r + o, 0); /* no auth bytes back */
-	o += 4;
-	if (ver >= 1) {
-		memset(r + o, 0, 8); /* session lifetime: none */
-		o += 8;
-	}
-	fprintf(stderr,
-	        ok ? "auth ok user=%s mechanism=PLAIN\n"
-	           : "auth failed user=%s\n",
-	        user);
-	fflush(stderr);
-	if (send_frame(cfd, r, o) < 0)
+	say(ok, sc->user, "SCRAM-SHA-256");
+	if (auth_reply(cfd, q, ver, ok, ok ? v : NULL, ok ? strlen(v) : 0) < 0)
 		return -1;
 	return ok ? 0 : -1;
 }
@@ -335,6 +482,8 @@ static void serve(int cfd, const char *host, const char *port)
 	int ufd = connect_upstream(host, port);
 	if (ufd < 0)
 		return;
+	int mech = MECH_NONE;
+	scram sc = {0};
 	for (;;) {
 		unsigned char *q = NULL, *r = NULL;
 		size_t n = 0, rn = 0;
@@ -352,10 +501,15 @@ static void serve(int cfd, const char *host, const char *port)
 			}
 			free(out);
 		} else if (key == 17) {
-			rc = handshake(cfd, q, n);
-		} else if (key == 36) {
-			rc = authenticate(cfd, q, n, ver);
-			if (rc == 0) {
+			rc = handshake(cfd, q, n, &mech);
+		} else if (key == 36 && mech != MECH_NONE) {
+			rc = mech == MECH_PLAIN
+			         ? auth_plain(cfd, q, n, ver)
+			         : auth_scram(cfd, q, n, ver, &sc);
+			if (rc == 1) {
+				rc = 0; /* SCRAM: the client's final message
+				           next */
+			} else if (rc == 0) {
 				free(q);
 				pump(cfd, ufd);
 				return;

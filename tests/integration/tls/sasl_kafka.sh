@@ -12,12 +12,14 @@
 # the relay's unix socket, so every connection the consumer makes —
 # bootstrap, group coordinator, partition leader — authenticates:
 #   - SASL_PLAINTEXT, the right password: a daemon consumes the orders,
-#     the relay saw "auth ok user=inbox";
+#     the relay saw "auth ok user=inbox mechanism=PLAIN";
 #   - SASL_SSL, the right password: the same over TLS;
 #   - SASL_PLAINTEXT, a wrong password: refused by the relay ("auth
 #     failed"), nothing consumed, the daemon says "SASL authentication
 #     error" while it waits and gives up (exit 4, --connect-timeout): an
 #     infrastructure fault, no dead letter;
+#   - SCRAM-SHA-256, right and wrong password: the same (the relay checks
+#     the client's proof);
 #   - no output, log line, error or metric (scraped while it runs) holds
 #     a piece of either password.
 #   sasl_kafka.sh INBOX_BIN KAFKA_MOCK KAFKA_PRODUCE KAFKA_SASL_RELAY
@@ -144,5 +146,21 @@ says wrong "SASL authentication error"
 says wrong '"event":"waiting"'
 expect_eq "wrong password: no dead letter" \
 	"$(sq "$dir/data/wrong.db" "SELECT count(*) FROM ${tag}dead_letters")" 0
+# SCRAM-SHA-256: the password never travels, a proof does; the relay
+# checks it (and sends its own signature, which librdkafka checks).
+scram="rdkafka.sasl.mechanism=SCRAM-SHA-256&rdkafka.sasl.username=inbox"
+kconfig scram "rdkafka.security.protocol=SASL_PLAINTEXT&$scram&rdkafka.sasl.password=$SASLPASS_ENC"
+in_sasl_ns scram 40 5 "$dir/cfg/scram.yaml" TCP-LISTEN
+expect_eq "SCRAM-SHA-256: the daemon consumed the 5 orders" "$(rows scram)" 5
+expect_eq "SCRAM-SHA-256: it stops cleanly (SIGTERM)" "$(cat "$dir/out/scram.rc")" 0
+check "SCRAM-SHA-256: the relay checked the proof (auth ok)" \
+	test "$(relay_says "auth ok user=inbox mechanism=SCRAM-SHA-256")" -ge 1
+kconfig scram-wrong "rdkafka.security.protocol=SASL_PLAINTEXT&$scram&rdkafka.sasl.password=$WRONGPASS_ENC&open_timeout_ms=1000"
+in_sasl_ns scram-wrong 20 1 "$dir/cfg/scram-wrong.yaml" TCP-LISTEN
+expect_eq "SCRAM-SHA-256, wrong password: nothing consumed" "$(rows scram-wrong)" 0
+check "SCRAM-SHA-256, wrong password: refused by the relay" \
+	test "$(relay_says "auth failed user=inbox mechanism=SCRAM-SHA-256")" -ge 1
+expect_eq "SCRAM-SHA-256, wrong password: exit 4" "$(cat "$dir/out/scram-wrong.rc")" 4
+says scram-wrong "SASL authentication error"
 no_secret "kafka SASL: every output, log, error and metric" "$dir"/out/*
 summary
