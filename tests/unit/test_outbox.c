@@ -991,7 +991,8 @@ TEST(version_1_store_migrates_up)
 	inbox_store_close(st);
 	ASSERT_OK(inbox_store_migrate(e.st));
 	ASSERT_OK(inbox_store_schema_version(e.st, &v));
-	ASSERT_EQ(v, 5); /* 4: idempotent dead letters, 5: results */
+	ASSERT_EQ(v,
+	          6); /* 4: idempotent dead letters, 5: results, 6: positions */
 	ASSERT_EQ(count_rows(&e, e.outbox, NULL), 0);
 	env_teardown(&e);
 }
