@@ -650,14 +650,16 @@ TEST(slot_upgrade_from_v4_results)
 		ASSERT_EQ(sealed, 1);
 	}
 	inbox_store_close(st);
-	st = open_store(&e); /* auto-migration: the v5 step */
+	st = open_store(&e); /* auto-migration: the v5 step and later ones */
 	ASSERT_TRUE(st != NULL);
 	int v = 0;
 	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 5);
+	/* the current version (the store tests' upgrade cases check it
+	 * exactly), one schema_version row per step */
+	ASSERT_TRUE(v >= 5);
 	char tbl[96];
 	snprintf(tbl, sizeof(tbl), "\"%sschema_version\"", e.prefix);
-	ASSERT_EQ(count(st, tbl, NULL), 5);
+	ASSERT_EQ(count(st, tbl, NULL), v);
 	if (is_pg)
 		snprintf(tbl, sizeof(tbl), "\"%sinbox_g1\"", e.prefix);
 	else
