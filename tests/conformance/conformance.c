@@ -2489,5 +2489,6 @@ int main(int argc, char **argv)
 	RUN(slot_purge_batches);
 	RUN(slot_client_version);
 	RUN(slot_upgrade_from_v4_results);
+	RUN(slot_upgrade_from_v5_positions);
 	return test_summary();
 }

@@ -695,3 +695,153 @@ TEST(slot_upgrade_from_v4_results)
 	inbox_consumer_close(c);
 	inbox_store_close(st);
 }
+
+/* Source positions on the records (schema version 6): the upgrade
+ * case's handler rejects the message whose id starts with "bad". */
+static int sl_v6_handler(inbox_txn *t, const inbox_msg *m, void *p)
+{
+	(void)t;
+	(void)p;
+	const char *id = inbox_msg_id(m);
+	return id && !strncmp(id, "bad", 3) ? INBOX_HANDLER_REJECT
+	                                    : INBOX_HANDLER_OK;
+}
+
+static int sl_key_seen(const char *key, void *payload)
+{
+	snprintf(payload, 64, "%s", key ? key : "(null)");
+	return 0;
+}
+
+/* The record's position read back by the admin API ("(null)" for NULL,
+ * "(none)" without a record). */
+static const char *sl_pos_of(inbox_store *st, const char *key, char *out)
+{
+	inbox_admin_record *r = NULL;
+	if (inbox_admin_inspect(st, "c", key, &r) != INBOX_OK)
+		snprintf(out, 64, "(none)");
+	else
+		snprintf(out, 64, "%s", r->position ? r->position : "(null)");
+	inbox_admin_record_free(r);
+	return out;
+}
+
+/* The key a look-up by position finds ("" for none, "(n)" for n > 1). */
+static const char *sl_key_at(inbox_store *st, const char *pos, char *out)
+{
+	int found = 0;
+	out[0] = '\0';
+	if (inbox_admin_find_keys(st, "c", NULL, pos, sl_key_seen, out,
+	                          &found) != INBOX_OK)
+		snprintf(out, 64, "(error)");
+	else if (found > 1)
+		snprintf(out, 64, "(%d)", found);
+	return out;
+}
+
+/* A v5 database upgrades to v6 on its own: its records (PostgreSQL: in
+ * a sealed generation) are kept with no position; a new record keeps
+ * its delivery's (applied or dead), a redelivery (a duplicate) and a
+ * copy from another position leave it, sealing its generation keeps it
+ * (PostgreSQL), and a look-up by position finds the record's key. A
+ * position that is not UTF-8 is kept like a dead letter's (U+FFFD), not
+ * refused. (Was upgrade_from_v5_positions of test_sqlite_store and
+ * test_pg_store.) */
+TEST(slot_upgrade_from_v5_positions)
+{
+	env e;
+	char buf[64];
+	inbox_store *st = sl_open_at_version(&e, 5);
+	ASSERT_TRUE(st != NULL);
+	const char *old = "{\"id\":\"old-1\"}";
+	char fp[65];
+	ASSERT_OK(inbox_fingerprint(old, strlen(old), "", fp, NULL, 0));
+	if (is_pg)
+		ASSERT_OK(sql(st,
+		              "INSERT INTO %s (gen, consumer, key, fingerprint,"
+		              " status, attempts, fence, processed_at)"
+		              " VALUES (1, 'c', 'old-1', '%s', 'completed', 1,"
+		              " 1, now())",
+		              e.inbox_tbl, fp));
+	else
+		ASSERT_OK(sql(st,
+		              "INSERT INTO %s (consumer, key, fingerprint,"
+		              " status, attempts, fence, created_at,"
+		              " processed_at, updated_at) VALUES ('c', 'old-1',"
+		              " '%s', 'completed', 1, 1, 1700000000000,"
+		              " 1700000000000, 1700000000000)",
+		              e.inbox_tbl, fp));
+	/* v5 has no position column */
+	int64_t rows = 0;
+	char q[256];
+	snprintf(q, sizeof(q), "SELECT position FROM %s", e.inbox_tbl);
+	ASSERT_NE(st->vt->exec(st, q, 0, NULL, &rows), 0);
+	int sealed = 0;
+	if (is_pg) {
+		ASSERT_OK(inbox_store_seal(st, 1, &sealed));
+		ASSERT_EQ(sealed, 1);
+	}
+	inbox_store_close(st);
+	st = open_store(&e); /* auto-migration: the v6 step and later ones */
+	ASSERT_TRUE(st != NULL);
+	int v = 0;
+	ASSERT_OK(inbox_store_schema_version(st, &v));
+	ASSERT_TRUE(v >= 6);
+	char tbl[96];
+	if (is_pg)
+		snprintf(tbl, sizeof(tbl), "\"%sinbox_g1\"", e.prefix);
+	else
+		snprintf(tbl, sizeof(tbl), "%s", e.inbox_tbl);
+	ASSERT_EQ(count(st, tbl, "position IS NULL"), 1);
+	ASSERT_STREQ(sl_pos_of(st, "old-1", buf), "(null)");
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	co.name = "c";
+	co.handler = sl_v6_handler;
+	inbox_consumer *c = NULL;
+	char err[256];
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
+	inbox_delivery d[4] = {INBOX_DELIVERY_INIT, INBOX_DELIVERY_INIT,
+	                       INBOX_DELIVERY_INIT, INBOX_DELIVERY_INIT};
+	inbox_result r[4] = {INBOX_RESULT_INIT, INBOX_RESULT_INIT,
+	                     INBOX_RESULT_INIT, INBOX_RESULT_INIT};
+	const char *pay[4] = {"{\"id\":\"new-1\"}", "{\"id\":\"bad-1\"}",
+	                      "{\"id\":\"new-2\"}", "{\"id\":\"new-3\"}"};
+	const char *pos[4] = {"orders/0@7", "orders/0@8", NULL,
+	                      "f\xffile.jsonl:3"};
+	for (int i = 0; i < 4; i++) {
+		d[i].payload = pay[i];
+		d[i].payload_len = strlen(pay[i]);
+		d[i].position = pos[i];
+	}
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 4, r));
+	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[1].outcome, INBOX_DEAD_LETTERED);
+	ASSERT_EQ(r[2].outcome, INBOX_APPLIED);
+	ASSERT_EQ(r[3].outcome, INBOX_APPLIED);
+	ASSERT_STREQ(sl_pos_of(st, "new-1", buf), "orders/0@7");
+	ASSERT_STREQ(sl_pos_of(st, "bad-1", buf), "orders/0@8");
+	ASSERT_STREQ(sl_pos_of(st, "new-2", buf), "(null)");
+	ASSERT_STREQ(sl_pos_of(st, "new-3", buf), "f\xEF\xBF\xBDile.jsonl:3");
+	/* redelivered (the same positions): duplicates, the records stay */
+	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_EQ(r[1].outcome, INBOX_DUPLICATE);
+	if (is_pg) {
+		/* sealed: the records keep their positions */
+		ASSERT_OK(inbox_store_seal(st, 1, &sealed));
+		ASSERT_EQ(sealed, 2); /* the generation sealed */
+		snprintf(tbl, sizeof(tbl), "\"%sinbox_g2\"", e.prefix);
+		ASSERT_EQ(count(st, tbl, "position = 'orders/0@7'"), 1);
+	}
+	/* a copy from another position writes nothing */
+	d[0].position = "orders/1@3";
+	ASSERT_OK(inbox_consumer_process(c, &d[0], &r[0]));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_STREQ(sl_pos_of(st, "new-1", buf), "orders/0@7");
+	ASSERT_STREQ(sl_key_at(st, "orders/0@7", buf), "new-1");
+	ASSERT_STREQ(sl_key_at(st, "orders/0@8", buf), "bad-1");
+	ASSERT_STREQ(sl_key_at(st, "orders/1@3", buf), "");
+	ASSERT_STREQ(sl_key_at(st, "orders/9@9", buf), "");
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}

@@ -683,116 +683,6 @@ TEST(limits_from_batch_timeout)
 	inbox_store_close(b);
 }
 
-/* Source positions on the records (schema version 6): a handler that
- * rejects the message whose id starts with "bad". */
-static int v6_handler(inbox_txn *t, const inbox_msg *m, void *p)
-{
-	(void)t;
-	(void)p;
-	const char *id = inbox_msg_id(m);
-	return id && !strncmp(id, "bad", 3) ? INBOX_HANDLER_REJECT
-	                                    : INBOX_HANDLER_OK;
-}
-
-static int key_seen(const char *key, void *payload)
-{
-	snprintf(payload, 64, "%s", key ? key : "(null)");
-	return 0;
-}
-
-/* The record's position read back by the admin API ("(null)" for NULL,
- * "(none)" without a record). */
-static const char *pos_of(inbox_store *st, const char *key, char *out)
-{
-	inbox_admin_record *r = NULL;
-	if (inbox_admin_inspect(st, "c", key, &r) != INBOX_OK)
-		snprintf(out, 64, "(none)");
-	else
-		snprintf(out, 64, "%s", r->position ? r->position : "(null)");
-	inbox_admin_record_free(r);
-	return out;
-}
-
-/* A v5 database upgrades to v6 on its own: its records are kept with no
- * position; a new record keeps its delivery's (applied or dead), a
- * redelivery (a duplicate) leaves it, and a look-up by position finds
- * the record's key. */
-TEST(upgrade_from_v5_positions)
-{
-	inbox_store_options o = INBOX_STORE_OPTIONS_INIT;
-	inbox_store *st = NULL;
-	int v = 0;
-	char buf[64], key[64];
-	o.auto_migrate = 0;
-	ASSERT_OK(inbox_store_open(&st, db_url("v5.db"), &o));
-	ASSERT_OK(inbox__sq_migrate_to(st, 5));
-	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 5);
-	ASSERT_OK(exec0(st, "INSERT INTO inbox (consumer, key, fingerprint,"
-	                    " status, attempts, fence, created_at,"
-	                    " processed_at, updated_at) VALUES ('c', 'old-1',"
-	                    " '" FP_A "', 'completed', 1, 1, 1700000000000,"
-	                    " 1700000000000, 1700000000000)"));
-	ASSERT_NE(exec0(st, "SELECT position FROM inbox"), 0);
-	inbox_store_close(st);
-	ASSERT_OK(inbox_store_open(&st, db_url("v5.db"), NULL));
-	ASSERT_OK(inbox_store_schema_version(st, &v));
-	ASSERT_EQ(v, 6);
-	ASSERT_EQ(count_rows(st, "SELECT count(*) FROM inbox WHERE"
-	                         " position IS NULL"),
-	          1);
-	ASSERT_STREQ(pos_of(st, "old-1", buf), "(null)");
-	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
-	co.name = "c";
-	co.handler = v6_handler;
-	inbox_consumer *c = NULL;
-	char err[256];
-	ASSERT_OK(inbox_consumer_open(&c, st, &co, err, sizeof(err)));
-	inbox_delivery d[3] = {INBOX_DELIVERY_INIT, INBOX_DELIVERY_INIT,
-	                       INBOX_DELIVERY_INIT};
-	inbox_result r[3] = {INBOX_RESULT_INIT, INBOX_RESULT_INIT,
-	                     INBOX_RESULT_INIT};
-	const char *pay[3] = {"{\"id\":\"new-1\"}", "{\"id\":\"bad-1\"}",
-	                      "{\"id\":\"new-2\"}"};
-	const char *pos[3] = {"orders/0@7", "orders/0@8", NULL};
-	for (int i = 0; i < 3; i++) {
-		d[i].payload = pay[i];
-		d[i].payload_len = strlen(pay[i]);
-		d[i].position = pos[i];
-	}
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 3, r));
-	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
-	ASSERT_EQ(r[1].outcome, INBOX_DEAD_LETTERED);
-	ASSERT_EQ(r[2].outcome, INBOX_APPLIED);
-	ASSERT_STREQ(pos_of(st, "new-1", buf), "orders/0@7");
-	ASSERT_STREQ(pos_of(st, "bad-1", buf), "orders/0@8");
-	ASSERT_STREQ(pos_of(st, "new-2", buf), "(null)");
-	/* redelivered (the same positions): duplicates, the records stay */
-	ASSERT_OK(inbox_consumer_process_batch(c, d, 2, r));
-	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
-	ASSERT_EQ(r[1].outcome, INBOX_DUPLICATE);
-	/* a copy from another position writes nothing */
-	d[0].position = "orders/1@3";
-	ASSERT_OK(inbox_consumer_process(c, &d[0], &r[0]));
-	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
-	ASSERT_STREQ(pos_of(st, "new-1", buf), "orders/0@7");
-	int found = 0;
-	key[0] = '\0';
-	ASSERT_OK(inbox_admin_find_keys(st, "c", NULL, "orders/0@7", key_seen,
-	                                key, &found));
-	ASSERT_EQ(found, 1);
-	ASSERT_STREQ(key, "new-1");
-	ASSERT_OK(inbox_admin_find_keys(st, "c", NULL, "orders/0@8", key_seen,
-	                                key, &found));
-	ASSERT_EQ(found, 1);
-	ASSERT_STREQ(key, "bad-1");
-	ASSERT_OK(inbox_admin_find_keys(st, "c", NULL, "orders/9@9", key_seen,
-	                                key, &found));
-	ASSERT_EQ(found, 0);
-	inbox_consumer_close(c);
-	inbox_store_close(st);
-}
-
 int main(void)
 {
 	if (!mkdtemp(tmpdir) || chdir(tmpdir) != 0) {
@@ -806,7 +696,6 @@ int main(void)
 	RUN(statement_cache);
 	RUN(reentrant_query);
 	RUN(upgrade_from_v3);
-	RUN(upgrade_from_v5_positions);
 	RUN(two_processes);
 	RUN(busy_is_transient);
 	RUN(bad_sql);
