@@ -22,7 +22,11 @@ q() { sqlite3 "$dir/t.db" "$1"; }
 
 "$BIN" run "$dir/follow.yaml" --drain-timeout 5s 2>"$dir/follow.log" &
 pid=$!
-sleep_ms 400
+# The daemon consumes before the second part is appended and the signal
+# sent: waited for, not assumed 400 ms after the start (on a loaded
+# machine it had not begun, and the check below saw 0 invoices).
+consuming() { [ "$(q "SELECT COUNT(*) FROM invoices" 2>/dev/null)" -gt 0 ] 2>/dev/null; }
+check "the daemon consumes the first part" wait_until 60 consuming
 cat "$dir/part2.jsonl" >>"$dir/orders.jsonl"
 sleep_ms 300
 t0=$(now_ms)
@@ -55,13 +59,16 @@ expect_eq "restart: no order billed twice" "$(q "SELECT COUNT(*) FROM invoices")
 # with no drain and no log line).
 "$BIN" run "$dir/follow.yaml" --drain-timeout 5s 2>"$dir/hup.log" &
 pid=$!
-sleep_ms 300
+# The signals go to a daemon that runs (its "start" line is logged after
+# its handlers are installed), not 300 ms after the exec: on a loaded
+# machine a signal sent before that kills it by the default action.
+check "the daemon starts" wait_until 60 grep -q '"event":"start"' "$dir/hup.log"
 kill -USR1 "$pid"
 kill -USR2 "$pid"
+check "SIGUSR1: logged as ignored" wait_until 10 \
+	grep -q '"event":"signal_ignored","signal":"SIGUSR[12]"' "$dir/hup.log"
 sleep_ms 300
 check "SIGUSR1/SIGUSR2: still running" kill -0 "$pid"
-check "SIGUSR1: logged as ignored" \
-	grep -q '"event":"signal_ignored","signal":"SIGUSR[12]"' "$dir/hup.log"
 kill -HUP "$pid"
 wait "$pid"
 expect_eq "SIGHUP: exit 0 (drain and exit)" "$?" 0
