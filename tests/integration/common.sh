@@ -389,20 +389,23 @@ need_promtool() {
 	}
 }
 
-# listening_port LOG PID: wait (5 s at most, while PID runs) for the
-# metrics_listening line that `inbox run|dispatch --metrics 127.0.0.1:0`
-# logs to LOG; its port in $port, 0 if there is one.
+# listening_port LOG PID [SECONDS]: wait (SECONDS, 60 by default, at
+# most, while PID runs) for the metrics_listening line that
+# `inbox run|dispatch --metrics 127.0.0.1:0` logs to LOG; its port in
+# $port, 0 if there is one. The bound only guards against a hang (a
+# daemon that dies returns at once): it used to be 100 polls (about 5 s),
+# which a daemon of the ASan build starting on a machine at load average
+# 25 can outlast.
 listening_port() {
 	port=""
-	_i=0
-	while [ $_i -lt 100 ]; do
-		port=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$1" | head -1)
+	_lp_until=$(($(now_ms) + ${3:-60} * 1000))
+	while :; do
+		port=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$1" 2>/dev/null | head -1)
 		[ -n "$port" ] && return 0
 		kill -0 "$2" 2>/dev/null || return 1
+		[ "$(now_ms)" -ge "$_lp_until" ] && return 1
 		sleep 0.05
-		_i=$((_i + 1))
 	done
-	return 1
 }
 
 # get PATH: the body of http://127.0.0.1:$port/PATH on stdout and in
