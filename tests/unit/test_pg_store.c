@@ -1397,6 +1397,53 @@ TEST(limits_per_transaction)
 	inbox_store_close(st);
 }
 
+/* How many statements of the transactions' limits this connection has
+ * prepared. */
+static int limits_prepared(inbox_store *st)
+{
+	struct first f;
+	memset(&f, 0, sizeof(f));
+	VT(st)->query(st,
+	              "SELECT count(*) FROM pg_prepared_statements"
+	              " WHERE name LIKE 'inbox\\_\\_l%'",
+	              0, NULL, first_row, &f);
+	return atoi(f.v);
+}
+
+/* The limits travel as a statement prepared once per connection (an
+ * unnamed one is planned again by the server in every transaction); new
+ * limits on the same connection are a new statement. */
+TEST(limits_prepared_once)
+{
+	char v[3][32];
+	inbox_store *st = open_limits(150, 0, 4000);
+	ASSERT_TRUE(st != NULL);
+	for (int i = 0; i < 3; i++) {
+		ASSERT_OK(VT(st)->begin(st));
+		limits_seen(st, v);
+		ASSERT_OK(VT(st)->commit(st));
+		ASSERT_STREQ(v[0], "150ms");
+		ASSERT_STREQ(v[1], "0");
+	}
+	ASSERT_EQ(limits_prepared(st), 1);
+	inbox_consumer_options co = INBOX_CONSUMER_OPTIONS_INIT;
+	inbox_consumer *c = NULL;
+	co.name = "limits";
+	co.batch_timeout_ms = 7000;
+	ASSERT_OK(inbox_consumer_open(&c, st, &co, NULL, 0));
+	for (int i = 0; i < 2; i++) {
+		ASSERT_OK(VT(st)->begin(st));
+		limits_seen(st, v);
+		ASSERT_OK(VT(st)->commit(st));
+		ASSERT_STREQ(v[0], "150ms");
+		ASSERT_STREQ(v[1], "7s");
+		ASSERT_STREQ(v[2], "4s");
+	}
+	ASSERT_EQ(limits_prepared(st), 2);
+	inbox_consumer_close(c);
+	inbox_store_close(st);
+}
+
 /* A claim waiting on a key another transaction holds gives up after
  * lock_timeout (transient); a statement after statement_timeout. */
 TEST(limits_lock_and_statement_timeouts)
@@ -1532,6 +1579,7 @@ int main(void)
 	RUN(lost_statements_reprepared_direct);
 	RUN(transient_handler_statement_uncounted);
 	RUN(limits_per_transaction);
+	RUN(limits_prepared_once);
 	RUN(limits_lock_and_statement_timeouts);
 	RUN(limits_idle_in_transaction);
 	drop_all();

@@ -206,16 +206,45 @@ static const char **queued_params(pg_store *s, const pg_pending *e)
 	return s->vals;
 }
 
+static int limits_ready(const pg_store *s)
+{
+	return s->limits_ready_conn == s->conn_id &&
+	       s->limits_ready_id == s->limits_id &&
+	       s->limits_ready_epoch == s->qepoch;
+}
+
+static void limits_set_ready(pg_store *s)
+{
+	s->limits_ready_conn = s->conn_id;
+	s->limits_ready_id = s->limits_id;
+	s->limits_ready_epoch = s->qepoch;
+}
+
+/* The transaction's limits, as a statement prepared on this connection
+ * (its Parse first when it is not yet): it has no parameters, so the
+ * server plans it once per connection, not once per transaction. */
+static int send_limits(pg_store *s, pg_pending *e)
+{
+	char name[48];
+	snprintf(name, sizeof(name), "inbox__l%u_%u", s->limits_id, s->qepoch);
+	if (!limits_ready(s)) {
+		if (!PQsendPrepare(s->conn, name, s->limits_sql, 0, NULL))
+			return -1;
+		e->parse = 1;
+	}
+	return PQsendQueryPrepared(s->conn, name, 0, NULL, NULL, NULL, 0) ? 0
+	                                                                  : -1;
+}
+
 static int send_pending(pg_store *s, pg_pending *e)
 {
 	e->parse = 0;
+	if (!e->stmt && e->op == PGOP_LIMITS)
+		return send_limits(s, e);
 	if (!e->stmt) {
 		if (e->op != PGOP_DEALLOCATE)
-			return PQsendQueryParams(s->conn,
-			                         e->op == PGOP_LIMITS
-			                             ? s->limits_sql
-			                             : op_sql[e->op],
-			                         0, NULL, NULL, NULL, NULL, 0)
+			return PQsendQueryParams(s->conn, op_sql[e->op], 0,
+			                         NULL, NULL, NULL, NULL, 0)
 			           ? 0
 			           : -1;
 		char sql[64];
@@ -389,8 +418,10 @@ static int send_pipeline(pg_store *s, final_stmt *f)
 		}
 		pg_pending *e = &s->pending[i++];
 		int rc = send_pending(s, e);
+		int limits = !e->stmt && e->op == PGOP_LIMITS;
 		if (rc == 0)
-			rc = note_sent(s, e->stmt ? e->hs : -1, -1, e->parse,
+			rc = note_sent(s, e->stmt ? e->hs : -1,
+			               limits ? PG_SENT_LIMITS : -1, e->parse,
 			               e->stmt);
 		if (rc < 0)
 			return rc;
@@ -482,6 +513,8 @@ static PGresult *read_one(pg_store *s, collected *c, int parse, int hs,
 			else
 				merge_set_ready(s, &s->hcache[hs], slot);
 		}
+		if (k == 0 && t == PGRES_COMMAND_OK && slot == PG_SENT_LIMITS)
+			limits_set_ready(s);
 		/* A merge the server cannot even prepare is not tried again. */
 		if (k == 0 && t == PGRES_FATAL_ERROR && hs >= 0 && slot >= 0)
 			s->hcache[hs].m.refused = 1;

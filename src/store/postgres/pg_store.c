@@ -198,14 +198,19 @@ int inbox__pg_set_limits(inbox_store *st, const inbox_store_limits *d)
 	int64_t v[3] = {effective(s->opt_lock_ms, d->lock_ms),
 	                effective(s->opt_statement_ms, d->statement_ms),
 	                effective(s->opt_idle_ms, d->idle_ms)};
+	char sql[sizeof(s->limits_sql)];
 	size_t o = 0;
-	s->limits_sql[0] = '\0';
+	sql[0] = '\0';
 	for (int i = 0; i < 3; i++)
 		if (v[i] > 0)
 			o += (size_t)snprintf(
-			    s->limits_sql + o, sizeof(s->limits_sql) - o,
+			    sql + o, sizeof(sql) - o,
 			    "%sset_config('%s', '%lld', true)",
 			    o ? ", " : "SELECT ", names[i], (long long)v[i]);
+	if (strcmp(sql, s->limits_sql) != 0) {
+		memcpy(s->limits_sql, sql, sizeof(sql));
+		s->limits_id++; /* a new statement, under a new name */
+	}
 	return INBOX_OK;
 }
 

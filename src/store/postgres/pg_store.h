@@ -129,9 +129,12 @@ typedef struct pg_hstmt {
 /* What one command sent in a pipeline stands for, to read its result:
  * a queued entry, or (slot >= 0) a statement of a merge of cached
  * statement hs. */
+#define PG_SENT_LIMITS (-2)
+
 typedef struct pg_sent {
 	int hs;              /* cache slot, or -1 */
-	signed char slot;    /* -1: hs itself (or no statement); merge slot */
+	signed char slot;    /* -1: hs itself (or no statement); merge slot;
+	                        PG_SENT_LIMITS: the limits statement */
 	unsigned char parse; /* a Parse precedes it */
 	unsigned char stmt;  /* stands for queued handler statements */
 } pg_sent;
@@ -184,9 +187,15 @@ typedef struct pg_store {
 	inbox__buf maybe;    /* scratch: the claim's bool[] (binary) */
 	/* The transactions' timeouts: the options' explicit values (ms; 0
 	 * unset, < 0 none), and the statement that sets the effective ones
-	 * (SET LOCAL, queued after every BEGIN; "" = none). */
+	 * (SET LOCAL, queued after every BEGIN; "" = none). It is prepared
+	 * once per connection as inbox__l<limits_id>_<qepoch>: unnamed, the
+	 * server would plan it again for every transaction. */
 	int64_t opt_lock_ms, opt_statement_ms, opt_idle_ms;
 	char limits_sql[256];
+	unsigned limits_id;          /* bumped when limits_sql changes */
+	uint64_t limits_ready_conn;  /* prepared on that conn_id ... */
+	unsigned limits_ready_id;    /* ... under that limits_id ... */
+	unsigned limits_ready_epoch; /* ... and qepoch; 0 = not yet */
 } pg_store;
 
 /* pg_store.c: the connection. */
