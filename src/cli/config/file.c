@@ -10,6 +10,7 @@
 
 #include "cli/config/reader.h"
 #include "cli/http.h"
+#include "source/http/http.h"
 
 /* ---- metrics: {listen: 127.0.0.1:9464} ----------------------------- */
 
@@ -232,6 +233,12 @@ const cfg_section *const *cfg_sections(void)
 	return all;
 }
 
+static int is_http(const char *url)
+{
+	return url && (strncmp(url, "http://", 7) == 0 ||
+	               strncmp(url, "https://", 8) == 0);
+}
+
 static int top(cfg_ctx *x, yaml_node_t *root, cli_config *cfg)
 {
 	if (cfg_want(x, root, YAML_MAPPING_NODE, "the config file") ||
@@ -266,6 +273,16 @@ static int top(cfg_ctx *x, yaml_node_t *root, cli_config *cfg)
 			                "consumer \"%s\" has no store: set "
 			                "store: here or at the top of the file",
 			                c->name);
+		/* http:// routes sharing a listener agree on it */
+		char why[512];
+		for (int j = 0; j < i; j++)
+			if (is_http(c->source) &&
+			    is_http(cfg->consumers[j].source) &&
+			    inbox__http_routes_check(cfg->consumers[j].source,
+			                             cfg->consumers[j].name,
+			                             c->source, c->name, why,
+			                             sizeof(why)) < 0)
+				return cfg_fail(x, m, "%s", why);
 	}
 	return 0;
 }

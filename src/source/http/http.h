@@ -4,8 +4,13 @@
  *   http://HOST:PORT/PATH?mode=api|standard|github|stripe&...
  *   https://HOST:PORT/PATH?cert=FILE&key=FILE&...
  *
- * One source is one route: it listens on HOST:PORT (port 0: a free one,
- * logged as the event "http_listening") and takes requests to PATH. Each
+ * One source is one route: METHOD PATH on the listener of HOST:PORT (port
+ * 0: a free one, logged as the event "http_listening"). Sources whose
+ * URLs name the same host and port (0 included) share one listener: the
+ * first to open it starts it, the last to close stops it, and the
+ * listener's own options (https, cert, key, connections, timeout) must
+ * agree. A request is dispatched by path and method; no route: 404; the
+ * path with another method: 405 with Allow. Each
  * accepted request is a delivery whose payload is the envelope
  *   {"method":"POST","route":"/PATH","body":BODY}
  * (BODY the request's JSON body as sent), whose id is the idempotency key
@@ -93,6 +98,7 @@ typedef struct http_req {
 	int orphan; /* MHD finished it while in a batch: settle frees */
 	int retry_after;
 	const char *outcome; /* for the log */
+	char *allow;         /* a 405's Allow (NULL: hs's method) */
 	struct http_req *next;
 } http_req;
 
@@ -110,12 +116,27 @@ typedef struct http_counters {
 	uint64_t replays;
 } http_counters;
 
+/* One listener (host:port), shared by its routes. Under the listeners'
+ * lock (http_source.c): routes, dead, refs. */
+typedef struct http_listener {
+	/* the first route's host, port (as configured: 0 a free one) and
+	 * listener options (inbox__http_listener_differs); nothing else */
+	http_conf lc;
+	char *owner; /* that route's consumer, for the messages */
+	struct MHD_Daemon *mhd;
+	char *cert_pem, *key_pem;
+	char address[80];           /* "127.0.0.1:8080" as bound */
+	struct http_source *routes; /* open */
+	struct http_source *dead;   /* closed, MHD may still finish theirs */
+	int refs;
+	struct http_listener *next;
+} http_listener;
+
 typedef struct http_source {
 	inbox_source base;
 	http_conf conf;
-	struct MHD_Daemon *mhd;
-	char *cert_pem, *key_pem;
-	char address[80]; /* "127.0.0.1:8080" as bound */
+	http_listener *lis;
+	struct http_source *next_route; /* in lis->routes or lis->dead */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	http_req *qhead, *qtail; /* accepted, waiting for a poll */
@@ -137,6 +158,19 @@ typedef struct http_source {
 int inbox__http_conf_parse(http_conf *c, inbox_source *src, const char *url,
                            const inbox_source_options *opts);
 void inbox__http_conf_free(http_conf *c);
+/* Whether a and b name the same listener (host and port as written), and
+ * then which of its options differ ("cert", "timeout"...; NULL: none). */
+int inbox__http_same_listener(const http_conf *a, const http_conf *b);
+const char *inbox__http_listener_differs(const http_conf *a,
+                                         const http_conf *b);
+/* For `inbox check`: 0 when the routes of url_a (consumer name_a) and
+ * url_b (name_b) can be open at once (other listeners, or one listener
+ * they agree on with distinct routes); -1 and why (naming both
+ * consumers, never a secret) when not. URLs that do not parse: 0 (their
+ * open reports it). */
+int inbox__http_routes_check(const char *url_a, const char *name_a,
+                             const char *url_b, const char *name_b, char *why,
+                             size_t len);
 /* The whole of a file (NUL-terminated), or NULL (errno set). */
 char *inbox__http_read_file(const char *path, size_t *len);
 

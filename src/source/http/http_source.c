@@ -42,11 +42,19 @@ static void req_free(http_req *req)
 	inbox__buf_free(&req->xhdr);
 	free(req->key);
 	free(req->headers);
+	free(req->allow);
 	free(req);
 }
 
-static void count_and_log(http_source *hs, http_req *req)
+static void count_and_log(http_source *hs, http_req *req, const char *url)
 {
+	if (!hs) { /* no route: counted by none */
+		inbox__log(INBOX_LOG_INFO, NULL,
+		           "\"event\":\"http_request\",\"path\":\"%s\","
+		           "\"status\":%u,\"outcome\":\"refused\"",
+		           inbox__log_escape(url ? url : ""), req->status);
+		return;
+	}
 	unsigned cls = req->status / 100;
 	pthread_mutex_lock(&hs->mu);
 	if (cls >= 1 && cls <= 5)
@@ -66,7 +74,8 @@ static void count_and_log(http_source *hs, http_req *req)
 	           (long long)(inbox__src_mono_ms() - req->t0_ms));
 }
 
-static enum MHD_Result queue_answer(http_source *hs, http_req *req)
+static enum MHD_Result queue_answer(http_source *hs, http_req *req,
+                                    const char *url)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 	    req->resp.len, req->resp.data, MHD_RESPMEM_MUST_COPY);
@@ -90,19 +99,20 @@ static enum MHD_Result queue_answer(http_source *hs, http_req *req)
 	}
 	if (req->replay)
 		MHD_add_response_header(r, "Idempotent-Replayed", "true");
-	if (req->retry_after > 0) {
+	if (req->retry_after > 0 && hs) {
 		char b[16];
 		snprintf(b, sizeof(b), "%d", req->retry_after);
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, b);
 	}
 	if (req->status == 405)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
-		                        hs->conf.method);
+		                        req->allow ? req->allow
+		                                   : hs->conf.method);
 	enum MHD_Result rc = MHD_queue_response(req->conn, req->status, r);
 	MHD_destroy_response(r);
 	if (!req->early) /* one of the watchdog's stays in its batch */
 		req->state = HTTP_REQ_ANSWERED;
-	count_and_log(hs, req);
+	count_and_log(hs, req, url);
 	return rc;
 }
 
@@ -111,9 +121,9 @@ static enum MHD_Result refuse(http_source *hs, http_req *req, unsigned status,
                               const char *title, const char *detail)
 {
 	inbox__http_problem(req, status, title, detail);
-	if (status == 409 || status == 503)
+	if (hs && (status == 409 || status == 503))
 		req->retry_after = hs->conf.retry_after_s;
-	return queue_answer(hs, req);
+	return queue_answer(hs, req, NULL);
 }
 
 static const char *hdr_of(void *payload, const char *name)
@@ -260,13 +270,50 @@ static enum MHD_Result accept_req(http_source *hs, http_req *req,
 	return MHD_YES;
 }
 
-/* The first call for a request: route, method, declared size. */
-static enum MHD_Result start_req(http_source *hs, http_req *req,
-                                 const char *url, const char *method)
+/* ---- the listeners ---------------------------------------------------- */
+
+/* The open listeners; lock order: lis_mu, then a route's mu. */
+static pthread_mutex_t lis_mu = PTHREAD_MUTEX_INITIALIZER;
+static http_listener *lis_head;
+
+/* Under lis_mu: the route of METHOD PATH on lis, or NULL with *path_of
+ * the first route of PATH (NULL: none) and *allow (malloc'ed, or NULL)
+ * the methods PATH has. */
+static http_source *route_of(http_listener *lis, const char *url,
+                             const char *method, http_source **path_of,
+                             char **allow)
 {
-	if (strcmp(url, hs->conf.path) != 0)
-		return refuse(hs, req, 404, "Not found", "no such route");
-	if (strcmp(method, hs->conf.method) != 0)
+	inbox__buf a = {0};
+	*allow = NULL;
+	*path_of = NULL;
+	for (http_source *r = lis->routes; r; r = r->next_route) {
+		if (strcmp(r->conf.path, url) != 0)
+			continue;
+		if (strcmp(r->conf.method, method) == 0)
+			return r;
+		if (!*path_of)
+			*path_of = r;
+		if (a.len)
+			inbox__buf_puts(&a, ", ");
+		inbox__buf_puts(&a, r->conf.method);
+	}
+	if (a.len && inbox__buf_putc(&a, '\0') == 0)
+		*allow = a.data;
+	else
+		inbox__buf_free(&a);
+	return NULL;
+}
+
+/* The first call for a request: route, method, declared size. A 405 is
+ * counted by the (first) route of its path; a 404 by none. */
+static enum MHD_Result start_req(http_source *hs, http_req *req,
+                                 const char *url)
+{
+	if (!hs) {
+		inbox__http_problem(req, 404, "Not found", "no such route");
+		return queue_answer(NULL, req, url);
+	}
+	if (req->allow)
 		return refuse(hs, req, 405, "Method not allowed", NULL);
 	const char *cl = hdr_of(req->conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > hs->conf.max_body)
@@ -280,23 +327,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
-	http_source *hs = cls;
+	http_listener *lis = cls;
 	http_req *req = *con_cls;
+	(void)version;
 	if (!req) {
 		req = calloc(1, sizeof(*req));
 		if (!req)
 			return MHD_NO;
 		req->conn = conn;
-		req->hs = hs;
 		req->t0_ms = inbox__src_mono_ms();
 		*con_cls = req;
-		pthread_mutex_lock(&hs->mu);
-		hs->live++;
-		pthread_mutex_unlock(&hs->mu);
-		return start_req(hs, req, url, method);
+		http_source *path_of;
+		pthread_mutex_lock(&lis_mu);
+		http_source *hs =
+		    route_of(lis, url, method, &path_of, &req->allow);
+		if (!hs)
+			hs = path_of; /* a 405 (req->allow), or NULL: 404 */
+		if (hs) { /* counted live before a close can miss it */
+			pthread_mutex_lock(&hs->mu);
+			hs->live++;
+			pthread_mutex_unlock(&hs->mu);
+		}
+		pthread_mutex_unlock(&lis_mu);
+		req->hs = hs;
+		return start_req(hs, req, url);
 	}
+	http_source *hs = req->hs;
+	if (!hs) /* answered at once; MHD asks again for the rest */
+		return MHD_YES;
 	if (req->state == HTTP_REQ_ANSWERED || req->early)
-		return queue_answer(hs, req);
+		return queue_answer(hs, req, NULL);
 	if (req->state != HTTP_REQ_RECEIVING)
 		return MHD_YES;
 	if (*upload_data_size > 0) {
@@ -325,11 +385,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
                     enum MHD_RequestTerminationCode toe)
 {
-	http_source *hs = cls;
 	http_req *req = *con_cls;
+	(void)cls;
+	(void)conn;
+	(void)toe;
 	if (!req)
 		return;
 	*con_cls = NULL;
+	http_source *hs = req->hs;
+	if (!hs) {
+		req_free(req);
+		return;
+	}
 	pthread_mutex_lock(&hs->mu);
 	hs->live--;
 	/* one the watchdog answered while its batch runs: the batch's
@@ -372,26 +439,30 @@ static int resolve(http_source *hs, struct sockaddr_storage *ss)
 	return INBOX_OK;
 }
 
-static int load_tls(http_source *hs)
+static int load_tls(http_source *hs, http_listener *lis)
 {
 	if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
 		inbox_source_seterr(&hs->base, "http: this libmicrohttpd has "
 		                               "no TLS support");
 		return INBOX_ERR_SOURCE;
 	}
-	hs->cert_pem = inbox__http_read_file(hs->conf.cert_file, NULL);
-	if (hs->cert_pem)
-		hs->key_pem = inbox__http_read_file(hs->conf.key_file, NULL);
-	if (!hs->cert_pem || !hs->key_pem) {
+	lis->cert_pem = inbox__http_read_file(hs->conf.cert_file, NULL);
+	if (lis->cert_pem)
+		lis->key_pem = inbox__http_read_file(hs->conf.key_file, NULL);
+	if (!lis->cert_pem || !lis->key_pem) {
 		inbox_source_seterr(
 		    &hs->base, "http: cannot read the %s file: %s",
-		    hs->cert_pem ? "key" : "cert", strerror(errno));
+		    lis->cert_pem ? "key" : "cert", strerror(errno));
 		return INBOX_ERR_IO;
 	}
 	return INBOX_OK;
 }
 
-static int listen_on(http_source *hs)
+static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                    enum MHD_RequestTerminationCode toe);
+
+/* Start lis's daemon with hs's (the first route's) options. */
+static int listen_on(http_source *hs, http_listener *lis)
 {
 	struct sockaddr_storage ss;
 	int rc = resolve(hs, &ss);
@@ -402,34 +473,138 @@ static int listen_on(http_source *hs)
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	if (hs->conf.tls) {
-		if ((rc = load_tls(hs)) < 0)
+		if ((rc = load_tls(hs, lis)) < 0)
 			return rc;
 		flags |= MHD_USE_TLS;
 	}
 	struct MHD_OptionItem tls[] = {
 	    {hs->conf.tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0,
-	     hs->cert_pem},
-	    {MHD_OPTION_HTTPS_MEM_KEY, 0, hs->key_pem},
+	     lis->cert_pem},
+	    {MHD_OPTION_HTTPS_MEM_KEY, 0, lis->key_pem},
 	    {MHD_OPTION_END, 0, NULL}};
-	hs->mhd = MHD_start_daemon(
-	    flags, (uint16_t)hs->conf.port, NULL, NULL, on_request, hs,
+	lis->mhd = MHD_start_daemon(
+	    flags, (uint16_t)hs->conf.port, NULL, NULL, on_request, lis,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 	    MHD_OPTION_CONNECTION_LIMIT, hs->conf.conn_limit,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)hs->conf.timeout_s,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_done, hs, MHD_OPTION_ARRAY, tls,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_done, lis, MHD_OPTION_ARRAY, tls,
 	    MHD_OPTION_END);
-	if (!hs->mhd) {
+	if (!lis->mhd) {
 		inbox_source_seterr(
 		    &hs->base, "http: cannot listen on %s:%d: %s",
 		    hs->conf.host, hs->conf.port, strerror(errno));
 		return INBOX_ERR_CONNECT;
 	}
 	const union MHD_DaemonInfo *di =
-	    MHD_get_daemon_info(hs->mhd, MHD_DAEMON_INFO_BIND_PORT);
-	snprintf(hs->address, sizeof(hs->address),
+	    MHD_get_daemon_info(lis->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	snprintf(lis->address, sizeof(lis->address),
 	         ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", hs->conf.host,
 	         di ? di->port : (unsigned)hs->conf.port);
 	return INBOX_OK;
+}
+
+static void listener_free(http_listener *lis)
+{
+	if (!lis)
+		return;
+	if (lis->mhd)
+		MHD_stop_daemon(lis->mhd); /* on_done for what is left */
+	for (http_source *d = lis->dead, *next; d; d = next) {
+		next = d->next_route;
+		inbox__http_conf_free(&d->conf);
+		free(d->batch);
+		pthread_cond_destroy(&d->cv);
+		pthread_cond_destroy(&d->wd_cv);
+		pthread_mutex_destroy(&d->mu);
+		free(d);
+	}
+	inbox__http_conf_free(&lis->lc);
+	free(lis->owner);
+	free(lis->cert_pem);
+	if (lis->key_pem)
+		memset(lis->key_pem, 0, strlen(lis->key_pem));
+	free(lis->key_pem);
+	free(lis);
+}
+
+static char *dup_or_null(const char *s, int *fail)
+{
+	char *d = s ? strdup(s) : NULL;
+	if (s && !d)
+		*fail = 1;
+	return d;
+}
+
+/* Join the listener of hs's host:port (starting it when it is the
+ * first), as the route METHOD PATH. */
+static int join_listener(http_source *hs)
+{
+	const http_conf *c = &hs->conf;
+	const char *me = hs->base.opts.consumer ? hs->base.opts.consumer : "";
+	pthread_mutex_lock(&lis_mu);
+	http_listener *lis = lis_head;
+	while (lis && !inbox__http_same_listener(&lis->lc, c))
+		lis = lis->next;
+	int rc = INBOX_OK;
+	if (lis) {
+		const char *what = inbox__http_listener_differs(&lis->lc, c);
+		http_source *taken = NULL;
+		for (http_source *r = lis->routes; r && !what;
+		     r = r->next_route)
+			if (strcmp(r->conf.path, c->path) == 0 &&
+			    strcmp(r->conf.method, c->method) == 0)
+				taken = r;
+		if (what) {
+			inbox_source_seterr(
+			    &hs->base,
+			    "http: consumers %s and %s share %s:%d but their "
+			    "listener options differ (%s); they must agree",
+			    lis->owner, me, c->host, c->port, what);
+			rc = INBOX_ERR_URL;
+		} else if (taken) {
+			inbox_source_seterr(
+			    &hs->base,
+			    "http: the route %s %s on %s:%d is consumer %s's "
+			    "already",
+			    c->method, c->path, c->host, c->port,
+			    taken->base.opts.consumer
+			        ? taken->base.opts.consumer
+			        : "");
+			rc = INBOX_ERR_URL;
+		}
+	} else {
+		int fail = 0;
+		lis = calloc(1, sizeof(*lis));
+		if (lis) {
+			lis->lc.host = dup_or_null(c->host, &fail);
+			lis->lc.port = c->port;
+			lis->lc.tls = c->tls;
+			lis->lc.cert_file = dup_or_null(c->cert_file, &fail);
+			lis->lc.key_file = dup_or_null(c->key_file, &fail);
+			lis->lc.conn_limit = c->conn_limit;
+			lis->lc.timeout_s = c->timeout_s;
+			lis->owner = dup_or_null(me, &fail);
+		}
+		if (!lis || fail)
+			rc = INBOX_ERR_NOMEM;
+		else
+			rc = listen_on(hs, lis);
+		if (rc < 0) {
+			listener_free(lis);
+			lis = NULL;
+		} else {
+			lis->next = lis_head;
+			lis_head = lis;
+		}
+	}
+	if (rc == INBOX_OK) {
+		lis->refs++;
+		hs->next_route = lis->routes;
+		lis->routes = hs;
+		hs->lis = lis;
+	}
+	pthread_mutex_unlock(&lis_mu);
+	return rc;
 }
 
 static void http_close(inbox_source *src);
@@ -452,7 +627,7 @@ static int http_open(inbox_source **out, const char *url,
 	pthread_condattr_destroy(&ca);
 	int rc = inbox__http_conf_parse(&hs->conf, &hs->base, url, opts);
 	if (rc == INBOX_OK)
-		rc = listen_on(hs);
+		rc = join_listener(hs);
 	if (rc < 0)
 		return rc;
 	hs->watching = 1;
@@ -465,7 +640,7 @@ static int http_open(inbox_source **out, const char *url,
 	inbox__log(INBOX_LOG_INFO, opts->consumer,
 	           "\"event\":\"http_listening\",\"address\":\"%s\","
 	           "\"route\":\"%s\",\"tls\":%s",
-	           inbox__log_escape(hs->address),
+	           inbox__log_escape(hs->lis->address),
 	           inbox__log_escape(hs->conf.path),
 	           hs->conf.tls ? "true" : "false");
 	return INBOX_OK;
@@ -596,25 +771,56 @@ static void stop_watchdog(http_source *hs)
 	pthread_join(hs->watchdog, NULL);
 }
 
-static void http_close(inbox_source *src)
+static void route_free(http_source *hs)
 {
-	http_source *hs = (http_source *)src;
-	if (hs->mhd) {
-		inbox__http_registry_remove(hs);
-		stop_watchdog(hs);
-		answer_all_held(hs);
-		MHD_stop_daemon(hs->mhd);
-	}
 	inbox__http_conf_free(&hs->conf);
 	free(hs->batch);
-	free(hs->cert_pem);
-	if (hs->key_pem)
-		memset(hs->key_pem, 0, strlen(hs->key_pem));
-	free(hs->key_pem);
 	pthread_cond_destroy(&hs->cv);
 	pthread_cond_destroy(&hs->wd_cv);
 	pthread_mutex_destroy(&hs->mu);
 	free(hs);
+}
+
+/* Leave the listener: new requests to the route get 404 from now on,
+ * the held ones their answer; the last route stops the listener. */
+static void http_close(inbox_source *src)
+{
+	http_source *hs = (http_source *)src;
+	http_listener *lis = hs->lis;
+	if (!lis) {
+		route_free(hs);
+		return;
+	}
+	inbox__http_registry_remove(hs);
+	pthread_mutex_lock(&lis_mu);
+	for (http_source **p = &lis->routes; *p; p = &(*p)->next_route)
+		if (*p == hs) {
+			*p = hs->next_route;
+			break;
+		}
+	pthread_mutex_unlock(&lis_mu);
+	stop_watchdog(hs);
+	answer_all_held(hs);
+	pthread_mutex_lock(&lis_mu);
+	int last = --lis->refs == 0;
+	if (last)
+		for (http_listener **p = &lis_head; *p; p = &(*p)->next)
+			if (*p == lis) {
+				*p = lis->next;
+				break;
+			}
+	pthread_mutex_lock(&hs->mu);
+	int busy = hs->live > 0; /* MHD finishes them: free it after */
+	pthread_mutex_unlock(&hs->mu);
+	if (busy) {
+		hs->next_route = lis->dead;
+		lis->dead = hs;
+	}
+	pthread_mutex_unlock(&lis_mu);
+	if (last)
+		listener_free(lis);
+	if (!busy)
+		route_free(hs);
 }
 
 /* ---- poll / settle --------------------------------------------------- */

@@ -354,3 +354,64 @@ void inbox__http_conf_free(http_conf *c)
 	free(c->key_file);
 	memset(c, 0, sizeof(*c));
 }
+
+static int same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+int inbox__http_same_listener(const http_conf *a, const http_conf *b)
+{
+	return a->port == b->port && same_str(a->host, b->host);
+}
+
+const char *inbox__http_listener_differs(const http_conf *a, const http_conf *b)
+{
+	if (a->tls != b->tls)
+		return "http:// and https://";
+	if (!same_str(a->cert_file, b->cert_file))
+		return "cert";
+	if (!same_str(a->key_file, b->key_file))
+		return "key";
+	if (a->conn_limit != b->conn_limit)
+		return "connections";
+	if (a->timeout_s != b->timeout_s)
+		return "timeout";
+	return NULL;
+}
+
+int inbox__http_routes_check(const char *url_a, const char *name_a,
+                             const char *url_b, const char *name_b, char *why,
+                             size_t len)
+{
+	inbox_source_options o = {0};
+	inbox_source *s = calloc(1, sizeof(*s));
+	http_conf a = {0}, b = {0};
+	if (!s)
+		return 0;
+	int ok = inbox__http_conf_parse(&a, s, url_a, &o) == INBOX_OK &&
+	         inbox__http_conf_parse(&b, s, url_b, &o) == INBOX_OK;
+	int rc = 0;
+	if (ok && inbox__http_same_listener(&a, &b)) {
+		const char *what = inbox__http_listener_differs(&a, &b);
+		if (what) {
+			snprintf(
+			    why, len,
+			    "consumers %s and %s share %s:%d but their "
+			    "listener options differ (%s); they must agree",
+			    name_a, name_b, a.host, a.port, what);
+			rc = -1;
+		} else if (!strcmp(a.path, b.path) &&
+		           !strcmp(a.method, b.method)) {
+			snprintf(why, len,
+			         "consumers %s and %s both take %s %s on %s:%d",
+			         name_a, name_b, a.method, a.path, a.host,
+			         a.port);
+			rc = -1;
+		}
+	}
+	inbox__http_conf_free(&a);
+	inbox__http_conf_free(&b);
+	free(s);
+	return rc;
+}
