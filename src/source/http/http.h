@@ -116,6 +116,14 @@ typedef struct http_counters {
 	uint64_t replays;
 } http_counters;
 
+/* A closed route of a listener that goes on: its requests get 503 with
+ * Retry-After (its consumer stops or restarts), never 404. */
+typedef struct http_gone {
+	char *path, *method;
+	int retry_after_s;
+	struct http_gone *next;
+} http_gone;
+
 /* One listener (host:port), shared by its routes. Under the listeners'
  * lock (http_source.c): routes, dead, refs. */
 typedef struct http_listener {
@@ -128,6 +136,7 @@ typedef struct http_listener {
 	char address[80];           /* "127.0.0.1:8080" as bound */
 	struct http_source *routes; /* open */
 	struct http_source *dead;   /* closed, MHD may still finish theirs */
+	struct http_gone *gone;     /* closed routes: 503 while it lives */
 	int refs;
 	struct http_listener *next;
 } http_listener;

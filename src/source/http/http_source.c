@@ -99,7 +99,7 @@ static enum MHD_Result queue_answer(http_source *hs, http_req *req,
 	}
 	if (req->replay)
 		MHD_add_response_header(r, "Idempotent-Replayed", "true");
-	if (req->retry_after > 0 && hs) {
+	if (req->retry_after > 0) {
 		char b[16];
 		snprintf(b, sizeof(b), "%d", req->retry_after);
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, b);
@@ -281,11 +281,12 @@ static http_listener *lis_head;
  * the methods PATH has. */
 static http_source *route_of(http_listener *lis, const char *url,
                              const char *method, http_source **path_of,
-                             char **allow)
+                             char **allow, const http_gone **gone)
 {
 	inbox__buf a = {0};
 	*allow = NULL;
 	*path_of = NULL;
+	*gone = NULL;
 	for (http_source *r = lis->routes; r; r = r->next_route) {
 		if (strcmp(r->conf.path, url) != 0)
 			continue;
@@ -297,11 +298,51 @@ static http_source *route_of(http_listener *lis, const char *url,
 			inbox__buf_puts(&a, ", ");
 		inbox__buf_puts(&a, r->conf.method);
 	}
+	for (const http_gone *g = lis->gone; g && !a.len; g = g->next)
+		if (!strcmp(g->path, url) && !strcmp(g->method, method))
+			*gone = g;
 	if (a.len && inbox__buf_putc(&a, '\0') == 0)
 		*allow = a.data;
 	else
 		inbox__buf_free(&a);
 	return NULL;
+}
+
+/* Under lis_mu: forget the closed route METHOD PATH (reopened), or
+ * remember it (closing; gone NULL: out of memory, then 404 it is). */
+static void forget_gone(http_listener *lis, const char *path,
+                        const char *method)
+{
+	for (http_gone **p = &lis->gone; *p; p = &(*p)->next)
+		if (!strcmp((*p)->path, path) &&
+		    !strcmp((*p)->method, method)) {
+			http_gone *g = *p;
+			*p = g->next;
+			free(g->path);
+			free(g->method);
+			free(g);
+			return;
+		}
+}
+
+static void remember_gone(http_listener *lis, const http_conf *c)
+{
+	http_gone *g = calloc(1, sizeof(*g));
+	if (g) {
+		g->path = strdup(c->path);
+		g->method = strdup(c->method);
+		g->retry_after_s = c->retry_after_s;
+	}
+	if (!g || !g->path || !g->method) {
+		if (g) {
+			free(g->path);
+			free(g->method);
+		}
+		free(g);
+		return;
+	}
+	g->next = lis->gone;
+	lis->gone = g;
 }
 
 /* The first call for a request: route, method, declared size. A 405 is
@@ -310,7 +351,9 @@ static enum MHD_Result start_req(http_source *hs, http_req *req,
                                  const char *url)
 {
 	if (!hs) {
-		inbox__http_problem(req, 404, "Not found", "no such route");
+		if (req->status != 503)
+			inbox__http_problem(req, 404, "Not found",
+			                    "no such route");
 		return queue_answer(NULL, req, url);
 	}
 	if (req->allow)
@@ -338,9 +381,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		req->t0_ms = inbox__src_mono_ms();
 		*con_cls = req;
 		http_source *path_of;
+		const http_gone *gone;
 		pthread_mutex_lock(&lis_mu);
 		http_source *hs =
-		    route_of(lis, url, method, &path_of, &req->allow);
+		    route_of(lis, url, method, &path_of, &req->allow, &gone);
+		if (!hs && !path_of && gone) {
+			inbox__http_problem(
+			    req, 503, "Shutting down",
+			    "this route is stopped; retry later");
+			req->retry_after = gone->retry_after_s;
+		}
 		if (!hs)
 			hs = path_of; /* a 405 (req->allow), or NULL: 404 */
 		if (hs) { /* counted live before a close can miss it */
@@ -518,6 +568,8 @@ static void listener_free(http_listener *lis)
 		pthread_mutex_destroy(&d->mu);
 		free(d);
 	}
+	while (lis->gone)
+		forget_gone(lis, lis->gone->path, lis->gone->method);
 	inbox__http_conf_free(&lis->lc);
 	free(lis->owner);
 	free(lis->cert_pem);
@@ -598,6 +650,7 @@ static int join_listener(http_source *hs)
 		}
 	}
 	if (rc == INBOX_OK) {
+		forget_gone(lis, c->path, c->method);
 		lis->refs++;
 		hs->next_route = lis->routes;
 		lis->routes = hs;
@@ -798,6 +851,7 @@ static void http_close(inbox_source *src)
 			*p = hs->next_route;
 			break;
 		}
+	remember_gone(lis, &hs->conf);
 	pthread_mutex_unlock(&lis_mu);
 	stop_watchdog(hs);
 	answer_all_held(hs);
