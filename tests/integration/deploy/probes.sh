@@ -73,11 +73,18 @@ get /healthz >/dev/null
 expect_eq "/healthz 200 as before" "$http_status" 200
 
 # Draining: a batch the database holds for 8 s (time enough on a loaded
-# machine), SIGTERM inside it.
+# machine), SIGTERM inside it: once its pg_sleep runs in the database,
+# not 1 s after the line was appended (on a loaded machine the daemon had
+# not begun the batch by then, and the drain found nothing in flight).
 msg o4 8
-sleep 1
+in_batch() {
+	[ "$(pgq "SELECT count(*) FROM pg_stat_activity
+	           WHERE state = 'active' AND query LIKE '%pg_sleep%'
+	           AND pid <> pg_backend_pid()")" -gt 0 ]
+}
+check "the slow batch runs in the database" wait_until 30 in_batch
 kill -TERM "$pid"
-check "draining: /readyz 503" wait_until 3 status_is /readyz 503
+check "draining: /readyz 503" wait_until 5 status_is /readyz 503
 check "... the reason says draining" jqok '.status == "unavailable" and (.reason | test("draining"))' "$dir/http.body"
 get /healthz >/dev/null
 expect_eq "draining: /healthz 503" "$http_status" 503

@@ -48,7 +48,14 @@ hostssl all all 127.0.0.1/32 trust
 HBA
 "$bindir/psql" "$admin" -X -q -tA -c "SELECT pg_reload_conf()" >/dev/null ||
 	bail "reload pg_hba.conf"
-sleep 0.3
+# pg_reload_conf() only signals the server: wait until it refuses a
+# connection without TLS (the new pg_hba.conf in force), not 0.3 s, which
+# a loaded machine's postmaster can take longer than to re-read it.
+plain_refused() {
+	! "$bindir/psql" "host=localhost hostaddr=127.0.0.1 port=$port user=postgres dbname=postgres sslmode=disable connect_timeout=5" \
+		-X -q -tA -c "SELECT 1" >/dev/null 2>&1
+}
+wait_until 30 plain_refused || bail "the new pg_hba.conf is in force"
 
 orders "$dir/data/orders.jsonl" 3
 JSONL="jsonl:$dir/data/orders.jsonl?checkpoint=$dir/data/cp"
