@@ -59,6 +59,25 @@ size_t inbox__src_payload_len(size_t len, size_t max_payload)
 	return max_payload && len > max_payload ? max_payload + 1 : len;
 }
 
+int inbox__src_put_udec(inbox__buf *out, unsigned long long u)
+{
+	char d[24];
+	size_t i = sizeof(d);
+	do {
+		d[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	return inbox__buf_append(out, d + i, sizeof(d) - i);
+}
+
+int inbox__src_put_dec(inbox__buf *out, long long v)
+{
+	if (v < 0 && inbox__buf_putc(out, '-') < 0)
+		return -1;
+	return inbox__src_put_udec(out, v < 0 ? 0ULL - (unsigned long long)v
+	                                      : (unsigned long long)v);
+}
+
 static int put_hex(inbox__buf *out, const unsigned char *p, size_t n)
 {
 	if (inbox__buf_reserve(out, 2 * n + 6) < 0 ||

@@ -146,8 +146,9 @@ static int fill_text(kafka_source *ks, kafka_slot *s)
 			return -1;
 	}
 	s->position_at = (long)t->len;
-	if (inbox__buf_printf(t, "%s/%d/%lld", ks->topic, (int)s->partition,
-	                      (long long)s->offset) < 0)
+	if (inbox__buf_puts(t, ks->topic) < 0 || inbox__buf_putc(t, '/') < 0 ||
+	    inbox__src_put_dec(t, s->partition) < 0 ||
+	    inbox__buf_putc(t, '/') < 0 || inbox__src_put_dec(t, s->offset) < 0)
 		return -1;
 	return 0;
 }

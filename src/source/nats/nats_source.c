@@ -308,8 +308,9 @@ static int fill(nats_source *ns, size_t i, natsMsg *m, inbox_delivery *d)
 	jsMsgMetaData *md = NULL;
 	if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
 		at = sl->text.len;
-		if (inbox__buf_printf(&sl->text, "%s/%" PRIu64, ns->stream,
-		                      md->Sequence.Stream) < 0) {
+		if (inbox__buf_puts(&sl->text, ns->stream) < 0 ||
+		    inbox__buf_putc(&sl->text, '/') < 0 ||
+		    inbox__src_put_udec(&sl->text, md->Sequence.Stream) < 0) {
 			jsMsgMetaData_Destroy(md);
 			return INBOX_ERR_NOMEM;
 		}

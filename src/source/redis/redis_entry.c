@@ -81,7 +81,8 @@ static int put_position(redis_source *rs, rs_slot *slot)
 {
 	inbox__buf *b = &slot->text;
 	slot->position_at = (long)b->len;
-	if (inbox__buf_printf(b, "%s/%s", rs->stream, slot->entry_id) < 0 ||
+	if (inbox__buf_puts(b, rs->stream) < 0 || inbox__buf_putc(b, '/') < 0 ||
+	    inbox__buf_puts(b, slot->entry_id) < 0 ||
 	    inbox__buf_putc(b, '\0') < 0)
 		return INBOX_ERR_NOMEM;
 	return INBOX_OK;
