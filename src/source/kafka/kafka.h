@@ -233,6 +233,7 @@ typedef struct kafka_source {
 	int instance_given; /* the URL had instance_id= */
 	int member_name_fd; /* holds a derived id on this host; -1: none */
 	int assigned_once;  /* the group assigned us (maybe nothing) */
+	int coop;           /* the rebalance protocol last known: COOPERATIVE */
 
 	/* The URL's secrets, for librdkafka's log lines (served by poll:
 	 * log.queue): built before rd_kafka_new, read-only until close;

@@ -331,7 +331,14 @@ void inbox__kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                void *opaque)
 {
 	kafka_source *ks = opaque;
-	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+	/* NULL once the group no longer answers: the revocation that
+	 * rd_kafka_consumer_close() serves can come after that (a SIGSEGV
+	 * in strcmp at a daemon's drain, kafka_daemon_churn): then the one
+	 * last known (none: eager, and assign(NULL) gives up everything). */
+	const char *proto = rd_kafka_rebalance_protocol(rk);
+	if (proto)
+		ks->coop = strcmp(proto, "COOPERATIVE") == 0;
+	int coop = ks->coop;
 	switch (err) {
 	case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
 		ks->assigned_once = 1;
