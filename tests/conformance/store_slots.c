@@ -600,6 +600,46 @@ static inbox_store *sl_open_at_version(env *e, int version)
 	return st;
 }
 
+/* The old database of an upgrade case: one completed record of key
+ * "old-1" (payload `old`) written with the old schema's own columns, a
+ * check that the old schema lacks `column` (what the step adds), and on
+ * PostgreSQL generation 1 sealed, so that the step must reach a sealed
+ * generation too. 0, or -1 (printed). */
+static int sl_old_record(inbox_store *st, const env *e, const char *old,
+                         const char *column)
+{
+	char fp[65], q[256];
+	int64_t rows = 0;
+	int sealed = 0;
+	if (inbox_fingerprint(old, strlen(old), "", fp, NULL, 0) != 0)
+		return -1;
+	int rc = is_pg ? sql(st,
+	                     "INSERT INTO %s (gen, consumer, key, fingerprint,"
+	                     " status, attempts, fence, processed_at)"
+	                     " VALUES (1, 'c', 'old-1', '%s', 'completed', 1,"
+	                     " 1, now())",
+	                     e->inbox_tbl, fp)
+	               : sql(st,
+	                     "INSERT INTO %s (consumer, key, fingerprint,"
+	                     " status, attempts, fence, created_at,"
+	                     " processed_at, updated_at) VALUES ('c', 'old-1',"
+	                     " '%s', 'completed', 1, 1, 1700000000000,"
+	                     " 1700000000000, 1700000000000)",
+	                     e->inbox_tbl, fp);
+	if (rc != 0)
+		return -1;
+	snprintf(q, sizeof(q), "SELECT %s FROM %s", column, e->inbox_tbl);
+	if (st->vt->exec(st, q, 0, NULL, &rows) == 0) {
+		fprintf(stderr, "the old schema already has %s\n", column);
+		return -1;
+	}
+	if (is_pg && (inbox_store_seal(st, 1, &sealed) != 0 || sealed != 1)) {
+		fprintf(stderr, "seal of the old generation: %d\n", sealed);
+		return -1;
+	}
+	return 0;
+}
+
 /* Stored results (schema version 5): the upgrade case's handler. */
 static int sl_v5_handler(inbox_txn *t, const inbox_msg *m, void *p)
 {
@@ -622,33 +662,7 @@ TEST(slot_upgrade_from_v4_results)
 	inbox_store *st = sl_open_at_version(&e, 4);
 	ASSERT_TRUE(st != NULL);
 	const char *old = "{\"id\":\"old-1\"}";
-	char fp[65];
-	ASSERT_OK(inbox_fingerprint(old, strlen(old), "", fp, NULL, 0));
-	if (is_pg)
-		ASSERT_OK(sql(st,
-		              "INSERT INTO %s (gen, consumer, key, fingerprint,"
-		              " status, attempts, fence, processed_at)"
-		              " VALUES (1, 'c', 'old-1', '%s', 'completed', 1,"
-		              " 1, now())",
-		              e.inbox_tbl, fp));
-	else
-		ASSERT_OK(sql(st,
-		              "INSERT INTO %s (consumer, key, fingerprint,"
-		              " status, attempts, fence, created_at,"
-		              " processed_at, updated_at) VALUES ('c', 'old-1',"
-		              " '%s', 'completed', 1, 1, 1700000000000,"
-		              " 1700000000000, 1700000000000)",
-		              e.inbox_tbl, fp));
-	/* v4 has no result column */
-	int64_t rows = 0;
-	char q[256];
-	snprintf(q, sizeof(q), "SELECT result FROM %s", e.inbox_tbl);
-	ASSERT_NE(st->vt->exec(st, q, 0, NULL, &rows), 0);
-	if (is_pg) {
-		int sealed = 0;
-		ASSERT_OK(inbox_store_seal(st, 1, &sealed));
-		ASSERT_EQ(sealed, 1);
-	}
+	ASSERT_OK(sl_old_record(st, &e, old, "result"));
 	inbox_store_close(st);
 	st = open_store(&e); /* auto-migration: the v5 step and later ones */
 	ASSERT_TRUE(st != NULL);
@@ -754,33 +768,8 @@ TEST(slot_upgrade_from_v5_positions)
 	inbox_store *st = sl_open_at_version(&e, 5);
 	ASSERT_TRUE(st != NULL);
 	const char *old = "{\"id\":\"old-1\"}";
-	char fp[65];
-	ASSERT_OK(inbox_fingerprint(old, strlen(old), "", fp, NULL, 0));
-	if (is_pg)
-		ASSERT_OK(sql(st,
-		              "INSERT INTO %s (gen, consumer, key, fingerprint,"
-		              " status, attempts, fence, processed_at)"
-		              " VALUES (1, 'c', 'old-1', '%s', 'completed', 1,"
-		              " 1, now())",
-		              e.inbox_tbl, fp));
-	else
-		ASSERT_OK(sql(st,
-		              "INSERT INTO %s (consumer, key, fingerprint,"
-		              " status, attempts, fence, created_at,"
-		              " processed_at, updated_at) VALUES ('c', 'old-1',"
-		              " '%s', 'completed', 1, 1, 1700000000000,"
-		              " 1700000000000, 1700000000000)",
-		              e.inbox_tbl, fp));
-	/* v5 has no position column */
-	int64_t rows = 0;
-	char q[256];
-	snprintf(q, sizeof(q), "SELECT position FROM %s", e.inbox_tbl);
-	ASSERT_NE(st->vt->exec(st, q, 0, NULL, &rows), 0);
+	ASSERT_OK(sl_old_record(st, &e, old, "position"));
 	int sealed = 0;
-	if (is_pg) {
-		ASSERT_OK(inbox_store_seal(st, 1, &sealed));
-		ASSERT_EQ(sealed, 1);
-	}
 	inbox_store_close(st);
 	st = open_store(&e); /* auto-migration: the v6 step and later ones */
 	ASSERT_TRUE(st != NULL);
