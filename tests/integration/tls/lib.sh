@@ -129,3 +129,109 @@ says() {
 		fail "$1: says \"$2\"" "$(tail -3 "$dir/out/$1.out" | cut -c1-400)"
 	fi
 }
+
+# --- Kafka (tls_kafka.sh, sasl_kafka.sh) -----------------------------------
+# librdkafka's mock cluster has neither TLS nor SASL (rdkafka_mock.h), so
+# the Kafka tests put socat in front of it: in a network namespace of its
+# own (unshare -n; lo only), socat listens on the mock broker's address
+# 127.0.0.1:PORT (and [::1]:PORT) and forwards to a unix socket the test
+# serves from its own namespace (the mock itself, or a relay in front of
+# it). Every connection the consumer makes there — bootstrap, the group
+# coordinator, the partition leader — goes through socat.
+#   MOCK, PRODUCE = the kafka-mock and kafka-produce tools, set by the test.
+
+# kafka_setup TAG: tls_dir (its server certificate also for 127.0.0.1),
+# tag=TAG, NETNS (how to make a network namespace here; bails without
+# one), the mock cluster (one broker, the topic orders; it lives while
+# fd 9, its stdin, is open) with 5 orders produced to it; boot is its
+# bootstrap address, mport its port.
+kafka_setup() {
+	command -v socat >/dev/null || bail "socat is not installed (scripts/install-deps.sh)"
+	export CERT_SAN="DNS:localhost,IP:127.0.0.1"
+	tls_dir
+	unset CERT_SAN
+	tag=$1
+	if [ "$(id -u)" -eq 0 ]; then
+		NETNS="unshare -n"
+	else
+		NETNS="unshare --user --map-root-user -n"
+	fi
+	$NETNS true 2>/dev/null || bail "cannot make a network namespace ($NETNS)"
+	rm -f "$dir/mock.in"
+	mkfifo "$dir/mock.in" || bail "mkfifo"
+	"$MOCK" --brokers 1 --stdin-lifetime orders:1 <"$dir/mock.in" >"$dir/mock.out" 2>&1 &
+	_mock=$!
+	exec 9>"$dir/mock.in"
+	at_exit "kill -TERM $_mock 2>/dev/null; wait $_mock 2>/dev/null; exec 9>&-"
+	wait_until 15 grep -q '^bootstrap=' "$dir/mock.out" || bail "kafka-mock: $(cat "$dir/mock.out")"
+	boot=$(sed -n 's/^bootstrap=//p' "$dir/mock.out")
+	mport=${boot##*:}
+	orders "$dir/data/orders.jsonl" 5
+	"$PRODUCE" -q "$boot" orders "$dir/data/orders.jsonl" || bail "produce the orders"
+	ok "5 orders produced to the mock cluster"
+}
+
+# kafka_ns NAME SECONDS WANT CONFIG SOCKET tls|plain [metrics]: in a
+# network namespace where 127.0.0.1:$mport and [::1]:$mport are socat's
+# listener — TLS with the test's server certificate (tls; socat asks for
+# no client certificate: verify=0) or plain TCP — forwarding to the unix
+# socket SOCKET, `inbox run CONFIG --connect-timeout 3` in the background
+# until its store has WANT rows or SECONDS passed, then SIGTERM; its
+# output in out/NAME.out, its exit status in out/NAME.rc. With metrics,
+# its /metrics (127.0.0.1:9464 in the namespace) is scraped while it runs
+# into out/NAME.metrics.
+kafka_ns() {
+	case $6 in
+	tls) _listen="OPENSSL-LISTEN" _opts=",cert=$dir/pki/server.pem,key=$dir/pki/server.key,verify=0" ;;
+	plain) _listen="TCP-LISTEN" _opts="" ;;
+	*) bail "kafka_ns: tls or plain, not $6" ;;
+	esac
+	_metrics="" _scrape=":"
+	if [ "${7:-}" = metrics ]; then
+		_metrics="--metrics 127.0.0.1:9464"
+		_scrape="curl -s -m 1 http://127.0.0.1:9464/metrics >'$dir/out/$1.metrics.new' 2>/dev/null \
+&& [ -s '$dir/out/$1.metrics.new' ] && mv '$dir/out/$1.metrics.new' '$dir/out/$1.metrics'; \
+rm -f '$dir/out/$1.metrics.new'"
+	fi
+	cat >"$dir/cfg/$1.ns.sh" <<NS
+ip link set lo up
+socat $_listen:$mport,bind=127.0.0.1,reuseaddr,fork$_opts UNIX-CONNECT:$5 2>"$dir/out/socat-$1.err" &
+s=\$!
+# localhost is ::1 too: the same listener there, so no connection is
+# refused whichever address librdkafka tries first (harmless where IPv6
+# is off)
+socat $_listen:$mport,bind=[::1],pf=ip6,reuseaddr,fork$_opts UNIX-CONNECT:$5 2>"$dir/out/socat6-$1.err" &
+s6=\$!
+i=0
+while ! ss -ltn | grep -q ":$mport "; do sleep 0.05; i=\$((i + 1)); [ \$i -gt 100 ] && break; done
+INBOX_LOG_LEVEL=debug "$BIN" run "$4" --connect-timeout 3 $_metrics >"$dir/out/$1.out" 2>&1 &
+p=\$!
+end=\$((\$(date +%s) + $2))
+while kill -0 \$p 2>/dev/null && [ \$(date +%s) -lt \$end ]; do
+	$_scrape
+	n=\$(sqlite3 "$dir/data/$1.db" "SELECT count(*) FROM ${tag}orders" 2>/dev/null)
+	[ "\${n:-0}" -ge $3 ] && break
+	sleep 0.2
+done
+$_scrape
+kill -TERM \$p 2>/dev/null
+wait \$p
+echo \$? >"$dir/out/$1.rc"
+kill -TERM \$s \$s6 2>/dev/null
+wait \$s \$s6 2>/dev/null
+NS
+	$NETNS sh "$dir/cfg/$1.ns.sh" </dev/null >/dev/null 2>&1 9>&-
+}
+
+# kafka_config NAME PARAMS: cfg/NAME.yaml, a consumer of the orders topic
+# (through localhost:$mport, in the namespace: socat's) with PARAMS, its
+# store data/NAME.db, migrated.
+kafka_config() {
+	config "$dir/cfg/$1.yaml" "sqlite:$dir/data/$1.db" \
+		"kafka://localhost:$mport/orders?group=g$$$1&offset_reset=earliest&rdkafka.session.timeout.ms=6000&$2"
+	"$BIN" migrate "$dir/cfg/$1.yaml" >"$dir/out/$1-migrate.out" 2>&1 ||
+		fail "$1: migrate" "$(tail -2 "$dir/out/$1-migrate.out")"
+}
+
+# kafka_rows NAME: the orders data/NAME.db has.
+kafka_rows() { sq "$dir/data/$1.db" "SELECT count(*) FROM ${tag}orders"; }
