@@ -193,8 +193,9 @@ typedef struct inbox_admin_record {
 	char *result_type;
 	char *outcome;
 	/* The delivery's source position as the source spelled it when the
-	 * record was inserted ("orders/0@17"), or NULL: the source gave
-	 * none, or the record predates schema version 6. */
+	 * record was inserted ("orders/0@17"; a byte that is not UTF-8 as
+	 * the text \xHH), or NULL: the source gave none, or the record
+	 * predates schema version 6. */
 	char *position;
 } inbox_admin_record;
 
@@ -213,9 +214,11 @@ INBOX_API void inbox_admin_record_free(inbox_admin_record *r);
  * `position` (as the source spells it: "orders.jsonl:42", "orders/0@17",
  * "outbox:ID"), the inbox records (a scan of the consumer's records too:
  * the position the record was inserted with, schema version 6), the dead
- * letters and, for "outbox:ID", that outbox row. One of the
- * two is required. Return non-zero from fn to stop. *found (may be NULL)
- * counts the keys. Errors: INVALID, STORE, TRANSIENT, NOMEM. */
+ * letters and, for "outbox:ID", that outbox row; a position with bytes
+ * that are not UTF-8 is found given as it came or as stored (each such
+ * byte as \xHH, inbox_delivery.position). One of the two is required.
+ * Return non-zero from fn to stop. *found (may be NULL) counts the keys.
+ * Errors: INVALID, STORE, TRANSIENT, NOMEM. */
 typedef int (*inbox_admin_key_fn)(const char *key, void *payload);
 INBOX_API int inbox_admin_find_keys(inbox_store *st, const char *consumer,
                                     const char *message_id,

@@ -163,8 +163,10 @@ typedef struct inbox_delivery {
 	/* Optional broker headers as a JSON object text (NUL-terminated), kept
 	 * in dead letters. NULL when none. */
 	const char *headers;
-	/* Optional source position ("orders/3/1042", "file.jsonl:17"), kept in
-	 * dead letters. NULL when unknown. */
+	/* Optional source position ("orders/3/1042", "file.jsonl:17"), kept
+	 * on the inbox record and in dead letters, where
+	 * inbox_admin_find_keys() finds it; a byte that is not UTF-8 is kept
+	 * as the text \xHH (lower-case hex). NULL when unknown. */
 	const char *position;
 	/* Producer timestamp, milliseconds since the Unix epoch; 0 = unknown.
 	 * Used by the replay guard. */

@@ -778,6 +778,14 @@ int inbox_admin_find_keys(inbox_store *st, const char *consumer,
 	    " position = $2 ORDER BY id",
 	    NULL};
 	const char *const *qs = message_id ? by_id : by_pos;
+	/* the records' and dead letters' text of it (the core's): a
+	 * position with bytes that are not UTF-8 is found as it came, or
+	 * as inspect printed it */
+	inbox__buf pb = INBOX__BUF_INIT;
+	if (!message_id && !(position = inbox__position_text(position, &pb))) {
+		inbox__store_seterr(st, "", "inspect: out of memory");
+		return INBOX_ERR_NOMEM;
+	}
 	const char *p[2] = {consumer, message_id ? message_id : position};
 	inbox__buf b = INBOX__BUF_INIT;
 	keys k = {NULL, 0, 0, 0};
@@ -802,6 +810,7 @@ int inbox_admin_find_keys(inbox_store *st, const char *consumer,
 		}
 	}
 	inbox__buf_free(&b);
+	inbox__buf_free(&pb);
 	if (rc == INBOX_OK && k.oom) {
 		inbox__store_seterr(st, "", "inspect: out of memory");
 		rc = INBOX_ERR_NOMEM;

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/open.h"
 #include "cli/progress.h"
+#include "core/internal.h" /* inbox__position_text */
 
 const char cli_inspect_usage[] =
     "usage: inbox inspect CONFIG CONSUMER KEY [--json]\n"
@@ -36,7 +37,9 @@ const char cli_inspect_usage[] =
     "that position and the dead letters at it\n(a scan of the consumer's "
     "records and dead letters), or that outbox row's key;\na duplicate "
     "delivered from another position writes nothing, so its key is\n"
-    "found by the first position or by --message-id.\n"
+    "found by the first position or by --message-id. A byte that is not "
+    "UTF-8 is\nkept in a position as the text \\xHH, as shown here: "
+    "give either.\n"
     "--json prints one JSON object per key (the result as text when it is "
     "UTF-8,\nand as hex).\n"
     "Exit codes: 0 found, 1 no record nor dead letter, 2 usage, 3 config "
@@ -436,7 +439,17 @@ int cli_cmd_inspect(int argc, char **argv)
 	int rc = cli_load_selected(&cfg, args[0], args[1], &c);
 	if (rc)
 		return rc;
-	rc = inspect(&cfg, c, args[2], message_id, position, json);
+	/* as the records keep it (docs/cli.md): the keyless dead letters
+	 * are matched with it here */
+	inbox__buf pb = INBOX__BUF_INIT;
+	const char *pos = inbox__position_text(position, &pb);
+	if (position && !pos) {
+		cli_error("inspect: out of memory");
+		rc = CLI_EXIT_RUNTIME;
+	} else {
+		rc = inspect(&cfg, c, args[2], message_id, pos, json);
+	}
+	inbox__buf_free(&pb);
 	cli_config_free(&cfg);
 	return rc;
 }

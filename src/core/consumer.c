@@ -373,7 +373,7 @@ int inbox__write_dead_letter(inbox_consumer *c, const inbox_msg *m,
 	    .payload = d->payload ? d->payload : "",
 	    .payload_len = d->payload ? d->payload_len : 0,
 	    .headers = d->headers,
-	    .position = d->position,
+	    .position = m->position,
 	    .attempts = attempts,
 	    .reason = reason,
 	    .fingerprint = m->fp[0] ? m->fp : NULL,
@@ -633,7 +633,7 @@ static int prepare_batch(inbox_consumer *c, const inbox_delivery *d, size_t n,
 		cl->key = s->msg.key.data;
 		cl->fingerprint = s->msg.fp;
 		cl->message_id = s->msg.id;
-		cl->position = s->msg.d ? s->msg.d->position : NULL;
+		cl->position = s->msg.position;
 	}
 	*nclaims = nc;
 	return INBOX_OK;

@@ -24,6 +24,10 @@ struct inbox_msg {
 	int32_t attempt;  /* this attempt's number, 1 on the first */
 	inbox__str *strs; /* inbox_msg_get() results */
 	int nomem;        /* inbox_msg_get() ran out of memory */
+	/* d->position as the stores keep it (inbox__position_text): d's own
+	 * text, or posbuf's (reused between messages); NULL when none. */
+	const char *position;
+	inbox__buf posbuf;
 };
 
 /* A stored result: one a handler set (inbox_txn_set_result), kept in

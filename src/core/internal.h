@@ -5,6 +5,7 @@
 #include <inbox/inbox.h>
 #include <inbox/sys/store.h>
 
+#include "base/buf.h"
 #include "base/util.h"
 
 #include "core/abi.h" /* the versioned structs' checks */
@@ -16,6 +17,15 @@
  * API: the store lost the transaction's deferred statements; roll back
  * and run the batch again at once (<inbox/sys/store.h>). */
 #define INBOX__ERR_REDO INBOX_STORE_ERR_REDO
+
+/* A delivery's source position as the stores keep it and a look-up by
+ * position compares it (docs/cli.md, inspect --position): valid UTF-8 as
+ * it is (pos itself: nothing copied); otherwise each byte that begins no
+ * well-formed UTF-8 sequence as the four characters \xHH (lower-case
+ * hex, as `inbox inspect` prints such a byte), the rest as it is, into
+ * buf (reset first; its data returned). NULL for NULL, and when memory
+ * ran out (src/core/position.c). */
+const char *inbox__position_text(const char *pos, inbox__buf *buf);
 
 /* NULL-terminated list of the stores compiled in (src/store/builtin.c). */
 extern const inbox_store_vtable *const inbox__builtin_stores[];

@@ -98,7 +98,7 @@ static int acquire_in_txn(inbox_consumer *c, inbox_lease *l, inbox_claim *cl,
 	cl->key = m->key.data;
 	cl->fingerprint = m->fp;
 	cl->message_id = m->id;
-	cl->position = m->d ? m->d->position : NULL;
+	cl->position = m->position;
 	int64_t rows;
 	/* one statement takes a new key and reads an existing record with
 	 * its stored result: a fresh key costs no second one */

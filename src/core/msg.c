@@ -18,6 +18,7 @@ void inbox__msg_reset(inbox_msg *m)
 	m->attempt = 1;
 	m->d = NULL;
 	m->nomem = 0;
+	m->position = NULL;
 	while (m->strs) {
 		inbox__str *n = m->strs->next;
 		free(m->strs);
@@ -30,6 +31,7 @@ void inbox__msg_free(inbox_msg *m)
 	inbox__msg_reset(m);
 	inbox__buf_free(&m->idbuf);
 	inbox__buf_free(&m->key);
+	inbox__buf_free(&m->posbuf);
 }
 
 /* Text of an id into m->idbuf; m->id stays NULL when there is none.
@@ -68,6 +70,10 @@ int inbox__msg_prepare(inbox_consumer *c, inbox_msg *m, const inbox_delivery *d,
 	int rc;
 	inbox__msg_reset(m);
 	m->d = d;
+	/* before any verdict: a dead letter keeps it too */
+	m->position = inbox__position_text(d->position, &m->posbuf);
+	if (d->position && !m->position)
+		return INBOX_ERR_NOMEM;
 	if (d->refused) {
 		refused(d->refused, reason, rlen);
 		return 1;

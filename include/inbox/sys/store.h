@@ -102,7 +102,8 @@ typedef struct inbox_claim {
 	/* in, version 8: the delivery's source position as the source
 	 * spells it ("orders/0@17", "orders.jsonl:42"), or NULL when it gave
 	 * none; kept on the record when the claim inserts it (schema
-	 * version 6), so that a look-up by position finds the record. */
+	 * version 6), so that a look-up by position finds the record. Always
+	 * UTF-8: the core writes a byte that is not as the text \xHH. */
 	const char *position;
 } inbox_claim;
 
@@ -114,7 +115,7 @@ typedef struct inbox_dead_letter {
 	const char *payload;    /* raw bytes, may be invalid UTF-8 */
 	size_t payload_len;
 	const char *headers;  /* JSON text or NULL */
-	const char *position; /* or NULL */
+	const char *position; /* or NULL; UTF-8, as in inbox_claim */
 	int32_t attempts;
 	const char *reason;
 	const char *fingerprint;        /* or NULL */

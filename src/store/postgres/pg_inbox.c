@@ -27,26 +27,19 @@ static int bad_status(pg_store *s, const char *what, inbox_status st)
 	return INBOX_ERR_INVALID;
 }
 
-static const char *utf8_text(const char *v, inbox__buf *tmp, int *nomem);
-
 /* The claim's keys, fingerprints, message ids and source positions as
- * binary text[] parameters. A position that is not UTF-8 (a file name,
- * say) goes as a dead letter's does, each bad byte as U+FFFD: a text
- * column would refuse it and hold up the batch. */
+ * binary text[] parameters. A position is UTF-8 already: the core gives
+ * one that is not as text (inbox_claim.position). */
 static int build_arrays(pg_store *s, const inbox_claim *claims, size_t n)
 {
 	int bad = 0;
 	for (int a = 0; a < 4; a++)
 		bad |= inbox__pg_barr_start(&s->arr[a], PG_OID_TEXT);
-	for (size_t i = 0; i < n && !bad; i++) {
-		inbox__buf_reset(&s->pos_utf8);
-		const char *pos =
-		    utf8_text(claims[i].position, &s->pos_utf8, &bad);
-		bad = bad || inbox__pg_barr_text(&s->arr[0], claims[i].key) ||
+	for (size_t i = 0; i < n && !bad; i++)
+		bad = inbox__pg_barr_text(&s->arr[0], claims[i].key) ||
 		      inbox__pg_barr_text(&s->arr[1], claims[i].fingerprint) ||
 		      inbox__pg_barr_text(&s->arr[2], claims[i].message_id) ||
-		      inbox__pg_barr_text(&s->arr[3], pos);
-	}
+		      inbox__pg_barr_text(&s->arr[3], claims[i].position);
 	return bad ? -1 : 0;
 }
 

@@ -257,7 +257,6 @@ static void pg_close(inbox_store *st)
 	inbox__pg_gens_free(s);
 	for (size_t i = 0; i < sizeof(s->arr) / sizeof(*s->arr); i++)
 		inbox__buf_free(&s->arr[i]);
-	inbox__buf_free(&s->pos_utf8);
 	free(s);
 }
 

@@ -174,7 +174,6 @@ typedef struct pg_store {
 	inbox__buf mtext; /* scratch: a merged statement's text */
 	/* Scratch for the claim's binary arrays; reused: memory stays flat. */
 	inbox__buf arr[4];
-	inbox__buf pos_utf8; /* scratch: a position that is not UTF-8 */
 	/* Qualified table names, for migrate. */
 	inbox__buf t_inbox, t_dl, t_consumers, t_version, t_outbox, t_gens;
 	/* Bloom filters of the sealed generations (pg_gens.c), loaded

@@ -4,7 +4,9 @@
 # and an outbox row): for a message applied, one delivered again from the
 # same position (a duplicate: a checkpoint lost after the commit), and
 # one dead-lettered (its record is dead). The record shows its position,
-# in text and in --json.
+# in text and in --json. A position with a byte that is not UTF-8 (a file
+# name) is kept as the same text on both stores, found by it and by the
+# bytes.
 #   inspect_position.sh INBOX_BIN sqlite|pg
 set -u
 BIN=$1
@@ -56,4 +58,40 @@ check "  line 3: no dead letter" grep -q "^dead letters \.* none" "$dir/pos3.out
 check "inspect KEY shows the position" grep -q "^position \.* $src:3$" "$dir/key3.out"
 "$BIN" inspect "$dir/inbox.yaml" billing.ops --position "$src:9" >"$dir/pos9.out" 2>&1
 expect_eq "inspect --position of a line never read: exit 1" "$?" 1
+
+# A file name with a byte that is not UTF-8 (0xff; the config names it
+# through a variable: YAML is UTF-8). The record and the dead letter keep
+# the position with the byte as the text \xff, the same on both stores
+# (docs/cli.md); --position finds them by that text, as inspect prints
+# it, or by the bytes themselves.
+odd_raw="$dir/odd$(printf '\377')name.jsonl"
+odd_txt="$dir/odd\\xffname.jsonl"
+order m-7 ord-7 c1 107 >"$odd_raw"      # line 1: applied
+order m-8 ord-8 nobody 108 >>"$odd_raw" # line 2: dead-lettered
+ODD_SRC=$odd_raw
+export ODD_SRC
+ops_config "$dir/odd.yaml" 'jsonl:${ODD_SRC}'"?checkpoint=$dir/odd.cp"
+"$BIN" run "$dir/odd.yaml" --once 2>"$dir/odd-run.log"
+expect_eq "a file name that is not UTF-8: run --once: exit 0" "$?" 0
+expect_eq "  its dead letter keeps the byte as \\xff" \
+	"$(q "SELECT position FROM ${tag}dead_letters WHERE key = 'create-invoice:ord-8'")" "$odd_txt:2"
+# odd_at NAME POSITION LINE KEY STATUS: --position POSITION (text and
+# --json) shows the record of KEY with STATUS, its position as stored.
+odd_at() {
+	"$BIN" inspect "$dir/odd.yaml" billing.ops --position "$2" >"$dir/$1.out" 2>&1
+	expect_eq "inspect --position $1: exit 0" "$?" 0
+	check "  the record of $4" grep -q "^key \.* $4$" "$dir/$1.out"
+	check "  status $5" grep -q "^status \.* $5$" "$dir/$1.out"
+	check "  its position, the byte as \\xff" \
+		grep -q -x -F "position ........ $odd_txt:$3" "$dir/$1.out"
+	"$BIN" inspect "$dir/odd.yaml" billing.ops --position "$2" --json >"$dir/$1.json" 2>&1
+	check "  --json: the record with its position" \
+		jq -e --arg p "$odd_txt:$3" ".key == \"$4\" and .position == \$p" "$dir/$1.json"
+}
+odd_at odd-text "$odd_txt:1" 1 create-invoice:ord-7 completed
+odd_at odd-bytes "$odd_raw:1" 1 create-invoice:ord-7 completed
+odd_at odd-dead "$odd_txt:2" 2 create-invoice:ord-8 dead
+check "  line 2: its dead letter too" grep -q "^dead letters \.* [0-9]" "$dir/odd-dead.out"
+odd_at odd-dead-bytes "$odd_raw:2" 2 create-invoice:ord-8 dead
+check "  line 2, by its bytes: its dead letter too" grep -q "^dead letters \.* [0-9]" "$dir/odd-dead-bytes.out"
 summary
