@@ -291,32 +291,50 @@ static int stopped(const cli_waiter *wt)
 	return wt->stop && inbox__flag(wt->stop);
 }
 
+/* The "waiting" line of a failed attempt: retry_in_ms the wait before
+ * the next one, or 0 and "gave_up":true for the one that gives up. */
+static void log_waiting(const cli_waiter *wt, const cli_consumer *cc,
+                        const char *what, int attempt, const cli_open_fail *f,
+                        int delay)
+{
+	char e1[1500];
+	if (wt->mu)
+		pthread_mutex_lock(wt->mu);
+	inbox__log(INBOX_LOG_WARN, cc->name,
+	           "\"event\":\"waiting\",\"for\":\"%s\",\"attempt\":%d,"
+	           "\"error\":\"%s\",\"retry_in_ms\":%d%s",
+	           what, attempt, esc(e1, sizeof(e1), f->msg), delay,
+	           delay ? "" : ",\"gave_up\":true");
+	if (wt->mu)
+		pthread_mutex_unlock(wt->mu);
+}
+
 int cli_wait_again(cli_waiter *wt, const cli_consumer *cc, int hidx,
                    const char *what, int attempt, const cli_open_fail *f)
 {
 	double now = inbox__mono_seconds();
 	if (!cli_open_retryable(f) || wt->deadline < 0 ||
 	    (wt->deadline > 0 && now >= wt->deadline)) {
-		cli_open_report(f);
-		if (cli_open_retryable(f) && wt->deadline > 0)
+		if (cli_open_retryable(f) && wt->deadline > 0) {
+			/* every attempt of a wait has its line, the last too:
+			 * a first one that alone outlasted --connect-timeout
+			 * is still seen as waited for, not as refused */
+			log_waiting(wt, cc, what, attempt, f, 0);
+			cli_open_report(f);
 			cli_error(
 			    "gave up waiting for the %s of consumer \"%s\" "
 			    "(--connect-timeout)",
 			    what, cc->name);
+		} else {
+			cli_open_report(f);
+		}
 		return f->exit_code;
 	}
 	int delay = wt->delay_ms;
 	if (wt->deadline > 0 && now + delay / 1000.0 > wt->deadline)
 		delay = (int)((wt->deadline - now) * 1000.0) + 1;
-	char e1[1500], reason[1700];
-	if (wt->mu)
-		pthread_mutex_lock(wt->mu);
-	inbox__log(INBOX_LOG_WARN, cc->name,
-	           "\"event\":\"waiting\",\"for\":\"%s\",\"attempt\":%d,"
-	           "\"error\":\"%s\",\"retry_in_ms\":%d",
-	           what, attempt, esc(e1, sizeof(e1), f->msg), delay);
-	if (wt->mu)
-		pthread_mutex_unlock(wt->mu);
+	char reason[1700];
+	log_waiting(wt, cc, what, attempt, f, delay);
 	snprintf(reason, sizeof(reason), "waiting for its %s (attempt %d): %s",
 	         what, attempt, f->msg);
 	cli_http_set_waiting(wt->http, hidx, reason);

@@ -13,6 +13,7 @@ BIN=$1
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || { echo "FAIL curl is missing"; echo "0 passed, 1 failed"; exit 1; }
 command -v redis-server >/dev/null || { echo "FAIL redis-server is missing"; echo "0 passed, 1 failed"; exit 1; }
+command -v socat >/dev/null || { echo "FAIL socat is missing (scripts/install-deps.sh)"; echo "0 passed, 1 failed"; exit 1; }
 
 SECRET=w4it-s3cret
 dir=$(mktmp)
@@ -110,6 +111,27 @@ t=$(($(now_ms) - t0))
 expect_eq "--connect-timeout 1s: exit 4" "$rc" 4
 check "--connect-timeout 1s: gives up after about 1 s (${t} ms)" [ "$t" -ge 900 -a "$t" -lt 8000 ]
 check "--connect-timeout: says it gave up waiting" grep -q "gave up waiting for the store" "$dir/timeout.out"
+check "--connect-timeout: a waiting line per attempt, the last one gives up" \
+	sh -c "grep '\"event\":\"waiting\"' '$dir/timeout.out' | jq -se 'length >= 2 and ([.[].attempt] == [range(1; length + 1)]) and (.[:-1] | map(.retry_in_ms > 0 and .gave_up == null) | all) and (.[-1] | .gave_up == true and .retry_in_ms == 0)' >/dev/null"
+# A first attempt that alone outlasts --connect-timeout: a server that
+# accepts the connection and never answers (libpq gives up after its
+# connect_timeout, 2 s). It still has its waiting line, the one that gives
+# up (before, none: the log showed no wait at all).
+socat -u "TCP-LISTEN:$pgport,bind=127.0.0.1,reuseaddr" OPEN:/dev/null 2>"$dir/mute.err" &
+mute=$!
+fx_config "$dir/mute.yaml" "$pgurl?connect_timeout=2" "jsonl:$dir/orders.jsonl" fx_wait
+wait_until 5 sh -c "ss -ltn | grep -q '127.0.0.1:$pgport '"
+t0=$(now_ms)
+"$BIN" run "$dir/mute.yaml" --connect-timeout 1s >"$dir/mute.out" 2>&1
+rc=$?
+t=$(($(now_ms) - t0))
+kill -TERM "$mute" 2>/dev/null
+wait "$mute" 2>/dev/null
+expect_eq "a first attempt longer than --connect-timeout: exit 4" "$rc" 4
+check "... that one attempt took libpq's 2 s (${t} ms)" [ "$t" -ge 1900 -a "$t" -lt 8000 ]
+check "... its waiting line, the one that gives up" \
+	sh -c "grep '\"event\":\"waiting\"' '$dir/mute.out' | jq -se 'length == 1 and (.[0] | .for == \"store\" and .attempt == 1 and .gave_up == true)' >/dev/null"
+check "... says it gave up waiting" grep -q "gave up waiting for the store" "$dir/mute.out"
 
 sed 's|^    batch_size:|    batchsize:|' "$dir/pg.yaml" >"$dir/bad.yaml"
 t0=$(now_ms)

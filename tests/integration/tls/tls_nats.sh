@@ -59,15 +59,14 @@ files="tls_ca=$PKI/ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key"
 DB=$dir/data/inbox.db
 
 # source_case NAME WANT URL: run --once --connect-timeout 1 on a
-# consumer of URL exits WANT (3 config error, 4 cannot connect).
+# consumer of URL exits WANT (3 config error, 4 cannot connect). Under
+# load (an ASan build at load average 20) a first TLS attempt can outlast
+# the 1 s: its "waiting" line (the one that gives up) is logged all the
+# same.
 source_case() {
 	config "$dir/cfg/$1.yaml" "sqlite:$dir/data/$1.db" "$3"
-	cmd "$1" "$2" run "$dir/cfg/$1.yaml" --once --connect-timeout "$ct"
+	cmd "$1" "$2" run "$dir/cfg/$1.yaml" --once --connect-timeout 1
 }
-# 1 s, but 4 where a case checks that the daemon waited: under load (an
-# ASan build at load average 20) a first TLS attempt outlasted 1 s and
-# the daemon gave up before it logged "waiting".
-ct=1
 
 # daemon_case NAME DB URL WANT: a daemon on URL has WANT rows in DB.
 daemon_case() {
@@ -93,11 +92,9 @@ daemon_case by-ip "$dir/data/by-ip.db" "nats://127.0.0.1:$port/ORDERS?durable=tl
 # tls_verify=0 gives the check up: the wrong CA is accepted.
 daemon_case no-verify "$dir/data/no-verify.db" "nats://localhost:$port/ORDERS?durable=tls4&tls_verify=0&tls_ca=$PKI/other-ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key" 5
 
-ct=4
 source_case wrong-ca 4 "nats://localhost:$port/ORDERS?durable=tls3&tls_ca=$PKI/other-ca.pem&tls_cert=$PKI/client.pem&tls_key=$PKI/client.key"
 says wrong-ca "unable to get local issuer certificate"
 says wrong-ca '"event":"waiting"'
-ct=1
 source_case wrong-host 4 "nats://127.0.0.1:$port/ORDERS?durable=tls3&$files"
 says wrong-host "IP address mismatch"
 source_case wrong-name 4 "nats://127.0.0.1:$port/ORDERS?durable=tls3&$files&tls_hostname=other.example"
