@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE /* a writer-preferring rwlock, below */
 #include "base/log.h"
+#include "base/json.h"
 
 #include <inbox/inbox.h>
 #include <pthread.h>
@@ -152,15 +153,40 @@ void inbox__log(int level, const char *consumer, const char *fields, ...)
 	free(heap);
 }
 
-/* Bytes of the UTF-8 sequence starting at p that are present (a lead byte
- * and the continuation bytes after it), so a cut never splits one. */
-static size_t seq_len(const unsigned char *p)
+const char *inbox__log_escape_into(char *buf, size_t len, const char *s)
 {
-	size_t want = *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC0 ? 2 : 1;
-	size_t n = 1;
-	while (n < want && (p[n] & 0xC0) == 0x80)
-		n++;
-	return n;
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	if (len == 0)
+		return "";
+	while (*p) {
+		/* 0 for a byte that begins no well-formed sequence; the NUL
+		 * ends any sequence cut short, so 4 bytes of room is safe */
+		size_t n = inbox__utf8_seq_len(p, 4);
+		if (o + (n ? n : 1) + 6 >= len)
+			break;
+		if (n == 0) {
+			/* "\\xHH": the text the stores keep for such a byte
+			 * (inbox__position_text), and valid JSON */
+			const char e[5] = {'\\', '\\', 'x', hex[*p >> 4],
+			                   hex[*p & 15]};
+			memcpy(buf + o, e, sizeof(e));
+			o += sizeof(e);
+			n = 1;
+		} else if (*p == '"' || *p == '\\') {
+			buf[o++] = '\\';
+			buf[o++] = (char)*p;
+		} else if (*p < 0x20) {
+			o += (size_t)snprintf(buf + o, len - o, "\\u%04x", *p);
+		} else {
+			memcpy(buf + o, p, n);
+			o += n;
+		}
+		p += n;
+	}
+	buf[o] = '\0';
+	return buf;
 }
 
 const char *inbox__log_escape(const char *s)
@@ -169,23 +195,5 @@ const char *inbox__log_escape(const char *s)
 	static _Thread_local int next;
 	char *out = bufs[next];
 	next = (next + 1) % 4;
-	size_t o = 0, room = sizeof(bufs[0]) - 8;
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
-	while (*p) {
-		size_t n = seq_len(p);
-		if (o + n + 6 > room)
-			break;
-		if (*p == '"' || *p == '\\') {
-			out[o++] = '\\';
-			out[o++] = (char)*p;
-		} else if (*p < 0x20) {
-			o += (size_t)snprintf(out + o, 8, "\\u%04x", *p);
-		} else {
-			memcpy(out + o, p, n);
-			o += n;
-		}
-		p += n;
-	}
-	out[o] = '\0';
-	return out;
+	return inbox__log_escape_into(out, sizeof(bufs[0]), s);
 }

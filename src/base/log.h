@@ -7,6 +7,7 @@
 #define INBOX_BASE_LOG_H
 
 #include <inbox/log.h>
+#include <stddef.h>
 
 /* Whether an event at `level` would reach a callback (one is installed
  * and level >= its minimum). For work done only to build a line. */
@@ -31,5 +32,12 @@ void inbox__log(int level, const char *consumer, const char *fields, ...)
  * four arguments of one inbox__log() call. Longer texts are cut at about
  * 500 bytes (on a UTF-8 character boundary). */
 const char *inbox__log_escape(const char *s);
+
+/* The same escape into buf (len bytes, NUL included), for texts longer
+ * than inbox__log_escape keeps; returns buf. Cut on a character
+ * boundary when buf is full. A byte that begins no well-formed UTF-8
+ * sequence becomes the text \\xHH (as the stores keep a source
+ * position's: inbox__position_text), so the line stays valid JSON. */
+const char *inbox__log_escape_into(char *buf, size_t len, const char *s);
 
 #endif

@@ -268,20 +268,7 @@ void cli_waiter_init(cli_waiter *wt, double connect_s,
  * not limited to four results per line. */
 static const char *esc(char *buf, size_t len, const char *s)
 {
-	size_t o = 0;
-	for (const unsigned char *p = (const unsigned char *)(s ? s : "");
-	     *p && o + 8 < len; p++) {
-		if (*p == '"' || *p == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)*p;
-		} else if (*p < 0x20) {
-			o += (size_t)snprintf(buf + o, len - o, "\\u%04x", *p);
-		} else {
-			buf[o++] = (char)*p;
-		}
-	}
-	buf[o] = '\0';
-	return buf;
+	return inbox__log_escape_into(buf, len, s);
 }
 
 /* *stop is written by a signal handler, which may run on any thread

@@ -446,6 +446,20 @@ TEST(escape)
 	json_t *j = json_loads(quoted, JSON_DECODE_ANY, NULL);
 	ASSERT_TRUE(j != NULL); /* jansson refuses invalid UTF-8 */
 	json_decref(j);
+	/* bytes that are not UTF-8 (a lone continuation, an overlong lead, a
+	 * sequence cut short) become the text \\xHH, a valid JSON string;
+	 * a valid character beside them stays as it is */
+	e = inbox__log_escape("f\xffo\x80\xc3\xa9\xe2\x82");
+	ASSERT_STREQ(e, "f\\\\xffo\\\\x80\xc3\xa9\\\\xe2\\\\x82");
+	snprintf(quoted, sizeof(quoted), "\"%s\"", e);
+	j = json_loads(quoted, JSON_DECODE_ANY, NULL);
+	ASSERT_TRUE(j != NULL);
+	ASSERT_STREQ(json_string_value(j), "f\\xffo\\x80\xc3\xa9\\xe2\\x82");
+	json_decref(j);
+	char small[12];
+	ASSERT_STREQ(
+	    inbox__log_escape_into(small, sizeof(small), "abcdefghijklmnop"),
+	    "abcde");
 	/* four results live at once, per thread */
 	const char *a = inbox__log_escape("1"), *b = inbox__log_escape("2");
 	const char *c = inbox__log_escape("3"), *d = inbox__log_escape("4");

@@ -73,6 +73,10 @@ export ODD_SRC
 ops_config "$dir/odd.yaml" 'jsonl:${ODD_SRC}'"?checkpoint=$dir/odd.cp"
 "$BIN" run "$dir/odd.yaml" --once 2>"$dir/odd-run.log"
 expect_eq "a file name that is not UTF-8: run --once: exit 0" "$?" 0
+# the run's log lines stay JSON, the byte written as the stores keep it
+check "  the run's log: every line is JSON" jq -e . "$dir/odd-run.log"
+expect_eq "  its dead_letter log line: the position with the byte as \\xff" \
+	"$(jq -r 'select(.event == "dead_letter") | .position' "$dir/odd-run.log")" "$odd_txt:2"
 expect_eq "  its dead letter keeps the byte as \\xff" \
 	"$(q "SELECT position FROM ${tag}dead_letters WHERE key = 'create-invoice:ord-8'")" "$odd_txt:2"
 # odd_at NAME POSITION LINE KEY STATUS: --position POSITION (text and
