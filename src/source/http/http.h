@@ -58,20 +58,22 @@ typedef struct http_conf {
 	int port;   /* 0: a free one */
 	char *path; /* the route, starting with '/' */
 	http_mode mode;
-	char *method;         /* the one method taken (default POST) */
-	char *id_header;      /* api: default Idempotency-Key */
-	char *id_pointer;     /* api: the key from the body instead */
-	int status;           /* api: the status of an applied request */
-	size_t max_body;      /* bytes; over it: 413 */
-	int max_body_set;     /* given in the URL */
-	int64_t tolerance_ms; /* webhooks: timestamp tolerance */
-	int timeout_s;        /* idle connection timeout (headers, body) */
-	int64_t body_ms;      /* the whole body within this, else 408 */
-	unsigned conn_limit;  /* connections at once */
-	int retry_after_s;    /* Retry-After of 409 and 503 */
-	int64_t ack_delay_ms; /* tests: a pause between commit and answers */
-	int64_t answer_ms;    /* a request waits at most this for its commit */
-	http_secret *secrets; /* webhooks: any one verifies (rotation) */
+	char *method;          /* the one method taken (default POST) */
+	char *id_header;       /* api: default Idempotency-Key */
+	char *id_pointer;      /* api: the key from the body instead */
+	int status;            /* api: the status of an applied request */
+	size_t max_body;       /* bytes; over it: 413 */
+	int max_body_set;      /* given in the URL */
+	int64_t tolerance_ms;  /* webhooks: timestamp tolerance */
+	int timeout_s;         /* idle connection timeout (headers, body) */
+	int64_t body_ms;       /* the whole body within this, else 408 */
+	unsigned conn_limit;   /* connections at once */
+	int retry_after_s;     /* Retry-After of 409 and 503 */
+	int64_t ack_delay_ms;  /* tests: a pause between commit and answers */
+	int64_t answer_ms;     /* a request waits at most this for its commit */
+	size_t replay_cache;   /* api: answers kept for replays (0: none) */
+	int64_t replay_ttl_ms; /* api: each kept at most this (0: none) */
+	http_secret *secrets;  /* webhooks: any one verifies (rotation) */
 	size_t nsecrets;
 	char *cert_file, *key_file; /* https */
 } http_conf;
@@ -94,8 +96,10 @@ typedef struct http_req {
 	const char *resp_type;
 	inbox__buf xhdr; /* stored headers: "name\0value\0"... */
 	int replay;
-	int early;  /* answered by the watchdog while its batch ran */
-	int orphan; /* MHD finished it while in a batch: settle frees */
+	int cacheable;  /* an applied record's answer (http_cache.c) */
+	char *type_own; /* resp_type when it is the request's own copy */
+	int early;      /* answered by the watchdog while its batch ran */
+	int orphan;     /* MHD finished it while in a batch: settle frees */
 	int retry_after;
 	const char *outcome; /* for the log */
 	char *allow;         /* a 405's Allow (NULL: hs's method) */
@@ -115,6 +119,17 @@ typedef struct http_counters {
 	uint64_t bad_signatures;
 	uint64_t replays;
 } http_counters;
+
+/* The replay cache of a route (http_cache.c), under its source's mu. */
+typedef struct http_cached http_cached;
+typedef struct http_cache {
+	size_t max;
+	int64_t ttl_ms;
+	http_cached **buckets; /* nbuckets, a power of two */
+	size_t nbuckets, n;
+	http_cached *fhead, *ftail; /* oldest first */
+	uint64_t hits;
+} http_cache;
 
 /* A closed route of a listener that goes on: its requests get 503 with
  * Retry-After (its consumer stops or restarts), never 404. */
@@ -158,6 +173,7 @@ typedef struct http_source {
 	pthread_cond_t wd_cv;
 	size_t live;                   /* requests MHD has not finished */
 	http_counters ctr;             /* under mu */
+	http_cache cache;              /* under mu */
 	struct http_source *next_open; /* the registry of open sources */
 } http_source;
 
@@ -201,6 +217,15 @@ void inbox__http_reply(const http_conf *c, http_req *req,
 /* A problem+json (RFC 9457) answer of status with title and detail. */
 void inbox__http_problem(http_req *req, unsigned status, const char *title,
                          const char *detail);
+
+/* http_cache.c (under the source's mu): init and free; get fills req's
+ * answer (a replay) from an entry of its key whose envelope and headers
+ * are req's bytes and returns 1, else 0; put keeps req's answer when
+ * req->cacheable (its batch committed). */
+void inbox__http_cache_init(http_cache *c, size_t max, int64_t ttl_ms);
+void inbox__http_cache_free(http_cache *c);
+int inbox__http_cache_get(http_cache *c, http_req *req);
+void inbox__http_cache_put(http_cache *c, const http_req *req);
 
 /* http_metrics.c: the registry of open sources, for the metrics. */
 void inbox__http_registry_add(http_source *hs);

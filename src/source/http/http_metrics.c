@@ -56,6 +56,7 @@ static int render_one(inbox__buf *b, http_source *hs, int family)
 	http_counters c;
 	pthread_mutex_lock(&hs->mu);
 	c = hs->ctr;
+	uint64_t hits = hs->cache.hits;
 	pthread_mutex_unlock(&hs->mu);
 	int rc = 0;
 	if (family == 0) {
@@ -68,12 +69,16 @@ static int render_one(inbox__buf *b, http_source *hs, int family)
 		}
 		return rc;
 	}
-	rc |= inbox__buf_puts(b, family == 1 ? "inbox_http_bad_signatures_total"
-	                                     : "inbox_http_replays_total");
+	static const char *const name[] = {
+	    NULL, "inbox_http_bad_signatures_total", "inbox_http_replays_total",
+	    "inbox_http_replay_cache_hits_total"};
+	rc |= inbox__buf_puts(b, name[family]);
 	rc |= labels(b, hs);
-	rc |= inbox__buf_printf(
-	    b, "} %llu\n",
-	    (unsigned long long)(family == 1 ? c.bad_signatures : c.replays));
+	rc |= inbox__buf_printf(b, "} %llu\n",
+	                        (unsigned long long)(family == 1
+	                                                 ? c.bad_signatures
+	                                             : family == 2 ? c.replays
+	                                                           : hits));
 	return rc;
 }
 
@@ -86,7 +91,10 @@ int inbox_http_metrics_render(char **out, size_t *len)
 	    "for their signature.\n"
 	    "# TYPE inbox_http_bad_signatures_total counter\n",
 	    "# HELP inbox_http_replays_total Stored answers replayed.\n"
-	    "# TYPE inbox_http_replays_total counter\n"};
+	    "# TYPE inbox_http_replays_total counter\n",
+	    "# HELP inbox_http_replay_cache_hits_total Replays answered from "
+	    "the replay cache, without the store.\n"
+	    "# TYPE inbox_http_replay_cache_hits_total counter\n"};
 	if (!out || !len)
 		return INBOX_ERR_INVALID;
 	*out = NULL;
@@ -94,7 +102,7 @@ int inbox_http_metrics_render(char **out, size_t *len)
 	inbox__buf b = {0};
 	int rc = 0;
 	pthread_mutex_lock(&reg_mu);
-	for (int f = 0; f < 3 && reg_head; f++) {
+	for (int f = 0; f < 4 && reg_head; f++) {
 		rc |= inbox__buf_puts(&b, help[f]);
 		for (http_source *hs = reg_head; hs; hs = hs->next_open)
 			rc |= render_one(&b, hs, f);

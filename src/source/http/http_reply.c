@@ -155,6 +155,7 @@ static void api_answer(const http_conf *c, http_req *req, const inbox_result *r,
 	case INBOX_APPLIED:
 	case INBOX_STALE:
 		applied(c, req, &s, "applied");
+		req->cacheable = 1; /* a completed record: final */
 		return;
 	case INBOX_DUPLICATE:
 		req->replay = 1;
@@ -169,6 +170,7 @@ static void api_answer(const http_conf *c, http_req *req, const inbox_result *r,
 			return;
 		}
 		applied(c, req, &s, "applied");
+		req->cacheable = 1;
 		return;
 	case INBOX_CONFLICT:
 		inbox__http_problem(req, 422, "Idempotency key reused",
@@ -199,6 +201,7 @@ static void api_answer(const http_conf *c, http_req *req, const inbox_result *r,
 void inbox__http_reply(const http_conf *c, http_req *req, const inbox_result *r)
 {
 	req->outcome = r ? inbox_outcome_name(r->outcome) : "failed";
+	req->cacheable = 0;
 	if (r && c->mode == HTTP_MODE_API) {
 		api_reply(c, req, r);
 		return;

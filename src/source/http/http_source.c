@@ -43,6 +43,7 @@ static void req_free(http_req *req)
 	free(req->key);
 	free(req->headers);
 	free(req->allow);
+	free(req->type_own);
 	free(req);
 }
 
@@ -256,6 +257,12 @@ static enum MHD_Result accept_req(http_source *hs, http_req *req,
 		return refuse(hs, req, 409, "Request in progress",
 		              "a request with this key is being processed; "
 		              "retry later");
+	}
+	/* the same request as one applied and committed: its answer
+	 * now, from memory (http_cache.c) */
+	if (inbox__http_cache_get(&hs->cache, req)) {
+		pthread_mutex_unlock(&hs->mu);
+		return queue_answer(hs, req, NULL);
 	}
 	MHD_suspend_connection(req->conn);
 	req->state = HTTP_REQ_QUEUED;
@@ -561,6 +568,7 @@ static void listener_free(http_listener *lis)
 		MHD_stop_daemon(lis->mhd); /* on_done for what is left */
 	for (http_source *d = lis->dead, *next; d; d = next) {
 		next = d->next_route;
+		inbox__http_cache_free(&d->cache);
 		inbox__http_conf_free(&d->conf);
 		free(d->batch);
 		pthread_cond_destroy(&d->cv);
@@ -679,8 +687,13 @@ static int http_open(inbox_source **out, const char *url,
 	pthread_cond_init(&hs->wd_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	int rc = inbox__http_conf_parse(&hs->conf, &hs->base, url, opts);
-	if (rc == INBOX_OK)
+	if (rc == INBOX_OK) {
+		inbox__http_cache_init(
+		    &hs->cache,
+		    hs->conf.mode == HTTP_MODE_API ? hs->conf.replay_cache : 0,
+		    hs->conf.replay_ttl_ms);
 		rc = join_listener(hs);
+	}
 	if (rc < 0)
 		return rc;
 	hs->watching = 1;
@@ -826,6 +839,7 @@ static void stop_watchdog(http_source *hs)
 
 static void route_free(http_source *hs)
 {
+	inbox__http_cache_free(&hs->cache);
 	inbox__http_conf_free(&hs->conf);
 	free(hs->batch);
 	pthread_cond_destroy(&hs->cv);
@@ -945,9 +959,12 @@ static int http_settle(inbox_source *src, const inbox_result *res, size_t n)
 	http_source *hs = (http_source *)src;
 	pthread_mutex_lock(&hs->mu);
 	for (size_t i = 0; i < n; i++) /* the watchdog's are answered */
-		if (!hs->batch[i]->early)
+		if (!hs->batch[i]->early) {
 			inbox__http_reply(&hs->conf, hs->batch[i],
 			                  res ? &res[i] : NULL);
+			if (res) /* committed */
+				inbox__http_cache_put(&hs->cache, hs->batch[i]);
+		}
 	pthread_mutex_unlock(&hs->mu);
 	/* committed, not answered yet: where tests stage a crash */
 	inbox__src_sleep_ms(hs->conf.ack_delay_ms);

@@ -166,6 +166,16 @@ static int apply_param(const char *k, const char *v, void *payload)
 		c->answer_ms = ms;
 		return rc;
 	}
+	if (!strcmp(k, "replay_cache")) {
+		rc = inbox__url_int_param(&n, x->src, "http", k, v, 0, 1000000);
+		c->replay_cache = (size_t)n;
+		return rc;
+	}
+	if (!strcmp(k, "replay_cache_ttl")) {
+		rc = dur(x, k, v, 0, 3600000, &ms);
+		c->replay_ttl_ms = ms;
+		return rc;
+	}
 	if (!strcmp(k, "ack_delay")) {
 		rc = dur(x, k, v, 0, 60000, &ms);
 		c->ack_delay_ms = ms;
@@ -188,7 +198,7 @@ static int apply_param(const char *k, const char *v, void *payload)
 	    "id_header, id_pointer, status, max_body, "
 	    "connections, timeout, body_timeout, retry_after, "
 	    "tolerance, answer_within, secret, secret_file, cert, key, "
-	    "ack_delay)",
+	    "replay_cache, replay_cache_ttl, ack_delay)",
 	    k);
 	return INBOX_ERR_URL;
 }
@@ -228,6 +238,8 @@ static int defaults(http_conf *c, const inbox_source_options *opts)
 	c->conn_limit = 1024;
 	c->retry_after_s = 1;
 	c->answer_ms = 10000;
+	c->replay_cache = 10000;
+	c->replay_ttl_ms = 60000;
 	if (inbox__url_set_str(&c->method, "POST") < 0 ||
 	    inbox__url_set_str(&c->id_header, "Idempotency-Key") < 0)
 		return INBOX_ERR_NOMEM;

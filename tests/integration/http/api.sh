@@ -179,10 +179,21 @@ expect_eq "its retry: the same status" "$code" 201
 check "its retry: the same bytes" cmp -s "$dir/i1.b" "$dir/i2.b"
 expect_eq "its retry: marked as a replay" "$(hdr i2 Idempotent-Replayed)" true
 expect_eq "its retry: one invoice" "$(count "SELECT COUNT(*) FROM ${T}_inv")" 1
+# i2 (the same bytes) was answered from the replay cache, i3 (the same
+# request spelled otherwise) by the store: the same answer; another body
+# with the key is still a conflict once the answer is cached.
+req i3 -X POST -H 'Idempotency-Key: inv-1' -d '{ "id" : "o-9" }' "$I"
+expect_eq "a retry the cache cannot match: the store's replay" "$code:$(hdr i3 Idempotent-Replayed)" 201:true
+check "the store's replay: the cached replay's bytes" cmp -s "$dir/i2.b" "$dir/i3.b"
+expect_eq "the store's replay: the cached replay's Content-Type" "$(hdr i3 Content-Type)" "$(hdr i2 Content-Type)"
+req i4 -X POST -H 'Idempotency-Key: inv-1' -d '{"id":"o-10"}' "$I"
+expect_eq "a cached key, another body: 422" "$code" 422
+expect_eq "no invoice from the replays or the conflict" "$(count "SELECT COUNT(*) FROM ${T}_inv")" 1
 
 mport=$(sed -n 's/.*"event":"metrics_listening","listen":"127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$dir/daemon.log" | head -1)
 curl -s "http://127.0.0.1:$mport/metrics" >"$dir/metrics.txt"
 metric_of() { grep "^inbox_http_requests_total{consumer=\"orders.$1\",route=\"/$2\",class=\"$3\"}" "$dir/metrics.txt" | awk '{print $2}'; }
+expect_eq "/metrics: the replay cache answered i2, not i3" "$(grep '^inbox_http_replay_cache_hits_total{consumer="orders.invoice",route="/invoices"}' "$dir/metrics.txt" | awk '{print $2}')" 1
 # 3 answers of 2xx and 9 of 4xx, and the rejected request's retry: 4xx
 # (stored: the refusal is replayed). The 404 of /other is no route's:
 # every consumer here shares the listener of 127.0.0.1:0 (a 405 is its
@@ -195,7 +206,7 @@ expect_eq "/metrics: 5xx answers of /orders" "$(metric_of api orders 5xx)" 0
 expect_eq "/metrics: 2xx answers of /gated" "$(metric_of gated gated 2xx)" 1
 expect_eq "/metrics: 5xx answers of /gated" "$(metric_of gated gated 5xx)" 1
 n=$(grep -c '"event":"http_request"' "$dir/daemon.log")
-expect_eq "the log: one http_request line per request" "$n" 24
+expect_eq "the log: one http_request line per request" "$n" 26
 check "the log: a 503 with outcome retry" grep -q '"status":503,"outcome":"retry"' "$dir/daemon.log"
 check "the log: a line with status 422 and outcome conflict" grep -q '"status":422,"outcome":"conflict"' "$dir/daemon.log"
 stop_daemon "$pid"
