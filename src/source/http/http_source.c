@@ -463,7 +463,11 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 		req->orphan = 1;
 		req->conn = NULL;
 	}
-	pthread_cond_broadcast(&hs->cv);
+	/* for answer_all_held, which waits for none live; the poll waits
+	 * on the same condition variable: woken at every request's end it
+	 * cost the consumer's thread two context switches a request */
+	if (hs->live == 0)
+		pthread_cond_broadcast(&hs->cv);
 	pthread_mutex_unlock(&hs->mu);
 	/* otherwise never while queued or in a batch: a suspended
 	 * connection is only finished after its resume */
