@@ -127,6 +127,7 @@ typedef struct http_cache {
 	int64_t ttl_ms;
 	http_cached **buckets; /* nbuckets, a power of two */
 	size_t nbuckets, n;
+	size_t bytes; /* kept: at most CACHE_MAX_BYTES (http_cache.c) */
 	http_cached *fhead, *ftail; /* oldest first */
 	uint64_t hits;
 } http_cache;

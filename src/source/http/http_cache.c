@@ -18,7 +18,7 @@
  *     past retention, the store dropped) is still replayed for up to that
  *     long. Retention is a lower bound ("kept at least"), so that answer
  *     is one the store may give too.
- * FIFO eviction past max entries. Under hs->mu.
+ * FIFO eviction past max entries or CACHE_MAX_BYTES. Under hs->mu.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +28,9 @@
 
 /* Entries over this (envelope + answer) are not kept. */
 #define CACHE_MAX_ENTRY (64 * 1024)
+/* What one route keeps at most (entries, their keys and answers): with
+ * large answers, fewer than max entries (oldest out first). */
+#define CACHE_MAX_BYTES ((size_t)32 * 1024 * 1024)
 
 struct http_cached {
 	uint64_t hash;
@@ -35,6 +38,7 @@ struct http_cached {
 	char *key;
 	char *env; /* the envelope, then the headers, then the answer */
 	size_t env_len, hdr_len, resp_len, xhdr_len;
+	size_t bytes; /* what it counts in the cache's bytes */
 	unsigned status;
 	char *type;
 	struct http_cached *hnext; /* bucket */
@@ -81,6 +85,7 @@ static void drop_oldest(http_cache *c)
 		c->ftail = NULL;
 	unbucket(c, e);
 	c->n--;
+	c->bytes -= e->bytes;
 	entry_free(e);
 }
 
@@ -191,7 +196,12 @@ void inbox__http_cache_put(http_cache *c, const http_req *req)
 	http_cached *old = find(c, req->key, h);
 	if (old) /* the same key again (another body missed it): keep it */
 		return;
+	size_t klen = strlen(req->key) + 1;
+	size_t tlen = req->resp_type ? strlen(req->resp_type) + 1 : 0;
+	size_t bytes = sizeof(http_cached) + klen + tlen + total;
 	if (c->n >= c->max)
+		drop_oldest(c);
+	while (c->fhead && c->bytes + bytes > CACHE_MAX_BYTES)
 		drop_oldest(c);
 	if (c->n + 1 > c->nbuckets && grow(c) < 0)
 		return;
@@ -223,6 +233,8 @@ void inbox__http_cache_put(http_cache *c, const http_req *req)
 	e->status = req->status;
 	e->hash = h;
 	e->at_ms = now;
+	e->bytes = bytes;
+	c->bytes += bytes;
 	e->hnext = c->buckets[h & (c->nbuckets - 1)];
 	c->buckets[h & (c->nbuckets - 1)] = e;
 	if (c->ftail)
