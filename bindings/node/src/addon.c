@@ -30,9 +30,11 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                        */
@@ -229,6 +231,13 @@ typedef struct handle {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	queue jobs, txq;
+	/* requests pushed on txq so far: the worker waiting for a handler's
+	 * next request watches it before it sleeps on cv (see txq_wait) */
+	atomic_uint txq_pushed;
+	/* held around every call on the tsfn and by tsfn_finalize: not mu,
+	 * which the main thread takes to queue jobs (the worker posting
+	 * while holding mu made the main thread wait for it) */
+	pthread_mutex_t tmu;
 	int closing; /* a close was queued: the worker ends after it */
 	/* a running dispatcher (OP_DISPATCH_RUN): set by the main thread,
 	 * read by inbox_dispatcher_run() on the worker */
@@ -244,7 +253,8 @@ typedef struct handle {
 	int pending;
 	int closed;      /* close() queued: no more jobs */
 	int js_gone;     /* the JS object was finalized */
-	int worker_gone; /* the tsfn was finalized (written under mu) */
+	int worker_gone; /* the tsfn was finalized (written under mu and
+	                    tmu) */
 	int exited;      /* under mu: the worker left its loop */
 	pthread_t thread;
 } handle;
@@ -355,12 +365,12 @@ static job *q_pop(queue *q)
  * thread while holding mu. */
 static napi_status tsfn_post(handle *h, void *data)
 {
-	pthread_mutex_lock(&h->mu);
+	pthread_mutex_lock(&h->tmu);
 	napi_status st =
 	    h->worker_gone ? napi_closing
 	                   : napi_call_threadsafe_function(h->tsfn, data,
 	                                                   napi_tsfn_blocking);
-	pthread_mutex_unlock(&h->mu);
+	pthread_mutex_unlock(&h->tmu);
 	return st;
 }
 
@@ -577,6 +587,59 @@ static void run_txn_request(handle *h, job *j)
 		                treats a failed one as RETRY) */
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* How long the worker watches for a handler's next request before it
+ * sleeps on cv. A handler's requests and its verdict usually come within
+ * microseconds of the event that caused them (the message posted, the
+ * answer to its previous request): sleeping and being woken costs about
+ * as much again per request on a virtual machine (a futex wake of an
+ * idle vCPU), twice per message. The watch costs this thread's CPU only
+ * while a handler runs; a handler that awaits something else (a timer,
+ * the network) finds it asleep. */
+#define TXQ_SPIN_NS 100000
+
+/* The next request of the running handler, waiting for it. */
+static job *txq_wait(handle *h)
+{
+	unsigned seen =
+	    atomic_load_explicit(&h->txq_pushed, memory_order_acquire);
+	int64_t until = 0;
+	for (unsigned k = 0;; k++) {
+		pthread_mutex_lock(&h->mu);
+		job *j = q_pop(&h->txq);
+		pthread_mutex_unlock(&h->mu);
+		if (j)
+			return j;
+		if (k == 0)
+			until = mono_ns() + TXQ_SPIN_NS;
+		else if (mono_ns() >= until)
+			break;
+		/* watch the counter, not the queue: no lock while spinning */
+		for (int n = 0; n < 256; n++) {
+			if (atomic_load_explicit(&h->txq_pushed,
+			                         memory_order_acquire) != seen)
+				break;
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+		}
+		seen =
+		    atomic_load_explicit(&h->txq_pushed, memory_order_acquire);
+	}
+	pthread_mutex_lock(&h->mu);
+	while (!h->txq.head)
+		pthread_cond_wait(&h->cv, &h->mu);
+	job *j = q_pop(&h->txq);
+	pthread_mutex_unlock(&h->mu);
+	return j;
+}
+
 /* The C handler: hand the message to JS, serve its requests, return its
  * verdict. */
 static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
@@ -613,11 +676,7 @@ static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
 	h->txn = txn;
 	int verdict = INBOX_HANDLER_RETRY;
 	for (;;) {
-		pthread_mutex_lock(&h->mu);
-		while (!h->txq.head)
-			pthread_cond_wait(&h->cv, &h->mu);
-		job *j = q_pop(&h->txq);
-		pthread_mutex_unlock(&h->mu);
+		job *j = txq_wait(h);
 		if (j->op == T_DONE) {
 			verdict = (int)j->i[0];
 			if (j->s[0])
@@ -1436,6 +1495,7 @@ static void maybe_free(handle *h)
 	 * handle open) keeps its memory: the process is ending */
 	if (h->js_gone && h->worker_gone && exited) {
 		pthread_mutex_destroy(&h->mu);
+		pthread_mutex_destroy(&h->tmu);
 		pthread_cond_destroy(&h->cv);
 		free(h);
 	}
@@ -1554,8 +1614,10 @@ static void tsfn_finalize(napi_env env, void *data, void *hint)
 	/* the worker may still run (a close queued by js_finalize while the
 	 * environment goes away): it must not touch the tsfn from now on */
 	pthread_mutex_lock(&h->mu);
+	pthread_mutex_lock(&h->tmu);
 	h->worker_gone = 1;
 	h->tsfn = NULL;
+	pthread_mutex_unlock(&h->tmu);
 	pthread_mutex_unlock(&h->mu);
 	maybe_free(h);
 }
@@ -1749,10 +1811,13 @@ static void enqueue(napi_env env, handle *h, job *j)
 		}
 	}
 	pthread_mutex_lock(&h->mu);
-	if (j->op >= T_EXEC)
+	if (j->op >= T_EXEC) {
 		q_push(&h->txq, j);
-	else
+		atomic_fetch_add_explicit(&h->txq_pushed, 1,
+		                          memory_order_release);
+	} else {
 		q_push(&h->jobs, j);
+	}
 	pthread_cond_broadcast(&h->cv);
 	pthread_mutex_unlock(&h->mu);
 }
@@ -1773,6 +1838,7 @@ static napi_value js_handle_new(napi_env env, napi_callback_info info)
 		return NULL;
 	}
 	pthread_mutex_init(&h->mu, NULL);
+	pthread_mutex_init(&h->tmu, NULL);
 	pthread_cond_init(&h->cv, NULL);
 	napi_create_string_utf8(env, "libinbox", NAPI_AUTO_LENGTH, &name);
 	if (napi_create_threadsafe_function(env, argv[0], NULL, name, 0, 1, h,
