@@ -144,6 +144,8 @@ class Handle extends native.Handle {
     this._inHandler = 0;
     this._closed = false;
     this._handlerTimeout = DEFAULT_HANDLER_TIMEOUT_MS;
+    this._running = null; // the handler running: { deadline, settle }
+    this._timer = null; // the watchdog of its handlerTimeout
   }
 
   _next() {
@@ -179,7 +181,12 @@ class Handle extends native.Handle {
       const p = this._pending.get(id);
       if (!p) return;
       this._pending.delete(id);
-      this._jobs.delete(id);
+      if (this._jobs.delete(id) && this._timer && !this._running) {
+        // its handlers are done: the watchdog (which holds this handle)
+        // goes, so an idle handle can be collected
+        clearTimeout(this._timer);
+        this._timer = null;
+      }
       if (err) p.reject(err); else p.resolve(value);
     } else if (kind === 2) {
       this._outboxEvent(value); // a running dispatcher's row outcome
@@ -190,36 +197,67 @@ class Handle extends native.Handle {
 
   _outboxEvent() {}
 
-  async _runHandler(jobId, m) {
+  // One handler call: its verdict goes to the worker as soon as it
+  // settles (a handler that returns without a promise: at once, in the
+  // same turn). No per-call timer: one watchdog timer per handle
+  // (_watchdog) checks the running handler's deadline.
+  _runHandler(jobId, m) {
     const job = this._jobs.get(jobId);
     const trx = new Transaction(this, m, job && job.events);
-    let verdict = VERDICT.OK;
-    let reason = null;
-    let timer = null;
     this._inHandler++;
-    try {
-      if (!job) throw new RetryableError('no handler');
-      const run = (async () => job.handler(trx, trx.message))();
-      const ms = this._handlerTimeout;
-      if (ms > MAX_TIMER_MS) {
-        await run;
-      } else {
-        // a handler that never settles must not hold the transaction (and
-        // its locks): after handlerTimeout it is rolled back as a RETRY
-        run.catch(() => {}); // settling late is not an unhandled rejection
-        await Promise.race([run, new Promise((resolve, reject) => {
-          timer = setTimeout(() => reject(new HandlerTimeoutError(ms)), ms);
-        })]);
-      }
-    } catch (e) {
-      verdict = e instanceof PermanentError || (e && e.permanent === true) ? VERDICT.REJECT : VERDICT.RETRY;
-      reason = e && e.message ? String(e.message) : String(e);
-    } finally {
-      if (timer) clearTimeout(timer);
+    const ms = this._handlerTimeout;
+    const run = { deadline: 0, settle: null };
+    let settled = false;
+    const settle = (failed, e) => {
+      if (settled) return; // settling late (after its timeout)
+      settled = true;
+      if (this._running === run) this._running = null;
       this._inHandler--;
       trx._done = true;
+      let verdict = VERDICT.OK;
+      let reason = null;
+      if (failed) {
+        verdict = e instanceof PermanentError || (e && e.permanent === true) ? VERDICT.REJECT : VERDICT.RETRY;
+        reason = e && e.message ? String(e.message) : String(e);
+      }
+      this.call(OP.T_DONE, 0, [reason], null, [verdict, trx._stale ? 1 : 0], null, null, false);
+    };
+    run.settle = settle;
+    let r;
+    try {
+      if (!job) throw new RetryableError('no handler');
+      r = job.handler(trx, trx.message);
+    } catch (e) {
+      settle(true, e);
+      return;
     }
-    this.call(OP.T_DONE, 0, [reason], null, [verdict, trx._stale ? 1 : 0], null, null, false);
+    if (r === null || (typeof r !== 'object' && typeof r !== 'function') || typeof r.then !== 'function') {
+      settle(false);
+      return;
+    }
+    // a handler that never settles must not hold the transaction (and
+    // its locks): after handlerTimeout it is rolled back as a RETRY
+    if (ms <= MAX_TIMER_MS) {
+      run.deadline = Date.now() + ms;
+      this._running = run;
+      if (!this._timer) this._armWatchdog(ms);
+    }
+    Promise.resolve(r).then(() => settle(false), (e) => settle(true, e));
+  }
+
+  _armWatchdog(ms) {
+    this._timer = setTimeout(() => this._watchdog(), Math.max(1, Math.min(ms, MAX_TIMER_MS)));
+    // a running handler keeps the process alive through its pending job
+    this._timer.unref();
+  }
+
+  _watchdog() {
+    this._timer = null;
+    const run = this._running;
+    if (!run) return;
+    const left = run.deadline - Date.now();
+    if (left <= 0) run.settle(true, new HandlerTimeoutError(this._handlerTimeout));
+    else this._armWatchdog(left);
   }
 
   close() {
