@@ -29,6 +29,7 @@
 #include <inbox/outbox.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -631,6 +632,12 @@ static job *txq_wait(handle *h)
 		}
 		seen =
 		    atomic_load_explicit(&h->txq_pushed, memory_order_acquire);
+#ifndef TXQ_NO_YIELD
+		/* between rounds of ~10 us, a thread waiting for this CPU
+		 * (the main thread, the server, anyone on a busy machine)
+		 * runs first */
+		sched_yield();
+#endif
 	}
 	pthread_mutex_lock(&h->mu);
 	while (!h->txq.head)
