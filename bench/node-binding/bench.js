@@ -4,10 +4,12 @@
 // bench_invoices table; process() one message at a time (batch 1) or
 // processBatch() of BATCH messages.
 //
-//   node [--expose-gc] bench.js URL WORKLOAD.jsonl|gen:N BATCH [defer]
+//   node [--expose-gc] bench.js URL WORKLOAD.jsonl|gen:N BATCH [defer|query]
 //
 // defer: the handler's INSERT is trx.exec(..., { defer: true }) (sent
-// with the batch's COMMIT, no answer awaited).
+// with the batch's COMMIT, no answer awaited). query: the handler awaits
+// rows, trx.query('INSERT ... RETURNING order_id') (a round trip per
+// message, as any handler that reads an answer).
 // gen:N makes N events in the process (one in ten a redelivery of an
 // earlier id, like bench/workload.h) instead of reading a file, for the
 // 1M-message memory run. Prints one RESULT line, with the RSS after a
@@ -48,6 +50,12 @@ async function main() {
   await consumer.ready;
   const handler = async (trx, msg) => {
     const e = msg.event;
+    if (mode === 'query') {
+      const r = await trx.query('INSERT INTO bench_invoices (order_id, total_cents) VALUES ($1, $2) RETURNING order_id',
+        [e.data.orderId, e.data.totalCents]);
+      if (r.rows[0].order_id !== e.data.orderId) throw new Error('RETURNING gave another row');
+      return;
+    }
     await trx.exec('INSERT INTO bench_invoices (order_id, total_cents) VALUES ($1, $2)',
       [e.data.orderId, e.data.totalCents], opts);
   };
@@ -76,7 +84,7 @@ async function main() {
   const distinct = total === null ? ids.size : total - Math.floor(total / 10);
   const invoices = Number((await inbox.query('SELECT count(*) AS n FROM bench_invoices')).rows[0].n);
   const ok = invoices === distinct && outcomesBad === 0;
-  console.log(`RESULT store=node-libinbox batch=${batch} defer=${opts.defer ? 1 : 0} messages=${n} distinct=${distinct} ` +
+  console.log(`RESULT store=node-libinbox batch=${batch} defer=${opts.defer ? 1 : 0} query=${mode === 'query' ? 1 : 0} messages=${n} distinct=${distinct} ` +
     `invoices=${invoices} counts=${ok ? 'ok' : 'WRONG'} seconds=${seconds.toFixed(3)} ` +
     `rate=${Math.round(n / seconds)} rss_tenth_kb=${rssTenth} rss_end_kb=${rssEnd} ` +
     `maxrss_kb=${Math.round(process.resourceUsage().maxRSS)}`);
