@@ -603,7 +603,9 @@ static int64_t mono_ns(void)
  * idle vCPU), twice per message. The watch costs this thread's CPU only
  * while a handler runs; a handler that awaits something else (a timer,
  * the network) finds it asleep. */
+#ifndef TXQ_SPIN_NS
 #define TXQ_SPIN_NS 100000
+#endif
 
 /* The next request of the running handler, waiting for it. */
 static job *txq_wait(handle *h)
