@@ -447,6 +447,15 @@ typedef enum inbox_verdict {
 typedef int (*inbox_handler_fn)(inbox_txn *txn, const inbox_msg *msg,
                                 void *payload);
 
+/* The consumer option on_handlers (version 6): told, once per pass of a
+ * batch, which handlers are about to run. `msgs[0..n)` are exactly the
+ * messages whose handler will be called next, in the order it will be
+ * called (delivery order); n >= 1. `payload` is handler_payload. The
+ * messages (and the array) are valid until the batch call returns; the
+ * hook must not touch the transaction. See on_handlers below. */
+typedef void (*inbox_handlers_fn)(const inbox_msg *const *msgs, size_t n,
+                                  void *payload);
+
 /* What to do with a message whose timestamp is older than the retention
  * window and whose key is not (or no longer) in the inbox. */
 typedef enum inbox_replay_policy {
@@ -546,16 +555,35 @@ typedef struct inbox_consumer_options {
 	 * records, as long as they do: keep them small (an id, a status, a
 	 * response), not documents. */
 	size_t max_result_bytes;
+	/* --- version 6 --- */
+	/* Called once per pass of a batch (inbox_consumer_process*), inside
+	 * its transaction, after the claim and after every decision that
+	 * comes before a handler (duplicates, conflicts, keys in progress,
+	 * repeats, too-old messages, max_deliveries, the reclaim of failed
+	 * keys and expired leases, max_attempts), with the messages whose
+	 * handler will then be called, in that order; then the handlers run,
+	 * each under its savepoint as without the hook. It is for a caller
+	 * that runs handlers elsewhere (a language binding's main thread):
+	 * it can hand them all over at once. Not called when no handler will
+	 * run in that pass, nor when `handler` is NULL. When a pass is rolled
+	 * back and the batch is run again (a transient fault, a lost deferred
+	 * statement), the new pass calls it again, with that pass's list:
+	 * whatever the hook started for the old pass is void. What changes
+	 * with it set: the store's statements for the batch's other keys
+	 * (their dead letters, the reclaim of a retried key) run before the
+	 * handlers instead of between them; the outcomes are the same. NULL
+	 * (the default, and when version is below 6): no hook. */
+	inbox_handlers_fn on_handlers;
 } inbox_consumer_options;
 
-#define INBOX_CONSUMER_OPTIONS_VERSION 5
+#define INBOX_CONSUMER_OPTIONS_VERSION 6
 #define INBOX_DEFAULT_MAX_RESULT_BYTES (64 * 1024)
 #define INBOX_CONSUMER_OPTIONS_INIT                                            \
 	{                                                                      \
 		INBOX_CONSUMER_OPTIONS_VERSION, NULL, NULL, NULL, NULL,        \
 		    7 * 24 * 3600, 5, 30000, 1024 * 1024,                      \
 		    INBOX_REPLAY_DEAD_LETTER, NULL, NULL, NULL, 0, 0,          \
-		    INBOX_DEFAULT_MAX_RESULT_BYTES                             \
+		    INBOX_DEFAULT_MAX_RESULT_BYTES, NULL                       \
 	}
 
 /* Create a consumer on `st` (borrowed: it must outlive the consumer; one

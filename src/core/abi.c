@@ -17,7 +17,7 @@
 /* The end of a field: the size of a version whose last field it is. */
 #define END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 
-#define MAXV 5
+#define MAXV 6
 
 static const struct {
 	const char *name, *init;
@@ -73,6 +73,7 @@ static const struct {
           END(inbox_consumer_options, json_schema),
           END(inbox_consumer_options, batch_timeout_ms),
           END(inbox_consumer_options, max_deliveries),
+          END(inbox_consumer_options, max_result_bytes),
           sizeof(inbox_consumer_options)}},
     [INBOX__V_SOURCE_OPTIONS] = {"inbox_source_options",
                                  "INBOX_SOURCE_OPTIONS_INIT",

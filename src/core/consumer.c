@@ -182,6 +182,8 @@ int inbox_consumer_open(inbox_consumer **out, inbox_store *st,
 	c->replay = o->replay_policy;
 	c->handler = o->handler;
 	c->handler_payload = o->handler_payload;
+	/* on_handlers exists from version 6 of the options on. */
+	c->on_handlers = o->version >= 6 ? o->on_handlers : NULL;
 	if (!c->name || !c->id_pointer || !c->fp_pointer) {
 		inbox_consumer_close(c);
 		return INBOX_ERR_NOMEM;
@@ -256,6 +258,7 @@ void inbox_consumer_close(inbox_consumer *c)
 	free(c->slots);
 	free(c->claims);
 	free(c->order);
+	free(c->run_msgs);
 	inbox__buf_free(&c->canon);
 	inbox__keytmpl_free(c->tmpl);
 	inbox_schema_close(c->schema);
@@ -572,6 +575,10 @@ static int grow(inbox_consumer *c, size_t n)
 	if (!o)
 		return -1;
 	c->order = o;
+	const inbox_msg **rm = realloc(c->run_msgs, cap * sizeof(*rm));
+	if (!rm)
+		return -1;
+	c->run_msgs = rm;
 	c->slots_cap = c->claims_cap = cap;
 	return 0;
 }
@@ -767,13 +774,26 @@ static int over_deliveries(inbox_consumer *c, inbox__slot *s, int32_t attempts,
 	return 1;
 }
 
-/* Decide one primary delivery from its claim. */
+/* The handler is to run for s: apply() will run it (run_batch). */
+static int to_apply(inbox__slot *s, int32_t attempt, int stored_attempts)
+{
+	s->run = 1;
+	s->run_attempt = attempt;
+	s->run_stored = stored_attempts;
+	s->msg.attempt = attempt;
+	return INBOX_OK;
+}
+
+/* Decide one primary delivery from its claim, up to the handler: every
+ * outcome but the handler's is settled here; when the handler is to run,
+ * s->run is set and apply() runs it (run_batch). */
 static int decide(inbox_consumer *c, inbox__slot *s)
 {
 	inbox_store *st = c->st;
 	inbox_claim *cl = &c->claims[s->claim];
 	s->takeover = 0;
 	s->dl_id = 0;
+	s->run = 0;
 	int rc;
 	if (cl->is_new) {
 		if (s->too_old && c->replay == INBOX_REPLAY_DEAD_LETTER) {
@@ -792,7 +812,7 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 		}
 		if (over_deliveries(c, s, 0, INBOX_ST_NONE, &rc))
 			return rc;
-		return apply(c, s, 1, 1);
+		return to_apply(s, 1, 1);
 	}
 	if (cl->status != INBOX_ST_NONE &&
 	    strcmp(cl->stored_fingerprint, s->msg.fp) != 0) {
@@ -857,7 +877,7 @@ static int decide(inbox_consumer *c, inbox__slot *s)
 		}
 		if (att > attempt)
 			attempt = att;
-		return apply(c, s, attempt, att);
+		return to_apply(s, attempt, att);
 	}
 	default:
 		/* Invisible to us and not new: another transaction holds it. */
@@ -920,11 +940,21 @@ static int run_batch(inbox_consumer *c, size_t n, size_t nclaims)
 		if (rc < 0)
 			goto fail;
 	}
-	/* Handlers run in delivery order, so order within a partition holds. */
+	/* Handlers run in delivery order, so order within a partition holds.
+	 * Without on_handlers each delivery is decided and its handler run
+	 * before the next is decided; with it, every delivery is decided
+	 * first, the hook is told which handlers will run, then they run. */
+	int hook = c->on_handlers && c->handler;
+	size_t nrun = 0;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		inbox__slot *s = &c->slots[i];
+		s->run = 0;
 		if (s->kind == SLOT_PRIMARY) {
 			rc = decide(c, s);
+			if (rc >= 0 && s->run && !hook)
+				rc = apply(c, s, s->run_attempt, s->run_stored);
+			else if (rc >= 0 && s->run)
+				c->run_msgs[nrun++] = &s->msg;
 		} else if (s->kind == SLOT_BAD) {
 			s->dl_id = 0;
 			/* one attempt, its own: the broker's count is not */
@@ -932,6 +962,14 @@ static int run_batch(inbox_consumer *c, size_t n, size_t nclaims)
 			                              NULL, &s->dl_id);
 			if (rc >= 0)
 				set_result(s, INBOX_DEAD_LETTERED, 1);
+		}
+	}
+	if (hook && rc >= 0 && nrun > 0) {
+		c->on_handlers(c->run_msgs, nrun, c->handler_payload);
+		for (size_t i = 0; i < n && rc >= 0; i++) {
+			inbox__slot *s = &c->slots[i];
+			if (s->kind == SLOT_PRIMARY && s->run)
+				rc = apply(c, s, s->run_attempt, s->run_stored);
 		}
 	}
 	for (size_t i = 0; i < n && rc >= 0; i++)

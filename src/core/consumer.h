@@ -76,6 +76,11 @@ typedef struct inbox__slot {
 	int takeover; /* took over an expired lease */
 	int64_t dl_id;
 	inbox__stored own; /* the result this processing's handler set */
+	/* decide(): 1 when the handler is to run (apply() with run_attempt
+	 * and run_stored), 0 when the slot's outcome is already set */
+	int run;
+	int32_t run_attempt;
+	int run_stored;
 } inbox__slot;
 
 struct inbox_consumer {
@@ -93,7 +98,9 @@ struct inbox_consumer {
 	inbox_replay_policy replay;
 	inbox_handler_fn handler;
 	void *handler_payload;
-	inbox_schema *schema; /* JSON Schema of the payload, or NULL */
+	inbox_handlers_fn on_handlers; /* NULL: none (options v6) */
+	const inbox_msg **run_msgs;    /* on_handlers' list, slots_cap long */
+	inbox_schema *schema;          /* JSON Schema of the payload, or NULL */
 	char errmsg[512];
 
 	/* batch scratch, reused between calls */

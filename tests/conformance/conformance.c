@@ -2427,6 +2427,8 @@ TEST(claims_for_a_version_7_backend)
 #include "lease_results.c"
 /* the cases at the vtable (the store slots) */
 #include "store_slots.c"
+/* the on_handlers option */
+#include "hook.c"
 
 int main(int argc, char **argv)
 {
@@ -2478,6 +2480,7 @@ int main(int argc, char **argv)
 	RUN(admin_reads_refuse_an_open_transaction);
 	RUN(registration_checks_what_a_vtable_claims);
 	RUN(claims_for_a_version_7_backend);
+	RUN(on_handlers_lists_exactly_the_handled);
 	run_result_cases();
 	run_lease_result_cases();
 	/* store_slots.c */
