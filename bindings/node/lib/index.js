@@ -154,7 +154,7 @@ class Handle extends native.Handle {
   }
 
   // Queue op on the worker; resolves with its value.
-  _call(op, s, p, i, f, d, handler, events) {
+  _call(op, s, p, i, f, d, handler, events, open) {
     if (this._closed && op < OP.T_EXEC) {
       return Promise.reject(inboxError('INBOX_ERR_STATE', 'closed'));
     }
@@ -164,6 +164,12 @@ class Handle extends native.Handle {
     }
     return new Promise((resolve, reject) => {
       const id = this._next();
+      if (open) {
+        open.add(id);
+        const res = resolve, rej = reject;
+        resolve = (v) => { open.delete(id); res(v); };
+        reject = (e) => { open.delete(id); rej(e); };
+      }
       this._pending.set(id, { resolve, reject });
       if (handler) this._jobs.set(id, { handler, events });
       try {
@@ -181,6 +187,8 @@ class Handle extends native.Handle {
       const p = this._pending.get(id);
       if (!p) return;
       this._pending.delete(id);
+      const job = this._jobs.get(id);
+      if (job) this._endJob(job);
       if (this._jobs.delete(id) && this._timer && !this._running) {
         // its handlers are done: the watchdog (which holds this handle)
         // goes, so an idle handle can be collected
@@ -190,6 +198,8 @@ class Handle extends native.Handle {
       if (err) p.reject(err); else p.resolve(value);
     } else if (kind === 2) {
       this._outboxEvent(value); // a running dispatcher's row outcome
+    } else if (kind === 3) {
+      this._runPass(id, err, value); // a pass's messages, its tag
     } else {
       this._runHandler(id, err); // the message rides in the third slot
     }
@@ -197,13 +207,58 @@ class Handle extends native.Handle {
 
   _outboxEvent() {}
 
+  // A batch's pass: the messages whose handlers the library runs next,
+  // posted at once. They run one after another (each awaited before the
+  // next), their requests and verdicts tagged [pass, place]. A newer
+  // pass of the same batch (it was rolled back and runs again) replaces
+  // what is left of an older one, once its running handler settles.
+  _runPass(jobId, msgs, pass) {
+    const job = this._jobs.get(jobId) || { handler: null, events: null };
+    job.queue = msgs;
+    job.qi = 0;
+    job.pass = pass;
+    this._pump(job);
+  }
+
+  _pump(job) {
+    if (job.pumping) return; // the loop below goes on
+    job.pumping = true;
+    while (!job.busy && job.queue && job.qi < job.queue.length) {
+      const k = job.qi++;
+      job.busy = true;
+      this._runHandler(job, job.queue[k], [0, 0, 0, 0, 0, 0, job.pass, k], () => {
+        job.busy = false;
+        job.trx = null;
+        this._pump(job);
+      });
+    }
+    job.pumping = false;
+  }
+
+  // The batch is over: a handler of a pass that was rolled back and is
+  // still running gets its transaction closed and its requests refused.
+  _endJob(job) {
+    job.queue = null;
+    const trx = job.trx;
+    if (!trx || !trx._open) return;
+    trx._done = true;
+    for (const rid of trx._open) {
+      const p = this._pending.get(rid);
+      if (!p) continue;
+      this._pending.delete(rid);
+      p.reject(inboxError('INBOX_ERR_STATE', 'the handler\'s transaction is over (its batch was rolled back)'));
+    }
+    trx._open.clear();
+  }
+
   // One handler call: its verdict goes to the worker as soon as it
   // settles (a handler that returns without a promise: at once, in the
   // same turn). No per-call timer: one watchdog timer per handle
   // (_watchdog) checks the running handler's deadline.
-  _runHandler(jobId, m) {
-    const job = this._jobs.get(jobId);
-    const trx = new Transaction(this, m, job && job.events);
+  _runHandler(jobOrId, m, tag, done) {
+    const job = typeof jobOrId === 'object' ? jobOrId : this._jobs.get(jobOrId);
+    const trx = new Transaction(this, m, job && job.events, tag);
+    if (tag) job.trx = trx;
     this._inHandler++;
     const ms = this._handlerTimeout;
     const run = { deadline: 0, settle: null };
@@ -220,12 +275,13 @@ class Handle extends native.Handle {
         verdict = e instanceof PermanentError || (e && e.permanent === true) ? VERDICT.REJECT : VERDICT.RETRY;
         reason = e && e.message ? String(e.message) : String(e);
       }
-      this.call(OP.T_DONE, 0, [reason], null, [verdict, trx._stale ? 1 : 0], null, null, false);
+      this.call(OP.T_DONE, 0, [reason], null, [verdict, trx._stale ? 1 : 0], tag, null, false);
+      if (done) done();
     };
     run.settle = settle;
     let r;
     try {
-      if (!job) throw new RetryableError('no handler');
+      if (!job || !job.handler) throw new RetryableError('no handler');
       r = job.handler(trx, trx.message);
     } catch (e) {
       settle(true, e);
@@ -271,8 +327,10 @@ class Handle extends native.Handle {
 
 /** The transaction a handler runs in (valid until the handler settles). */
 class Transaction {
-  constructor(h, m, events) {
+  constructor(h, m, events, tag) {
     this._h = h;
+    this._tag = tag || null; // [.., pass, place] of a batch's pass
+    this._open = tag ? new Set() : null; // its awaited requests' ids
     this._done = false;
     this._stale = false;
     const ev = events ? events[m.index] : undefined;
@@ -295,7 +353,7 @@ class Transaction {
     if (this._done) {
       return Promise.reject(inboxError('INBOX_ERR_STATE', 'the handler has returned: its transaction is over'));
     }
-    return this._h._call(op, s, p, i);
+    return this._h._call(op, s, p, i, this._tag, null, null, null, this._open);
   }
 
   /** Run a query on the transaction's connection: { rows, rowCount, fields }
@@ -321,7 +379,7 @@ class Transaction {
     // verdict, and one that fails turns the verdict into RETRY
     if (this._done) return this._req(OP.T_EXEC);
     try {
-      this._h.call(OP.T_EXEC, 0, [sql], params(values), [1], null, null, false);
+      this._h.call(OP.T_EXEC, 0, [sql], params(values), [1], this._tag, null, false);
     } catch (e) {
       return Promise.reject(e);
     }

@@ -203,10 +203,13 @@ typedef struct oevent {
 } oevent;
 
 typedef struct ev {
-	int kind; /* 0: a job finished; 1: a handler call; 2: an outbox event */
+	int kind; /* 0: a job finished; 1: a handler call; 2: an outbox event;
+	             3: a pass's handler calls (nh of them, in h) */
 	job *j;
 	hcall *h;
 	oevent *o;
+	size_t nh;
+	uint32_t pass;
 } ev;
 
 typedef struct queue {
@@ -226,6 +229,12 @@ typedef struct handle {
 	inbox_txn *txn;      /* while a handler runs */
 	uint32_t cur_job;    /* the job running (its handler calls) */
 	int cur_has_handler; /* whether JS gave that job a handler */
+	/* the batch's pass whose handlers were posted at once (c_hook), or
+	 * 0: c_handler posts each message itself (a lease's handler) */
+	uint32_t pass;
+	uint32_t pass_seq; /* passes posted so far: each pass a new tag */
+	int64_t pass_next; /* the index in the pass of the next c_handler */
+	int pass_unposted; /* the pass's post failed: its handlers RETRY */
 	lease_ent *leases;
 	int64_t next_lease;
 	/* shared, under mu */
@@ -321,15 +330,28 @@ static void job_free(job *j)
 	free(j);
 }
 
-static void hcall_free(hcall *h)
+static void hcall_fields_free(hcall *h)
 {
-	if (!h)
-		return;
 	free(h->key);
 	free(h->id);
 	free(h->fp);
 	free(h->payload);
+}
+
+static void hcall_free(hcall *h)
+{
+	if (!h)
+		return;
+	hcall_fields_free(h);
 	free(h);
+}
+
+/* A pass's handler calls (ev kind 3). */
+static void hcalls_free(hcall *a, size_t n)
+{
+	for (size_t k = 0; a && k < n; k++)
+		hcall_fields_free(&a[k]);
+	free(a);
 }
 
 static void q_push(queue *q, job *j)
@@ -396,6 +418,8 @@ static void ev_drop(ev *e)
 		job_free(e->j);
 	else if (e->kind == 1)
 		hcall_free(e->h);
+	else if (e->kind == 3)
+		hcalls_free(e->h, e->nh);
 	else
 		oevent_free(e->o);
 	free(e);
@@ -649,20 +673,9 @@ static job *txq_wait(handle *h)
 	return j;
 }
 
-/* The C handler: hand the message to JS, serve its requests, return its
- * verdict. */
-static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
+/* Copy what JS is told of a message. 0, or -1 out of memory. */
+static int hcall_fill(handle *h, hcall *hc, const inbox_msg *msg)
 {
-	handle *h = payload;
-	if (!h->cur_has_handler)
-		return INBOX_HANDLER_OK;
-	hcall *hc = calloc(1, sizeof *hc);
-	ev *e = calloc(1, sizeof *e);
-	if (!hc || !e) {
-		free(hc);
-		free(e);
-		return INBOX_HANDLER_RETRY;
-	}
 	const inbox_delivery *d = inbox_msg_delivery(msg);
 	size_t len = 0;
 	const char *p = inbox_msg_payload(msg, &len);
@@ -675,17 +688,109 @@ static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
 	hc->fp = xstrdup(inbox_msg_fingerprint(msg));
 	hc->payload = xmemdup(p ? p : "", p ? len : 0);
 	hc->len = p ? len : 0;
-	e->kind = 1;
-	e->h = hc;
-	if (tsfn_post(h, e) != napi_ok) {
-		hcall_free(hc);
+	return hc->key && hc->id && hc->fp && hc->payload ? 0 : -1;
+}
+
+/* The consumer's on_handlers hook: post the pass's handler calls to the
+ * main thread at once (one wake of it per pass, not one per message). JS
+ * runs them one after another, tagging each request and verdict with
+ * the pass and the message's place in it; c_handler serves message k's
+ * requests until k's verdict. A pass run again (the batch rolled back)
+ * gets a new tag: what is left of the old pass is thrown away. */
+static void c_hook(const inbox_msg *const *msgs, size_t n, void *payload)
+{
+	handle *h = payload;
+	h->pass = 0;
+	if (!h->cur_has_handler)
+		return; /* c_handler answers OK without JS */
+	if (++h->pass_seq == 0)
+		h->pass_seq = 1;
+	h->pass = h->pass_seq;
+	h->pass_next = 0;
+	h->pass_unposted = 1;
+	hcall *a = calloc(n, sizeof *a);
+	ev *e = calloc(1, sizeof *e);
+	if (!a || !e) {
+		free(a);
 		free(e);
-		return INBOX_HANDLER_RETRY;
+		return;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (hcall_fill(h, &a[k], msgs[k]) < 0) {
+			hcalls_free(a, n);
+			free(e);
+			return;
+		}
+	e->kind = 3;
+	e->h = a;
+	e->nh = n;
+	e->pass = h->pass;
+	if (tsfn_post(h, e) != napi_ok) {
+		hcalls_free(a, n);
+		free(e);
+		return;
+	}
+	h->pass_unposted = 0;
+}
+
+/* A request of a pass (or of a message of it) that is over: refused. */
+static void drop_stale(handle *h, job *j)
+{
+	if (!j->id) {
+		job_free(j);
+		return;
+	}
+	j->rc = INBOX_ERR_STATE;
+	j->err = xstrdup("the handler's transaction is over (its batch "
+	                 "was rolled back and is run again)");
+	finish(h, j);
+}
+
+/* Whether request j belongs to the message c_handler serves now. */
+static int is_current(const handle *h, const job *j, int64_t k)
+{
+	return (uint32_t)j->f[6] == h->pass && (int64_t)j->f[7] == k;
+}
+
+/* The C handler: hand the message to JS (or find it handed over with its
+ * pass, by c_hook), serve its requests, return its verdict. */
+static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
+{
+	handle *h = payload;
+	if (!h->cur_has_handler)
+		return INBOX_HANDLER_OK;
+	int64_t k = -1; /* this message's place in the pass */
+	if (h->pass) {
+		k = h->pass_next++;
+		if (h->pass_unposted) {
+			inbox_txn_set_reason(txn, "out of memory: the handler "
+			                          "was not called");
+			return INBOX_HANDLER_RETRY;
+		}
+	} else {
+		hcall *hc = calloc(1, sizeof *hc);
+		ev *e = calloc(1, sizeof *e);
+		if (!hc || !e || hcall_fill(h, hc, msg) < 0) {
+			hcall_free(hc);
+			free(e);
+			return INBOX_HANDLER_RETRY;
+		}
+		e->kind = 1;
+		e->h = hc;
+		if (tsfn_post(h, e) != napi_ok) {
+			hcall_free(hc);
+			free(e);
+			return INBOX_HANDLER_RETRY;
+		}
 	}
 	h->txn = txn;
 	int verdict = INBOX_HANDLER_RETRY;
 	for (;;) {
 		job *j = txq_wait(h);
+		if (h->pass && !is_current(h, j, k)) {
+			drop_stale(h, j);
+			continue;
+		}
 		if (j->op == T_DONE) {
 			verdict = (int)j->i[0];
 			if (j->s[0])
@@ -699,6 +804,20 @@ static int c_handler(inbox_txn *txn, const inbox_msg *msg, void *payload)
 	}
 	h->txn = NULL;
 	return verdict;
+}
+
+/* After a batch: requests left of a pass that was rolled back (its
+ * handlers still running in JS when the batch ended) are refused. */
+static void drain_stale(handle *h)
+{
+	for (;;) {
+		pthread_mutex_lock(&h->mu);
+		job *j = q_pop(&h->txq);
+		pthread_mutex_unlock(&h->mu);
+		if (!j)
+			break;
+		drop_stale(h, j);
+	}
 }
 
 static lease_ent *lease_find(handle *h, int64_t id, lease_ent ***prevp)
@@ -794,6 +913,7 @@ static void run_open(handle *h, job *j)
 	co.batch_timeout_ms = j->i[7];
 	co.handler = c_handler;
 	co.handler_payload = h;
+	co.on_handlers = c_hook;
 	char err[512] = "";
 	rc = inbox_consumer_open(&h->c, h->st, &co, err, sizeof err);
 	if (rc < 0) {
@@ -1161,7 +1281,13 @@ static void *worker_main(void *arg)
 		int op = j->op;
 		h->cur_job = j->id;
 		h->cur_has_handler = j->has_handler;
+		h->pass = 0;
 		run_job(h, j);
+		/* a batch (process, processBatch, a replay) may have posted
+		 * passes: none is current now, and what is left of them is
+		 * refused */
+		h->pass = 0;
+		drain_stale(h);
 		if (j->id)
 			finish(h, j);
 		else
@@ -1524,6 +1650,21 @@ static void job_settled(napi_env env, handle *h, int op)
 }
 
 /* The thread-safe function's callback: dispatch(obj, kind, id, a, b). */
+/* The message a handler call hands to JS. */
+static napi_value hcall_obj(napi_env env, const hcall *hc)
+{
+	napi_value m, p;
+	napi_create_object(env, &m);
+	set_num(env, m, "index", (double)hc->index);
+	set_num(env, m, "attempt", hc->attempt);
+	set_str(env, m, "key", hc->key);
+	set_str(env, m, "id", hc->id);
+	set_str(env, m, "fingerprint", hc->fp);
+	napi_create_string_utf8(env, hc->payload, hc->len, &p);
+	set(env, m, "payload", p);
+	return m;
+}
+
 static void call_js(napi_env env, napi_value dispatch, void *context,
                     void *data)
 {
@@ -1590,19 +1731,25 @@ static void call_js(napi_env env, napi_value dispatch, void *context,
 			napi_call_function(env, undef, dispatch, 5, argv, NULL);
 		}
 		oevent_free(oe);
+	} else if (e->kind == 3) {
+		if (obj) {
+			napi_value arr;
+			napi_create_array_with_length(env, e->nh, &arr);
+			for (size_t k = 0; k < e->nh; k++)
+				napi_set_element(env, arr, (uint32_t)k,
+				                 hcall_obj(env, &e->h[k]));
+			argv[0] = obj;
+			napi_create_uint32(env, 3, &argv[1]);
+			napi_create_uint32(env, e->h[0].job_id, &argv[2]);
+			argv[3] = arr;
+			napi_create_uint32(env, e->pass, &argv[4]);
+			napi_call_function(env, undef, dispatch, 5, argv, NULL);
+		}
+		hcalls_free(e->h, e->nh);
 	} else {
 		hcall *hc = e->h;
 		if (obj) {
-			napi_value m;
-			napi_create_object(env, &m);
-			set_num(env, m, "index", (double)hc->index);
-			set_num(env, m, "attempt", hc->attempt);
-			set_str(env, m, "key", hc->key);
-			set_str(env, m, "id", hc->id);
-			set_str(env, m, "fingerprint", hc->fp);
-			napi_value p;
-			napi_create_string_utf8(env, hc->payload, hc->len, &p);
-			set(env, m, "payload", p);
+			napi_value m = hcall_obj(env, hc);
 			argv[0] = obj;
 			napi_create_uint32(env, 1, &argv[1]);
 			napi_create_uint32(env, hc->job_id, &argv[2]);

@@ -183,6 +183,39 @@ for (const store of stores()) {
     await s.inbox.close();
   });
 
+  test(`${store.kind}: a batch run again after a fault: the old pass's handlers are void, the new pass runs them all`, { skip: store.kind !== 'postgresql' && 'a statement timeout is PostgreSQL\'s', timeout: 30000 }, async () => {
+    const s = await openStore(store);
+    // its statements are bounded by 500 ms: m1's first one times out,
+    // the batch is rolled back and run again
+    const c = s.inbox.consumer({ name: 'rerun', batchTimeoutMs: 500 });
+    const log = [];
+    const refused = [];
+    let slow = 1;
+    const evs = ['m0', 'm1', 'm2', 'm3'].map((id, n) => ({ id, n }));
+    const rs = await c.processBatch(evs, async (trx, msg) => {
+      const id = msg.event.id;
+      log.push(id);
+      if (id === 'm1' && slow-- > 0) await trx.query('SELECT pg_sleep(3)');
+      try {
+        await trx.exec(`INSERT INTO ${s.invoices} VALUES ($1, $2)`, [id, msg.event.n], id === 'm3' ? { defer: true } : undefined);
+      } catch (e) {
+        refused.push([id, e.code]);
+        throw e;
+      }
+    });
+    assert.deepEqual(rs.map((r) => r.outcome), ['applied', 'applied', 'applied', 'applied']);
+    assert.deepEqual(rs.map((r) => r.attempts), [1, 1, 1, 1], 'a fault counts no attempt');
+    // the first pass ran m0 and m1; m2 started at once after m1 (its
+    // requests reach the worker tagged with the old pass: refused);
+    // then the second pass ran every handler, in order
+    assert.deepEqual(log.slice(0, 3), ['m0', 'm1', 'm2']);
+    assert.deepEqual(log.slice(3), ['m0', 'm1', 'm2', 'm3']);
+    assert.deepEqual(refused, [['m2', 'INBOX_ERR_STATE']]);
+    // nothing of the old pass was written, everything of the new one was
+    assert.equal(await count(s.inbox, s.invoices), 4);
+    await s.inbox.close();
+  });
+
   test(`${store.kind}: handles not closed are freed by the garbage collector`, { skip: !global.gc && 'needs --expose-gc' }, async () => {
     const s = await openStore(store);
     await s.inbox.query('SELECT 1');
