@@ -146,7 +146,8 @@ static const char *const templates[PGQ_COUNT] = {
 	" dedup_key, last_seen_at)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())"
 	" ON CONFLICT (consumer, dedup_key) DO UPDATE"
-	" SET deliveries = d.deliveries + 1, last_seen_at = now(),"
+	" SET deliveries = d.deliveries + 1,"
+	" last_seen_at = greatest(d.last_seen_at, d.created_at, now()),"
 	" attempts = excluded.attempts, reason = excluded.reason,"
 	" replayed_at = NULL"
 	" RETURNING id",
