@@ -214,6 +214,19 @@ static int saga_handler(inbox_txn *t, const inbox_msg *m, void *p)
 	return INBOX_HANDLER_OK;
 }
 
+/* A consumer of st with options o, or NULL (the reason on stderr): what
+ * every case's open_* helper ends with. */
+static inbox_consumer *open_with(inbox_store *st,
+                                 const inbox_consumer_options *o)
+{
+	inbox_consumer *c = NULL;
+	char err[256];
+	int rc = inbox_consumer_open(&c, st, o, err, sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "consumer open: %d %s\n", rc, err);
+	return c;
+}
+
 static inbox_consumer *open_consumer(inbox_store *st, inbox_handler_fn fn,
                                      hctx *h, const char *key_template,
                                      const char *fp_pointer)
@@ -228,12 +241,7 @@ static inbox_consumer *open_consumer(inbox_store *st, inbox_handler_fn fn,
 	o.lease_ms = 300;
 	o.max_payload = 512;
 	o.retention_seconds = 3600;
-	inbox_consumer *c = NULL;
-	char err[256];
-	int rc = inbox_consumer_open(&c, st, &o, err, sizeof(err));
-	if (rc != 0)
-		fprintf(stderr, "consumer open: %d %s\n", rc, err);
-	return c;
+	return open_with(st, &o);
 }
 
 static char *order_json(char *buf, size_t n, const char *id, const char *order,
@@ -1626,12 +1634,7 @@ static inbox_consumer *open_bounded(inbox_store *st, hctx *h, int max_del)
 	o.max_attempts = 3;
 	o.max_deliveries = max_del;
 	o.retention_seconds = 3600;
-	inbox_consumer *c = NULL;
-	char err[256];
-	int rc = inbox_consumer_open(&c, st, &o, err, sizeof(err));
-	if (rc != 0)
-		fprintf(stderr, "consumer open: %d %s\n", rc, err);
-	return c;
+	return open_with(st, &o);
 }
 
 static int deliver(inbox_consumer *c, const char *id, int32_t count,

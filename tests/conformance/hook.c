@@ -71,11 +71,7 @@ static inbox_consumer *open_hooked(inbox_store *st, hook_ctx *h)
 	o.max_attempts = 3;
 	o.lease_ms = 5000;
 	o.retention_seconds = 3600;
-	inbox_consumer *c = NULL;
-	char err[256];
-	if (inbox_consumer_open(&c, st, &o, err, sizeof(err)) != 0)
-		fprintf(stderr, "consumer open: %s\n", err);
-	return c;
+	return open_with(st, &o);
 }
 
 TEST(on_handlers_lists_exactly_the_handled)

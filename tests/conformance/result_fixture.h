@@ -66,12 +66,7 @@ static inbox_consumer *open_results(inbox_store *st, rctx *x, size_t max_res)
 	o.max_attempts = 3;
 	o.retention_seconds = 3600;
 	o.max_result_bytes = max_res;
-	inbox_consumer *c = NULL;
-	char err[256];
-	int rc = inbox_consumer_open(&c, st, &o, err, sizeof(err));
-	if (rc != 0)
-		fprintf(stderr, "consumer open: %d %s\n", rc, err);
-	return c;
+	return open_with(st, &o);
 }
 
 /* r carries exactly the bytes and type given (type NULL: none). */
