@@ -463,10 +463,12 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 		req->orphan = 1;
 		req->conn = NULL;
 	}
-	/* for answer_all_held, which waits for none live; the poll waits
-	 * on the same condition variable: woken at every request's end it
-	 * cost the consumer's thread two context switches a request */
-	if (hs->live == 0)
+	/* for answer_all_held (closing), which waits for none live; the
+	 * poll waits on the same condition variable: woken whenever the
+	 * last request in flight ended (a replay answered from the cache,
+	 * on a quiet route) it cost the consumer's thread two context
+	 * switches for nothing */
+	if (hs->live == 0 && hs->closing)
 		pthread_cond_broadcast(&hs->cv);
 	pthread_mutex_unlock(&hs->mu);
 	/* otherwise never while queued or in a batch: a suspended
