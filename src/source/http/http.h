@@ -73,6 +73,7 @@ typedef struct http_conf {
 	int64_t answer_ms;     /* a request waits at most this for its commit */
 	size_t replay_cache;   /* api: answers kept for replays (0: none) */
 	int64_t replay_ttl_ms; /* api: each kept at most this (0: none) */
+	int replay_set;        /* replay_cache or its ttl given in the URL */
 	http_secret *secrets;  /* webhooks: any one verifies (rotation) */
 	size_t nsecrets;
 	char *cert_file, *key_file; /* https */
@@ -189,6 +190,12 @@ void inbox__http_conf_free(http_conf *c);
 int inbox__http_same_listener(const http_conf *a, const http_conf *b);
 const char *inbox__http_listener_differs(const http_conf *a,
                                          const http_conf *b);
+/* For `inbox check`: 0 when url parses as a route would at open (its
+ * parameters, a webhook's secrets and secret_file, cert= with key=;
+ * nothing is listened on, the cert and key files are not read), else
+ * -1 and why (never a secret). max_payload: the consumer's. */
+int inbox__http_route_check(const char *url, size_t max_payload, char *why,
+                            size_t len);
 /* For `inbox check`: 0 when the routes of url_a (consumer name_a) and
  * url_b (name_b) can be open at once (other listeners, or one listener
  * they agree on with distinct routes); -1 and why (naming both

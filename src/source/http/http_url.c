@@ -169,11 +169,13 @@ static int apply_param(const char *k, const char *v, void *payload)
 	if (!strcmp(k, "replay_cache")) {
 		rc = inbox__url_int_param(&n, x->src, "http", k, v, 0, 1000000);
 		c->replay_cache = (size_t)n;
+		c->replay_set = 1;
 		return rc;
 	}
 	if (!strcmp(k, "replay_cache_ttl")) {
 		rc = dur(x, k, v, 0, 3600000, &ms);
 		c->replay_ttl_ms = ms;
+		c->replay_set = 1;
 		return rc;
 	}
 	if (!strcmp(k, "ack_delay")) {
@@ -292,6 +294,14 @@ static int check(parse_ctx *x)
 		                            "modes (standard, github, stripe)");
 		return INBOX_ERR_URL;
 	}
+	if (c->mode != HTTP_MODE_API && c->replay_set) {
+		/* a webhook's duplicate is answered 2xx from the store: it
+		 * has no stored answer to keep */
+		inbox_source_seterr(x->src,
+		                    "http: replay_cache= and replay_cache_ttl= "
+		                    "are for mode=api");
+		return INBOX_ERR_URL;
+	}
 	if (c->tls != (c->cert_file && c->key_file) &&
 	    (c->tls || c->cert_file || c->key_file)) {
 		inbox_source_seterr(
@@ -390,6 +400,25 @@ const char *inbox__http_listener_differs(const http_conf *a, const http_conf *b)
 	if (a->timeout_s != b->timeout_s)
 		return "timeout";
 	return NULL;
+}
+
+int inbox__http_route_check(const char *url, size_t max_payload, char *why,
+                            size_t len)
+{
+	inbox_source_options o = {0};
+	o.max_payload = max_payload;
+	inbox_source *s = calloc(1, sizeof(*s));
+	http_conf c = {0};
+	if (!s) {
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
+	int rc = inbox__http_conf_parse(&c, s, url, &o) == INBOX_OK ? 0 : -1;
+	if (rc < 0)
+		snprintf(why, len, "%s", inbox_source_errmsg(s));
+	inbox__http_conf_free(&c);
+	free(s);
+	return rc;
 }
 
 int inbox__http_routes_check(const char *url_a, const char *name_a,

@@ -170,4 +170,24 @@ check "check: it names both consumers and the route" \
 	grep -q "plain.one and tls.two both take POST /a" "$dir/dup.yaml.out"
 two "$dir/ok2.yaml" "http://127.0.0.1:18080/a?mode=api" "http://127.0.0.1:18080/a?mode=api&method=PUT"
 expect_eq "check: one path, two methods, two consumers: exit 0" "$rc" 0
+
+# `inbox check` parses each route as its open would: what the daemon
+# would refuse at start is refused here, with the route's own reason
+two "$dir/nosecret.yaml" "http://127.0.0.1:18080/a?mode=api" "http://127.0.0.1:18081/h?mode=github"
+expect_eq "check: a webhook route without a secret: exit 3" "$rc" 3
+check "check: it names the consumer and says a secret is needed" \
+	grep -q 'consumer "tls.two": source: http: a webhook route needs at least one secret' "$dir/nosecret.yaml.out"
+two "$dir/wcache.yaml" "http://127.0.0.1:18080/a?mode=api&replay_cache=50" \
+	"http://127.0.0.1:18081/h?mode=github&secret=s3cr3t-value&replay_cache=50"
+expect_eq "check: replay_cache on a webhook route: exit 3" "$rc" 3
+check "check: replay_cache is for mode=api" grep -q 'tls.two": source: http: replay_cache= and replay_cache_ttl= are for mode=api' "$dir/wcache.yaml.out"
+check "check: the secret is not shown" sh -c "! grep -q s3cr3t-value '$dir/wcache.yaml.out'"
+two "$dir/unknown.yaml" "http://127.0.0.1:18080/a?mode=api&replay_cahce=5" "http://127.0.0.1:18081/h?mode=api"
+expect_eq "check: an unknown parameter: exit 3" "$rc" 3
+check "check: it names the parameter" grep -q "plain.one\": source: http: unknown parameter 'replay_cahce'" "$dir/unknown.yaml.out"
+two "$dir/nokey.yaml" "https://127.0.0.1:18080/a?mode=api&cert=$dir/c1.pem" "http://127.0.0.1:18081/h?mode=api"
+expect_eq "check: https:// without key=: exit 3" "$rc" 3
+two "$dir/okhook.yaml" "http://127.0.0.1:18080/a?mode=api&replay_cache=50&replay_cache_ttl=5s" \
+	"http://127.0.0.1:18081/h?mode=standard&secret=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+expect_eq "check: an api route with a cache, a standard route with its secret: exit 0" "$rc" 0
 summary
