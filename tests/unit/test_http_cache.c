@@ -147,11 +147,60 @@ TEST(bounded_by_ttl)
 	inbox__http_cache_free(&c);
 }
 
+/* The cache's hash (http_cache.c), to find keys that share a bucket. */
+static uint64_t fnv(uint64_t seed, const char *k)
+{
+	uint64_t h = 1469598103934665603ULL ^ seed;
+	for (; *k; k++)
+		h = (h ^ (unsigned char)*k) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+/* Keys a client chose to share one bucket: at most 8 of them are kept
+ * (the others take the batch path), so a lookup's walk stays bounded;
+ * a key of another bucket is still kept. Two caches draw two seeds. */
+TEST(a_bucket_is_bounded)
+{
+	http_cache c, d;
+	inbox__http_cache_init(&c, 1000, 60000);
+	inbox__http_cache_init(&d, 1000, 60000);
+	ASSERT_TRUE(c.seed != d.seed);
+	inbox__http_cache_free(&d);
+	char k[32], keys[12][32], other[32] = "";
+	int n = 0;
+	for (int i = 0; n < 12 || !other[0]; i++) {
+		snprintf(k, sizeof(k), "key-%d", i);
+		uint64_t b = fnv(c.seed, k) & 255; /* 256 buckets at first */
+		if (b == 7 && n < 12)
+			memcpy(keys[n++], k, sizeof(k));
+		else if (b != 7 && !other[0])
+			memcpy(other, k, sizeof(k));
+	}
+	for (int i = 0; i < 12; i++) {
+		http_req r;
+		req_make(&r, keys[i], "{}", 4, 'x');
+		inbox__http_cache_put(&c, &r);
+		req_free(&r);
+	}
+	ASSERT_EQ(c.nbuckets, 256);
+	ASSERT_EQ(c.n, 8);
+	size_t len;
+	for (int i = 0; i < 12; i++)
+		ASSERT_EQ(i < 8 ? 1 : 0, hit(&c, keys[i], "{}", &len));
+	http_req r;
+	req_make(&r, other, "{}", 4, 'x');
+	inbox__http_cache_put(&c, &r);
+	req_free(&r);
+	ASSERT_EQ(1, hit(&c, other, "{}", &len));
+	inbox__http_cache_free(&c);
+}
+
 int main(void)
 {
 	RUN(hit_only_for_the_same_envelope);
 	RUN(bounded_by_entries);
 	RUN(bounded_by_bytes);
 	RUN(bounded_by_ttl);
+	RUN(a_bucket_is_bounded);
 	return test_summary();
 }

@@ -131,6 +131,9 @@ typedef struct http_cache {
 	size_t bytes; /* kept: at most CACHE_MAX_BYTES (http_cache.c) */
 	http_cached *fhead, *ftail; /* oldest first */
 	uint64_t hits;
+	/* mixed into every key's hash, drawn at init: the keys are the
+	 * clients' (Idempotency-Key), a chain is bounded all the same */
+	uint64_t seed;
 } http_cache;
 
 /* A closed route of a listener that goes on: its requests get 503 with

@@ -19,9 +19,17 @@
  *     long. Retention is a lower bound ("kept at least"), so that answer
  *     is one the store may give too.
  * FIFO eviction past max entries or CACHE_MAX_BYTES. Under hs->mu.
+ *
+ * The keys are the clients' own: the hash is seeded per cache (drawn at
+ * init), and a bucket never holds more than CACHE_MAX_CHAIN entries (a
+ * key past it is not kept: it takes the batch path, which answers the
+ * same), so a lookup under the route's lock costs a bounded walk
+ * whatever keys a client chose.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "source/common.h"
 #include "source/http/http.h"
@@ -31,6 +39,8 @@
 /* What one route keeps at most (entries, their keys and answers): with
  * large answers, fewer than max entries (oldest out first). */
 #define CACHE_MAX_BYTES ((size_t)32 * 1024 * 1024)
+/* Entries one bucket holds at most. */
+#define CACHE_MAX_CHAIN 8
 
 struct http_cached {
 	uint64_t hash;
@@ -45,12 +55,13 @@ struct http_cached {
 	struct http_cached *fnext; /* insertion order (oldest first) */
 };
 
-static uint64_t hash_key(const char *k)
+static uint64_t hash_key(const http_cache *c, const char *k)
 {
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	uint64_t h = 1469598103934665603ULL ^ c->seed; /* FNV-1a */
 	for (; *k; k++)
 		h = (h ^ (unsigned char)*k) * 1099511628211ULL;
-	return h;
+	/* the low bits pick the bucket: fold the high ones in */
+	return h ^ (h >> 29);
 }
 
 static void entry_free(http_cached *e)
@@ -94,6 +105,12 @@ void inbox__http_cache_init(http_cache *c, size_t max, int64_t ttl_ms)
 	memset(c, 0, sizeof(*c));
 	c->max = max;
 	c->ttl_ms = ttl_ms;
+	if (getentropy(&c->seed, sizeof(c->seed)) != 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		c->seed = (uint64_t)(uintptr_t)c ^ (uint64_t)ts.tv_nsec ^
+		          ((uint64_t)ts.tv_sec << 32);
+	}
 }
 
 void inbox__http_cache_free(http_cache *c)
@@ -117,15 +134,24 @@ static void expire(http_cache *c, int64_t now)
 		drop_oldest(c);
 }
 
-static http_cached *find(http_cache *c, const char *key, uint64_t h)
+/* The entry of key (hash h), or NULL; *chain (may be NULL): how many
+ * entries its bucket holds. */
+static http_cached *find(http_cache *c, const char *key, uint64_t h,
+                         size_t *chain)
 {
-	if (!c->nbuckets)
-		return NULL;
-	for (http_cached *e = c->buckets[h & (c->nbuckets - 1)]; e;
-	     e = e->hnext)
-		if (e->hash == h && strcmp(e->key, key) == 0)
-			return e;
-	return NULL;
+	size_t n = 0;
+	http_cached *hit = NULL;
+	if (c->nbuckets)
+		for (http_cached *e = c->buckets[h & (c->nbuckets - 1)]; e;
+		     e = e->hnext, n++)
+			if (!hit && e->hash == h && strcmp(e->key, key) == 0) {
+				hit = e;
+				if (!chain)
+					break;
+			}
+	if (chain)
+		*chain = n;
+	return hit;
 }
 
 static size_t hdr_len(const http_req *req)
@@ -138,7 +164,7 @@ int inbox__http_cache_get(http_cache *c, http_req *req)
 	if (!enabled(c) || !req->key)
 		return 0;
 	expire(c, inbox__src_mono_ms());
-	http_cached *e = find(c, req->key, hash_key(req->key));
+	http_cached *e = find(c, req->key, hash_key(c, req->key), NULL);
 	size_t hl = hdr_len(req);
 	if (!e || e->env_len != req->env.len || e->hdr_len != hl ||
 	    memcmp(e->env, req->env.data, e->env_len) != 0 ||
@@ -192,9 +218,12 @@ void inbox__http_cache_put(http_cache *c, const http_req *req)
 		return;
 	int64_t now = inbox__src_mono_ms();
 	expire(c, now);
-	uint64_t h = hash_key(req->key);
-	http_cached *old = find(c, req->key, h);
+	uint64_t h = hash_key(c, req->key);
+	size_t chain;
+	http_cached *old = find(c, req->key, h, &chain);
 	if (old) /* the same key again (another body missed it): keep it */
+		return;
+	if (chain >= CACHE_MAX_CHAIN)
 		return;
 	size_t klen = strlen(req->key) + 1;
 	size_t tlen = req->resp_type ? strlen(req->resp_type) + 1 : 0;
