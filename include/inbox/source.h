@@ -65,6 +65,20 @@ INBOX_API int inbox_source_open(inbox_source **out, const char *url,
                                 const inbox_source_options *opts);
 INBOX_API void inbox_source_close(inbox_source *src);
 
+/* Check url as inbox_source_open would parse it, connecting to nothing
+ * (what `inbox check` asks of every consumer's source): INBOX_OK, or the
+ * error open would give for this URL (URL: an unknown scheme, an unknown
+ * or bad parameter, a missing part; IO: a file the URL names that open
+ * reads, such as a webhook's secret_file), the reason in why (len bytes,
+ * "" when none; never a secret of the URL). A source registered with a
+ * vtable older than version 4 (<inbox/sys/source.h>) is checked by its
+ * scheme only: INBOX_OK. opts as for open, checked alike (its version,
+ * consumer and max_batch: INBOX_ERR_INVALID); the consumer names what
+ * the URL leaves to it (a group or durable name). why may be NULL. */
+INBOX_API int inbox_source_check(const char *url,
+                                 const inbox_source_options *opts, char *why,
+                                 size_t len);
+
 /* Wait up to timeout_ms for messages; fill up to `max` deliveries. The
  * deliveries and everything they point to stay valid until the next
  * settle() or close(). *n = 0 on timeout. Returns INBOX_OK, or an error

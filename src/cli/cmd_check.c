@@ -5,7 +5,9 @@
  * Without --connect: the config as `run` reads it (cli_load_selected:
  * the same parser and every check it makes — YAML, fields, durations,
  * URLs and their parameters, SQL placeholders, JSON pointers, schemas,
- * the metrics address). With --connect, per consumer: its store (the
+ * the metrics address), and each source's URL parsed as its open would
+ * (inbox_source_check: its parameters, a webhook's secret file). With
+ * --connect, per consumer: its store (the
  * schema version, the setup SQL and the effect statements prepared
  * against the database, the registration with its retention window, in
  * one transaction rolled back), then its source opened and closed
@@ -26,7 +28,10 @@ const char cli_check_usage[] =
     "Validate CONFIG as `inbox run` does at start-up, consuming and "
     "writing nothing.\nWithout --connect: the file (syntax, fields, "
     "durations, URLs, SQL placeholders,\nJSON pointers, schemas, the "
-    "metrics address). With --connect, per consumer,\nalso: its store is "
+    "metrics address) and each source's URL with its\nparameters, parsed "
+    "as its open would (a webhook's secret_file is read; nothing\nis "
+    "connected to or listened on). With --connect, per consumer, also: "
+    "its\nstore is "
     "reached (no migration), its setup SQL and effect statements\nare run "
     "and prepared inside one transaction that is rolled back, its "
     "retention\nwindow is compared with the stored one, and its source is "
@@ -127,6 +132,10 @@ int cli_cmd_check(int argc, char **argv)
 		const cli_consumer *cc = sel ? sel : &cfg.consumers[i];
 		char note[256] = "", src[512], st[512];
 		cli_open_fail f;
+		if ((rc = cli_check_source_url(&cfg, cc, &f))) {
+			cli_open_report(&f);
+			break;
+		}
 		if (!connect) {
 			printf("ok   consumer %s: config valid\n", cc->name);
 			continue;

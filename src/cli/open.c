@@ -213,14 +213,39 @@ int cli_open_consumer(const cli_config *cfg, const cli_consumer *c,
 	return rc;
 }
 
-int cli_try_open_source(const cli_config *cfg, const cli_consumer *c,
-                        inbox_source **out, cli_open_fail *f)
+/* What the source of c is opened (and checked) with. */
+static inbox_source_options source_options(const cli_consumer *c)
 {
 	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
 	o.consumer = c->name;
 	o.max_batch = c->batch_size;
 	o.retry_delay_ms = c->retry_delay_ms;
 	o.max_payload = c->max_payload;
+	return o;
+}
+
+int cli_check_source_url(const cli_config *cfg, const cli_consumer *c,
+                         cli_open_fail *f)
+{
+	inbox_source_options o = source_options(c);
+	char red[512], why[512];
+	int rc = inbox_source_check(c->source, &o, why, sizeof(why));
+	if (rc == INBOX_OK)
+		return 0;
+	if (!why[0])
+		snprintf(why, sizeof(why), "%s", inbox_strerror(rc));
+	cli_scrub(why, sizeof(why), c->source);
+	return failed(
+	    f, rc, rc == INBOX_ERR_NOMEM ? CLI_EXIT_RUNTIME : CLI_EXIT_CONFIG,
+	    "%s:%d: consumer \"%s\": source %s: %s", cfg->path,
+	    c->source_pos.line, c->name,
+	    cli_redact(c->source, red, sizeof(red)), why);
+}
+
+int cli_try_open_source(const cli_config *cfg, const cli_consumer *c,
+                        inbox_source **out, cli_open_fail *f)
+{
+	inbox_source_options o = source_options(c);
 	int rc = inbox_source_open(out, c->source, &o);
 	if (rc == INBOX_OK)
 		return 0;

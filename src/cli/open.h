@@ -46,6 +46,10 @@ int cli_try_prepare_effects(const cli_config *cfg, const cli_consumer *c,
 int cli_try_open_consumer(const cli_config *cfg, const cli_consumer *c,
                           inbox_store *st, inbox_consumer **out,
                           cli_open_fail *f);
+/* c's source URL parsed as its open would, connecting to nothing
+ * (inbox_source_check): 0, or CLI_EXIT_CONFIG with f set. */
+int cli_check_source_url(const cli_config *cfg, const cli_consumer *c,
+                         cli_open_fail *f);
 int cli_try_open_source(const cli_config *cfg, const cli_consumer *c,
                         inbox_source **out, cli_open_fail *f);
 

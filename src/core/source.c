@@ -119,6 +119,50 @@ int inbox_source_open(inbox_source **out, const char *url,
 	return rc;
 }
 
+int inbox_source_check(const char *url, const inbox_source_options *opts,
+                       char *why, size_t len)
+{
+	char none[1];
+	if (!why || len == 0) {
+		why = none;
+		len = sizeof(none);
+	}
+	why[0] = '\0';
+	if (!opts ||
+	    inbox__vcheck(INBOX__V_SOURCE_OPTIONS, opts->version, why, len) <
+	        0 ||
+	    !opts->consumer || !*opts->consumer || opts->max_batch == 0)
+		return INBOX_ERR_INVALID;
+	if (!url)
+		return INBOX_ERR_URL;
+	register_builtins();
+	const inbox_source_vtable *vt = source_for(url);
+	if (!vt) {
+		snprintf(why, len, "no registered source takes this scheme");
+		return INBOX_ERR_URL;
+	}
+	if (vt->version < 4 || !vt->check)
+		return INBOX_OK;
+	inbox_source *err = calloc(1, sizeof(*err));
+	if (!err || inbox__secrets_add_url(&err->secrets, url) < 0) {
+		if (err)
+			inbox__secrets_free(err->secrets);
+		free(err);
+		snprintf(why, len, "out of memory");
+		return INBOX_ERR_NOMEM;
+	}
+	err->vt = vt;
+	err->opts = *opts;
+	int rc = vt->check(err, url, opts);
+	if (rc < 0) {
+		scrub(err);
+		snprintf(why, len, "%s", err->errmsg);
+	}
+	inbox__secrets_free(err->secrets);
+	free(err);
+	return rc < 0 ? rc : INBOX_OK;
+}
+
 void inbox_source_close(inbox_source *src)
 {
 	if (!src)

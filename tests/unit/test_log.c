@@ -134,6 +134,7 @@ static const inbox_source_vtable flaky_vt = {
     NULL,
     NULL, /* client_version */
     NULL, /* alias */
+    NULL, /* check */
 };
 
 static int noop_handler(inbox_txn *t, const inbox_msg *m, void *payload)

@@ -71,6 +71,18 @@ static int fake_settle(inbox_source *src, const inbox_result *res, size_t n)
 	return INBOX_OK;
 }
 
+/* Refuses a URL with "bad" in it, quoting the whole URL (its password
+ * too, as a client library's text might). */
+static int fake_check(inbox_source *err, const char *url,
+                      const inbox_source_options *opts)
+{
+	(void)opts;
+	if (!strstr(url, "bad"))
+		return INBOX_OK;
+	inbox_source_seterr(err, "fake: cannot use %s", url);
+	return INBOX_ERR_URL;
+}
+
 static const inbox_source_vtable fake_vt = {
     INBOX_SOURCE_VTABLE_VERSION,
     "fake",
@@ -81,6 +93,7 @@ static const inbox_source_vtable fake_vt = {
     NULL,
     NULL, /* client_version */
     NULL, /* alias */
+    fake_check,
 };
 
 static inbox_source *open_fake(void)
@@ -105,6 +118,41 @@ TEST(registry_checks)
 	ASSERT_EQ(inbox_source_register(&noslot), INBOX_ERR_INVALID);
 	ASSERT_OK(inbox_source_register(&fake_vt));
 	ASSERT_EQ(inbox_source_register(&fake_vt), INBOX_ERR_INVALID);
+}
+
+/* inbox_source_check: the backend's check slot, its reason scrubbed of
+ * the URL's password; a version 3 backend (no slot) is taken at its
+ * scheme; the options are checked as open checks them. */
+TEST(check_asks_the_backend)
+{
+	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
+	o.consumer = "t";
+	char why[256] = "x";
+	ASSERT_OK(
+	    inbox_source_check("fake://u:pw@h/good", &o, why, sizeof(why)));
+	ASSERT_TRUE(why[0] == '\0');
+	ASSERT_EQ(
+	    inbox_source_check("fake://u:Pa55word@h/bad", &o, why, sizeof(why)),
+	    INBOX_ERR_URL);
+	ASSERT_TRUE(strstr(why, "fake: cannot use") != NULL);
+	ASSERT_TRUE(strstr(why, "Pa55word") == NULL);
+	ASSERT_EQ(inbox_source_check("fake://h/bad", &o, NULL, 0),
+	          INBOX_ERR_URL);
+	ASSERT_EQ(inbox_source_check("nosuch://h/x", &o, why, sizeof(why)),
+	          INBOX_ERR_URL);
+	inbox_source_vtable v3 = fake_vt;
+	v3.version = 3; /* no check slot: nothing checked but the scheme */
+	v3.scheme = "fake3";
+	v3.check = NULL;
+	ASSERT_OK(inbox_source_register(&v3));
+	ASSERT_OK(inbox_source_check("fake3://h/bad", &o, why, sizeof(why)));
+	o.version = 0;
+	ASSERT_EQ(inbox_source_check("fake://h/good", &o, why, sizeof(why)),
+	          INBOX_ERR_INVALID);
+	o.version = INBOX_SOURCE_OPTIONS_VERSION;
+	o.consumer = NULL;
+	ASSERT_EQ(inbox_source_check("fake://h/good", &o, why, sizeof(why)),
+	          INBOX_ERR_INVALID);
 }
 
 TEST(order_is_kept_without_the_backend)
@@ -231,6 +279,7 @@ TEST(failed_poll_hands_out_nothing)
 int main(void)
 {
 	RUN(registry_checks);
+	RUN(check_asks_the_backend);
 	RUN(order_is_kept_without_the_backend);
 	RUN(mismatch_redelivers_the_batch_in_hand);
 	RUN(unversioned_results_ack_nothing);

@@ -36,10 +36,14 @@
  * source_token, the contract moved into the framework. A version 1 vtable
  * is refused by inbox_source_register.
  *
- * Version 3 (this one): the optional `lag` slot, and the framework's lag
- * cache at the end of struct inbox_source (so a version 2 backend, whose
- * struct ends before it, still registers: its lag is never asked for nor
+ * Version 3: the optional `lag` slot, and the framework's lag cache at
+ * the end of struct inbox_source (so a version 2 backend, whose struct
+ * ends before it, still registers: its lag is never asked for nor
  * cached, inbox_source_lag() says unknown).
+ *
+ * Version 4 (this one): the optional `check` slot (inbox_source_check(),
+ * what `inbox check` asks). struct inbox_source is as in version 3; a
+ * version 2 or 3 backend's URLs are checked at open only.
  */
 #ifndef INBOX_SYS_SOURCE_H
 #define INBOX_SYS_SOURCE_H
@@ -80,8 +84,9 @@ struct inbox_source {
 };
 
 /* 2: the framework keeps the contract; 3: + lag, client_version and
- * alias (all optional). Versions 2 and 3 register. */
-#define INBOX_SOURCE_VTABLE_VERSION 3
+ * alias (all optional); 4: + check (optional). Versions 2 to 4
+ * register. */
+#define INBOX_SOURCE_VTABLE_VERSION 4
 /* How often the framework asks a backend's lag slot, at most (seconds). */
 #define INBOX_SOURCE_LAG_EVERY_S 2.0
 
@@ -126,6 +131,18 @@ struct inbox_source_vtable {
 	 * "amqps", "rediss", "https"); it reads the scheme again from the
 	 * URL. */
 	const char *alias;
+
+	/* ---- version 4 ---- */
+
+	/* Optional. Parse url as open would, connecting to nothing, and
+	 * free what the parse made: INBOX_OK, or the error open would
+	 * return for this URL (URL; IO for a file the URL names that open
+	 * reads, such as a secret file; NOMEM) with its reason set on err
+	 * by inbox_source_seterr (err is a bare inbox_source: its errmsg
+	 * and secrets only; the framework scrubs the text). opts as open
+	 * gets them. NULL: the URL is checked by open only. */
+	int (*check)(inbox_source *err, const char *url,
+	             const inbox_source_options *opts);
 };
 
 /* INBOX_ERR_INVALID: a slot missing, a version other than 2 to

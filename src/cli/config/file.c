@@ -273,15 +273,8 @@ static int top(cfg_ctx *x, yaml_node_t *root, cli_config *cfg)
 			                "consumer \"%s\" has no store: set "
 			                "store: here or at the top of the file",
 			                c->name);
-		/* an http:// route parses as its open will: a webhook
-		 * without a secret is refused here, not at start */
-		char why[512];
-		if (is_http(c->source) &&
-		    inbox__http_route_check(c->source, c->max_payload, why,
-		                            sizeof(why)) < 0)
-			return cfg_fail(x, m, "consumer \"%s\": source: %s",
-			                c->name, why);
 		/* http:// routes sharing a listener agree on it */
+		char why[512];
 		for (int j = 0; j < i; j++)
 			if (is_http(c->source) &&
 			    is_http(cfg->consumers[j].source) &&

@@ -99,6 +99,20 @@ static void am_close(inbox_source *src)
 	free(s);
 }
 
+static int am_check(inbox_source *err, const char *url,
+                    const inbox_source_options *opts)
+{
+	amqp_source *s = calloc(1, sizeof(*s));
+	if (!s)
+		return INBOX_ERR_NOMEM;
+	inbox__src_check_begin(&s->base, err);
+	int rc = inbox__amqp_parse_url(s, url, opts);
+	inbox__src_check_end(&s->base, err);
+	inbox__amqp_url_clear(s);
+	free(s);
+	return rc;
+}
+
 static int am_open(inbox_source **out, const char *url,
                    const inbox_source_options *opts)
 {
@@ -433,4 +447,5 @@ const inbox_source_vtable inbox__amqp_source = {
     am_lag,
     .client_version = inbox__amqp_client_version,
     .alias = "amqps",
+    .check = am_check,
 };

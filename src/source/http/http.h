@@ -193,12 +193,12 @@ void inbox__http_conf_free(http_conf *c);
 int inbox__http_same_listener(const http_conf *a, const http_conf *b);
 const char *inbox__http_listener_differs(const http_conf *a,
                                          const http_conf *b);
-/* For `inbox check`: 0 when url parses as a route would at open (its
- * parameters, a webhook's secrets and secret_file, cert= with key=;
- * nothing is listened on, the cert and key files are not read), else
- * -1 and why (never a secret). max_payload: the consumer's. */
-int inbox__http_route_check(const char *url, size_t max_payload, char *why,
-                            size_t len);
+/* The source's check slot (<inbox/sys/source.h>): url parses as a
+ * route would at open (its parameters, a webhook's secrets and
+ * secret_file, cert= with key=); nothing is listened on, the cert and
+ * key files are not read. */
+int inbox__http_check(inbox_source *err, const char *url,
+                      const inbox_source_options *opts);
 /* For `inbox check`: 0 when the routes of url_a (consumer name_a) and
  * url_b (name_b) can be open at once (other listeners, or one listener
  * they agree on with distinct routes); -1 and why (naming both

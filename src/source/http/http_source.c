@@ -1009,4 +1009,5 @@ const inbox_source_vtable inbox__http_source = {
     NULL, /* lag: requests wait in no queue of their own */
     .client_version = http_client_version,
     .alias = "https", /* http_open reads the scheme again */
+    .check = inbox__http_check,
 };

@@ -402,22 +402,12 @@ const char *inbox__http_listener_differs(const http_conf *a, const http_conf *b)
 	return NULL;
 }
 
-int inbox__http_route_check(const char *url, size_t max_payload, char *why,
-                            size_t len)
+int inbox__http_check(inbox_source *err, const char *url,
+                      const inbox_source_options *opts)
 {
-	inbox_source_options o = {0};
-	o.max_payload = max_payload;
-	inbox_source *s = calloc(1, sizeof(*s));
-	http_conf c = {0};
-	if (!s) {
-		snprintf(why, len, "out of memory");
-		return -1;
-	}
-	int rc = inbox__http_conf_parse(&c, s, url, &o) == INBOX_OK ? 0 : -1;
-	if (rc < 0)
-		snprintf(why, len, "%s", inbox_source_errmsg(s));
+	http_conf c;
+	int rc = inbox__http_conf_parse(&c, err, url, opts);
 	inbox__http_conf_free(&c);
-	free(s);
 	return rc;
 }
 

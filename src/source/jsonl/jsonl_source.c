@@ -150,6 +150,20 @@ static int jl_open(inbox_source **out, const char *url,
 	return open_input(s);
 }
 
+static int jl_check(inbox_source *err, const char *url,
+                    const inbox_source_options *opts)
+{
+	jl_source *s = calloc(1, sizeof(*s));
+	if (!s)
+		return INBOX_ERR_NOMEM;
+	inbox__src_check_begin(&s->base, err);
+	int rc = inbox__jl_parse_url(s, url, opts->consumer);
+	inbox__src_check_end(&s->base, err);
+	inbox__jl_url_clear(s);
+	free(s);
+	return rc;
+}
+
 /* Hand out the first k queued lines. */
 static int deliver(jl_source *s, inbox_delivery *out, size_t k)
 {
@@ -289,4 +303,5 @@ const inbox_source_vtable inbox__jsonl_source = {
     .poll = jl_poll,
     .settle = jl_settle,
     .lag = jl_lag,
+    .check = jl_check,
 };

@@ -111,6 +111,28 @@ static int subscribe(kafka_source *ks)
 	return INBOX_OK;
 }
 
+/* The URL and every rdkafka.* property in it (librdkafka checks each
+ * name and value as it is set); no client is made. */
+static int kafka_check(inbox_source *err, const char *url,
+                       const inbox_source_options *opts)
+{
+	kafka_source *ks = calloc(1, sizeof(*ks));
+	rd_kafka_conf_t *conf = NULL;
+	int open_timeout_ms = 0;
+	if (!ks)
+		return INBOX_ERR_NOMEM;
+	ks->member_name_fd = -1;
+	inbox__src_check_begin(&ks->base, err);
+	int rc = inbox__kafka_parse_url(ks, url, opts, &conf, &open_timeout_ms);
+	inbox__src_check_end(&ks->base, err);
+	if (conf)
+		rd_kafka_conf_destroy(conf);
+	inbox__kafka_member_release(ks);
+	inbox__kafka_url_clear(ks);
+	free(ks);
+	return rc;
+}
+
 static int kafka_open(inbox_source **out, const char *url,
                       const inbox_source_options *opts)
 {
@@ -206,4 +228,5 @@ const inbox_source_vtable inbox__kafka_source = {
     inbox__kafka_settle,
     inbox__kafka_lag,
     .client_version = inbox__kafka_client_version,
+    .check = kafka_check,
 };

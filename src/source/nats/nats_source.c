@@ -229,6 +229,31 @@ static int grow_slots(nats_source *ns, size_t want)
 	return INBOX_OK;
 }
 
+/* What the URL may change, before it is parsed. */
+static void ns_defaults(nats_source *ns, const inbox_source_options *opts)
+{
+	ns->ack_wait_ms = 30000;
+	ns->ack_timeout_ms = 5000;
+	ns->max_deliver = -1;
+	ns->max_payload = opts->max_payload;
+	ns->retry_delay_ms = opts->retry_delay_ms;
+}
+
+static int ns_check(inbox_source *err, const char *url,
+                    const inbox_source_options *opts)
+{
+	nats_source *ns = calloc(1, sizeof(*ns));
+	if (!ns)
+		return INBOX_ERR_NOMEM;
+	inbox__src_check_begin(&ns->base, err);
+	ns_defaults(ns, opts);
+	int rc = inbox__nats_parse_url(ns, url, opts);
+	inbox__src_check_end(&ns->base, err);
+	inbox__nats_url_clear(ns);
+	free(ns);
+	return rc;
+}
+
 static int ns_open(inbox_source **out, const char *url,
                    const inbox_source_options *opts)
 {
@@ -236,11 +261,7 @@ static int ns_open(inbox_source **out, const char *url,
 	if (!ns)
 		return INBOX_ERR_NOMEM;
 	*out = &ns->base;
-	ns->ack_wait_ms = 30000;
-	ns->ack_timeout_ms = 5000;
-	ns->max_deliver = -1;
-	ns->max_payload = opts->max_payload;
-	ns->retry_delay_ms = opts->retry_delay_ms;
+	ns_defaults(ns, opts);
 	int rc = inbox__nats_parse_url(ns, url, opts);
 	if (rc < 0)
 		return rc;
@@ -623,4 +644,5 @@ const inbox_source_vtable inbox__nats_source = {
     ns_settle,
     ns_lag,
     .client_version = inbox__nats_client_version,
+    .check = ns_check,
 };

@@ -45,6 +45,32 @@ static void rs_close(inbox_source *src)
 	free(rs);
 }
 
+/* What the URL may change, before it is parsed. */
+static void rs_defaults(redis_source *rs, const inbox_source_options *opts)
+{
+	rs->db = -1;
+	rs->claim_idle_ms = 30000;
+	rs->timeout_ms = 5000;
+	rs->max_payload = opts->max_payload;
+	rs->retry_delay_ms =
+	    opts->retry_delay_ms > 0 ? opts->retry_delay_ms : 0;
+}
+
+static int rs_check(inbox_source *err, const char *url,
+                    const inbox_source_options *opts)
+{
+	redis_source *rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return INBOX_ERR_NOMEM;
+	inbox__src_check_begin(&rs->base, err);
+	rs_defaults(rs, opts);
+	int rc = inbox__redis_parse_url(rs, url, opts->consumer);
+	inbox__src_check_end(&rs->base, err);
+	inbox__redis_url_clear(rs);
+	free(rs);
+	return rc;
+}
+
 static int rs_open(inbox_source **out, const char *url,
                    const inbox_source_options *opts)
 {
@@ -52,12 +78,7 @@ static int rs_open(inbox_source **out, const char *url,
 	if (!rs)
 		return INBOX_ERR_NOMEM;
 	*out = &rs->base;
-	rs->db = -1;
-	rs->claim_idle_ms = 30000;
-	rs->timeout_ms = 5000;
-	rs->max_payload = opts->max_payload;
-	rs->retry_delay_ms =
-	    opts->retry_delay_ms > 0 ? opts->retry_delay_ms : 0;
+	rs_defaults(rs, opts);
 	snprintf(rs->autoclaim_cursor, sizeof(rs->autoclaim_cursor), "0-0");
 	int rc = inbox__redis_parse_url(rs, url, opts->consumer);
 	if (rc < 0)
@@ -135,4 +156,5 @@ const inbox_source_vtable inbox__redis_source = {
     inbox__redis_lag,
     .client_version = inbox__redis_client_version,
     .alias = "rediss",
+    .check = rs_check,
 };

@@ -56,6 +56,43 @@ expect_eq "an unknown source scheme: exit 3" "$rc" 3
 run_rc "$dir/out" "$BIN" run "$dir/scheme.yaml" --once
 expect_eq "... as inbox run says" "$rc" 3
 
+# Each source's URL is parsed as its open would, connecting to nothing:
+# what the daemon would refuse at start is refused here, with the
+# source's own reason and never the URL's password.
+bad_src() { # NAME SOURCE EXPECT-IN-OUTPUT
+	cfg "$dir/src.yaml" "sqlite:$dir/x.db" "\"$2\""
+	run_rc "$dir/out" "$BIN" check "$dir/src.yaml"
+	expect_eq "$1: exit 3" "$rc" 3
+	check "$1: the reason" grep -qF "$3" "$dir/out"
+	check "$1: no password shown" sh -c "! grep -q Sup3rS3cret '$dir/out'"
+}
+bad_src "kafka, a misspelt parameter" "kafka://127.0.0.1:1/orders?grup=billing" \
+	'kafka: unknown URL parameter "grup"'
+bad_src "kafka, an unknown librdkafka property" \
+	"kafka://127.0.0.1:1/orders?rdkafka.no.such.property=1&rdkafka.sasl.password=Sup3rS3cret" \
+	"no.such.property"
+bad_src "amqp, a client certificate that cannot be read" \
+	"amqps://app:Sup3rS3cret@127.0.0.1:1/orders?tls_cert=/nonexistent.pem" \
+	'amqp: tls_cert: cannot read "/nonexistent.pem"'
+bad_src "redis, an unknown parameter" "redis://:Sup3rS3cret@127.0.0.1:1/orders?group=g&claim_idel=5s" \
+	"redis: unknown parameter 'claim_idel'"
+bad_src "nats, max_ack_pending under the batch size" \
+	"nats://app:Sup3rS3cret@127.0.0.1:1/ORDERS?durable=d&max_ack_pending=10" \
+	"max_ack_pending must be at least the batch size"
+bad_src "jsonl, stdin with a checkpoint" "jsonl:-?checkpoint=$dir/ck" \
+	"stdin has no checkpoint"
+check "the error names the file, the line and the consumer" \
+	grep -q "src.yaml:[0-9]*: consumer \"billing.check\": source jsonl:-" "$dir/out"
+cfg "$dir/src.yaml" "sqlite:$dir/x.db" "\"redis://:Sup3rS3cret@127.0.0.1:1/orders?group=g&claim_idel=5s\"" true
+run_rc "$dir/out" "$BIN" run "$dir/src.yaml" --once
+expect_eq "... as inbox run refuses it (exit 3)" "$rc" 3
+for u in "kafka://127.0.0.1:1/orders?group=billing" "nats://127.0.0.1:1/ORDERS?durable=d" \
+	"amqp://127.0.0.1:1/orders" "redis://127.0.0.1:1/orders?group=g"; do
+	cfg "$dir/src.yaml" "sqlite:$dir/x.db" "\"$u\""
+	run_rc "$dir/out" "$BIN" check "$dir/src.yaml"
+	expect_eq "${u%%:*}: a good URL to a port nothing listens on: exit 0 (nothing connected)" "$rc" 0
+done
+
 run_rc "$dir/out" "$BIN" check "$dir/good.yaml" --consumer nobody
 expect_eq "an unknown --consumer: exit 2 (as run)" "$rc" 2
 run_rc "$dir/out" "$BIN" check

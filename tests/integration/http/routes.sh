@@ -176,15 +176,15 @@ expect_eq "check: one path, two methods, two consumers: exit 0" "$rc" 0
 two "$dir/nosecret.yaml" "http://127.0.0.1:18080/a?mode=api" "http://127.0.0.1:18081/h?mode=github"
 expect_eq "check: a webhook route without a secret: exit 3" "$rc" 3
 check "check: it names the consumer and says a secret is needed" \
-	grep -q 'consumer "tls.two": source: http: a webhook route needs at least one secret' "$dir/nosecret.yaml.out"
+	grep -q 'consumer "tls.two": source http://127.0.0.1:18081/h?mode=github: http: a webhook route needs at least one secret' "$dir/nosecret.yaml.out"
 two "$dir/wcache.yaml" "http://127.0.0.1:18080/a?mode=api&replay_cache=50" \
 	"http://127.0.0.1:18081/h?mode=github&secret=s3cr3t-value&replay_cache=50"
 expect_eq "check: replay_cache on a webhook route: exit 3" "$rc" 3
-check "check: replay_cache is for mode=api" grep -q 'tls.two": source: http: replay_cache= and replay_cache_ttl= are for mode=api' "$dir/wcache.yaml.out"
+check "check: replay_cache is for mode=api" grep -q 'tls.two": source http://.*: http: replay_cache= and replay_cache_ttl= are for mode=api' "$dir/wcache.yaml.out"
 check "check: the secret is not shown" sh -c "! grep -q s3cr3t-value '$dir/wcache.yaml.out'"
 two "$dir/unknown.yaml" "http://127.0.0.1:18080/a?mode=api&replay_cahce=5" "http://127.0.0.1:18081/h?mode=api"
 expect_eq "check: an unknown parameter: exit 3" "$rc" 3
-check "check: it names the parameter" grep -q "plain.one\": source: http: unknown parameter 'replay_cahce'" "$dir/unknown.yaml.out"
+check "check: it names the parameter" grep -q "plain.one\": source http://.*: http: unknown parameter 'replay_cahce'" "$dir/unknown.yaml.out"
 two "$dir/nokey.yaml" "https://127.0.0.1:18080/a?mode=api&cert=$dir/c1.pem" "http://127.0.0.1:18081/h?mode=api"
 expect_eq "check: https:// without key=: exit 3" "$rc" 3
 two "$dir/okhook.yaml" "http://127.0.0.1:18080/a?mode=api&replay_cache=50&replay_cache_ttl=5s" \
