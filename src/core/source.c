@@ -83,31 +83,30 @@ static void scrub(inbox_source *src)
 		    strlen(src->errmsg) + 1 == sizeof(src->errmsg));
 }
 
-int inbox_source_open(inbox_source **out, const char *url,
-                      const inbox_source_options *opts)
+/* What open and check both refuse before a backend sees them: 0, or
+ * INBOX_ERR_INVALID (why: the version's reason, when it is that). */
+static int bad_options(const inbox_source_options *opts, char *why, size_t len)
 {
-	inbox_source_options def = INBOX_SOURCE_OPTIONS_INIT;
-	if (!out)
+	if (inbox__vcheck(INBOX__V_SOURCE_OPTIONS, opts->version, why, len) <
+	        0 ||
+	    !opts->consumer || !*opts->consumer || opts->max_batch == 0)
 		return INBOX_ERR_INVALID;
-	*out = NULL;
-	if (!url)
-		return INBOX_ERR_URL;
-	if (!opts)
-		opts = &def;
-	if (inbox__vcheck(INBOX__V_SOURCE_OPTIONS, opts->version, NULL, 0) < 0)
-		return INBOX_ERR_INVALID;
-	if (!opts->consumer || !*opts->consumer || opts->max_batch == 0)
-		return INBOX_ERR_INVALID;
-	register_builtins();
-	const inbox_source_vtable *vt = source_for(url);
-	if (!vt)
-		return INBOX_ERR_URL;
+	return 0;
+}
+
+/* vt's open or check slot (fn) on url; *out gets the framework's part
+ * (vtable, options, the URL's secrets) and its message scrubbed. */
+static int
+open_by(const inbox_source_vtable *vt,
+        int (*fn)(inbox_source **, const char *, const inbox_source_options *),
+        inbox_source **out, const char *url, const inbox_source_options *opts)
+{
 	inbox__secrets *sec = NULL;
 	if (inbox__secrets_add_url(&sec, url) < 0) {
 		inbox__secrets_free(sec);
 		return INBOX_ERR_NOMEM;
 	}
-	int rc = vt->open(out, url, opts);
+	int rc = fn(out, url, opts);
 	if (!*out) {
 		inbox__secrets_free(sec);
 		return rc;
@@ -119,22 +118,42 @@ int inbox_source_open(inbox_source **out, const char *url,
 	return rc;
 }
 
+int inbox_source_open(inbox_source **out, const char *url,
+                      const inbox_source_options *opts)
+{
+	inbox_source_options def = INBOX_SOURCE_OPTIONS_INIT;
+	if (!out)
+		return INBOX_ERR_INVALID;
+	*out = NULL;
+	if (!url)
+		return INBOX_ERR_URL;
+	if (!opts)
+		opts = &def;
+	if (bad_options(opts, NULL, 0))
+		return INBOX_ERR_INVALID;
+	register_builtins();
+	const inbox_source_vtable *vt = source_for(url);
+	if (!vt)
+		return INBOX_ERR_URL;
+	return open_by(vt, vt->open, out, url, opts);
+}
+
 int inbox_source_check(const char *url, const inbox_source_options *opts,
                        char *why, size_t len)
 {
+	inbox_source_options def = INBOX_SOURCE_OPTIONS_INIT;
 	char none[1];
 	if (!why || len == 0) {
 		why = none;
 		len = sizeof(none);
 	}
 	why[0] = '\0';
-	if (!opts ||
-	    inbox__vcheck(INBOX__V_SOURCE_OPTIONS, opts->version, why, len) <
-	        0 ||
-	    !opts->consumer || !*opts->consumer || opts->max_batch == 0)
+	if (bad_options(opts ? opts : &def, why, len))
 		return INBOX_ERR_INVALID;
-	if (!url)
+	if (!url) {
+		snprintf(why, len, "no URL");
 		return INBOX_ERR_URL;
+	}
 	register_builtins();
 	const inbox_source_vtable *vt = source_for(url);
 	if (!vt) {
@@ -143,23 +162,13 @@ int inbox_source_check(const char *url, const inbox_source_options *opts,
 	}
 	if (vt->version < 4 || !vt->check)
 		return INBOX_OK;
-	inbox_source *err = calloc(1, sizeof(*err));
-	if (!err || inbox__secrets_add_url(&err->secrets, url) < 0) {
-		if (err)
-			inbox__secrets_free(err->secrets);
-		free(err);
-		snprintf(why, len, "out of memory");
-		return INBOX_ERR_NOMEM;
-	}
-	err->vt = vt;
-	err->opts = *opts;
-	int rc = vt->check(err, url, opts);
-	if (rc < 0) {
-		scrub(err);
-		snprintf(why, len, "%s", err->errmsg);
-	}
-	inbox__secrets_free(err->secrets);
-	free(err);
+	inbox_source *src = NULL;
+	int rc = open_by(vt, vt->check, &src, url, opts);
+	if (rc < 0)
+		snprintf(why, len, "%s",
+		         src && src->errmsg[0] ? src->errmsg
+		                               : inbox_strerror(rc));
+	inbox_source_close(src);
 	return rc < 0 ? rc : INBOX_OK;
 }
 

@@ -6,26 +6,11 @@
 #include <time.h>
 
 #include <inbox/inbox.h>
-#include <inbox/sys/source.h>
 
 #include "base/json.h"
 #include "source/common.h"
 
 static const char hexdig[] = "0123456789abcdef";
-
-void inbox__src_check_begin(inbox_source *own, inbox_source *err)
-{
-	own->vt = err->vt;
-	own->opts = err->opts;
-	own->secrets = err->secrets;
-}
-
-void inbox__src_check_end(inbox_source *own, inbox_source *err)
-{
-	if (own->errmsg[0])
-		snprintf(err->errmsg, sizeof(err->errmsg), "%s", own->errmsg);
-	own->secrets = NULL;
-}
 
 int64_t inbox__src_mono_ms(void)
 {

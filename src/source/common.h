@@ -9,15 +9,6 @@
 
 #include "base/buf.h"
 
-struct inbox_source;
-
-/* For a backend's check slot (<inbox/sys/source.h>): own is the
- * backend's zeroed handle its URL parse writes to. begin lends it err's
- * secrets (its messages are scrubbed as open's are); end gives err the
- * reason the parse left on own and takes the secrets back. */
-void inbox__src_check_begin(struct inbox_source *own, struct inbox_source *err);
-void inbox__src_check_end(struct inbox_source *own, struct inbox_source *err);
-
 /* Milliseconds on the monotonic clock (for deadlines and backoff only). */
 int64_t inbox__src_mono_ms(void);
 

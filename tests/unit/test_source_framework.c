@@ -32,8 +32,11 @@ static int fake_open(inbox_source **out, const char *url,
 	return last ? INBOX_OK : INBOX_ERR_NOMEM;
 }
 
+static int closes;
+
 static void fake_close(inbox_source *src)
 {
+	closes++;
 	free(src);
 }
 
@@ -71,15 +74,18 @@ static int fake_settle(inbox_source *src, const inbox_result *res, size_t n)
 	return INBOX_OK;
 }
 
+static int checks; /* handles the check slot made (closed by the framework) */
+
 /* Refuses a URL with "bad" in it, quoting the whole URL (its password
  * too, as a client library's text might). */
-static int fake_check(inbox_source *err, const char *url,
+static int fake_check(inbox_source **out, const char *url,
                       const inbox_source_options *opts)
 {
-	(void)opts;
-	if (!strstr(url, "bad"))
-		return INBOX_OK;
-	inbox_source_seterr(err, "fake: cannot use %s", url);
+	int rc = fake_open(out, url, opts);
+	checks++;
+	if (rc < 0 || !strstr(url, "bad"))
+		return rc;
+	inbox_source_seterr(*out, "fake: cannot use %s", url);
 	return INBOX_ERR_URL;
 }
 
@@ -121,13 +127,15 @@ TEST(registry_checks)
 }
 
 /* inbox_source_check: the backend's check slot, its reason scrubbed of
- * the URL's password; a version 3 backend (no slot) is taken at its
- * scheme; the options are checked as open checks them. */
+ * the URL's password, the handle it made closed; a version 3 backend
+ * (no slot) is taken at its scheme; the options are checked as open
+ * checks them. */
 TEST(check_asks_the_backend)
 {
 	inbox_source_options o = INBOX_SOURCE_OPTIONS_INIT;
 	o.consumer = "t";
 	char why[256] = "x";
+	int closed = closes;
 	ASSERT_OK(
 	    inbox_source_check("fake://u:pw@h/good", &o, why, sizeof(why)));
 	ASSERT_TRUE(why[0] == '\0');
@@ -140,6 +148,9 @@ TEST(check_asks_the_backend)
 	          INBOX_ERR_URL);
 	ASSERT_EQ(inbox_source_check("nosuch://h/x", &o, why, sizeof(why)),
 	          INBOX_ERR_URL);
+	/* every handle the slot made was closed by the framework */
+	ASSERT_EQ(checks, 3);
+	ASSERT_EQ(closes - closed, 3);
 	inbox_source_vtable v3 = fake_vt;
 	v3.version = 3; /* no check slot: nothing checked but the scheme */
 	v3.scheme = "fake3";

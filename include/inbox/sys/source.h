@@ -134,14 +134,16 @@ struct inbox_source_vtable {
 
 	/* ---- version 4 ---- */
 
-	/* Optional. Parse url as open would, connecting to nothing, and
-	 * free what the parse made: INBOX_OK, or the error open would
-	 * return for this URL (URL; IO for a file the URL names that open
-	 * reads, such as a secret file; NOMEM) with its reason set on err
-	 * by inbox_source_seterr (err is a bare inbox_source: its errmsg
-	 * and secrets only; the framework scrubs the text). opts as open
-	 * gets them. NULL: the URL is checked by open only. */
-	int (*check)(inbox_source *err, const char *url,
+	/* Optional. open without its connection: the handle made and the
+	 * URL parsed as open does (a file the URL names that open reads,
+	 * such as a secret file, read), nothing connected to, listened on
+	 * or subscribed. Returns and sets *out as open does, the reason on
+	 * the handle; the framework closes the handle with close right
+	 * after (inbox_source_check()), so close takes it as it takes one
+	 * whose open failed after the parse. A backend's open is best its
+	 * check followed by its connection. NULL: the URL is checked by
+	 * open only. */
+	int (*check)(inbox_source **out, const char *url,
 	             const inbox_source_options *opts);
 };
 

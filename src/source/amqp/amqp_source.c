@@ -99,32 +99,23 @@ static void am_close(inbox_source *src)
 	free(s);
 }
 
-static int am_check(inbox_source *err, const char *url,
+/* The check slot, and open's first half: the handle, its URL parsed. */
+static int am_check(inbox_source **out, const char *url,
                     const inbox_source_options *opts)
-{
-	amqp_source *s = calloc(1, sizeof(*s));
-	if (!s)
-		return INBOX_ERR_NOMEM;
-	inbox__src_check_begin(&s->base, err);
-	int rc = inbox__amqp_parse_url(s, url, opts);
-	inbox__src_check_end(&s->base, err);
-	inbox__amqp_url_clear(s);
-	free(s);
-	return rc;
-}
-
-static int am_open(inbox_source **out, const char *url,
-                   const inbox_source_options *opts)
 {
 	amqp_source *s = calloc(1, sizeof(*s));
 	if (!s)
 		return INBOX_ERR_NOMEM;
 	*out = &s->base;
 	s->base.opts = *opts; /* connect() needs them before open returns */
-	int rc = inbox__amqp_parse_url(s, url, opts);
-	if (rc < 0)
-		return rc;
-	return inbox__amqp_connect(s);
+	return inbox__amqp_parse_url(s, url, opts);
+}
+
+static int am_open(inbox_source **out, const char *url,
+                   const inbox_source_options *opts)
+{
+	int rc = am_check(out, url, opts);
+	return rc < 0 ? rc : inbox__amqp_connect((amqp_source *)*out);
 }
 
 /* ------------------------------------------------------------------ */

@@ -193,12 +193,6 @@ void inbox__http_conf_free(http_conf *c);
 int inbox__http_same_listener(const http_conf *a, const http_conf *b);
 const char *inbox__http_listener_differs(const http_conf *a,
                                          const http_conf *b);
-/* The source's check slot (<inbox/sys/source.h>): url parses as a
- * route would at open (its parameters, a webhook's secrets and
- * secret_file, cert= with key=); nothing is listened on, the cert and
- * key files are not read. */
-int inbox__http_check(inbox_source *err, const char *url,
-                      const inbox_source_options *opts);
 /* For `inbox check`: 0 when the routes of url_a (consumer name_a) and
  * url_b (name_b) can be open at once (other listeners, or one listener
  * they agree on with distinct routes); -1 and why (naming both
@@ -233,6 +227,9 @@ void inbox__http_problem(http_req *req, unsigned status, const char *title,
  * answer (a replay) from an entry of its key whose envelope and headers
  * are req's bytes and returns 1, else 0; put keeps req's answer when
  * req->cacheable (its batch committed). */
+/* The hash of key in c (seeded per cache); its low bits pick the
+ * bucket. */
+uint64_t inbox__http_cache_hash(const http_cache *c, const char *key);
 void inbox__http_cache_init(http_cache *c, size_t max, int64_t ttl_ms);
 void inbox__http_cache_free(http_cache *c);
 int inbox__http_cache_get(http_cache *c, http_req *req);

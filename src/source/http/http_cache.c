@@ -55,7 +55,7 @@ struct http_cached {
 	struct http_cached *fnext; /* insertion order (oldest first) */
 };
 
-static uint64_t hash_key(const http_cache *c, const char *k)
+uint64_t inbox__http_cache_hash(const http_cache *c, const char *k)
 {
 	uint64_t h = 1469598103934665603ULL ^ c->seed; /* FNV-1a */
 	for (; *k; k++)
@@ -164,7 +164,8 @@ int inbox__http_cache_get(http_cache *c, http_req *req)
 	if (!enabled(c) || !req->key)
 		return 0;
 	expire(c, inbox__src_mono_ms());
-	http_cached *e = find(c, req->key, hash_key(c, req->key), NULL);
+	http_cached *e =
+	    find(c, req->key, inbox__http_cache_hash(c, req->key), NULL);
 	size_t hl = hdr_len(req);
 	if (!e || e->env_len != req->env.len || e->hdr_len != hl ||
 	    memcmp(e->env, req->env.data, e->env_len) != 0 ||
@@ -218,7 +219,7 @@ void inbox__http_cache_put(http_cache *c, const http_req *req)
 		return;
 	int64_t now = inbox__src_mono_ms();
 	expire(c, now);
-	uint64_t h = hash_key(c, req->key);
+	uint64_t h = inbox__http_cache_hash(c, req->key);
 	size_t chain;
 	http_cached *old = find(c, req->key, h, &chain);
 	if (old) /* the same key again (another body missed it): keep it */

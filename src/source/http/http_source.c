@@ -677,8 +677,11 @@ static int join_listener(http_source *hs)
 static void http_close(inbox_source *src);
 static void *watchdog_main(void *arg);
 
-static int http_open(inbox_source **out, const char *url,
-                     const inbox_source_options *opts)
+/* The check slot, and open's first half: the route, its URL parsed
+ * (a webhook's secret_file read); nothing listened on, the cert and key
+ * files not read (the listener reads them). */
+static int http_check(inbox_source **out, const char *url,
+                      const inbox_source_options *opts)
 {
 	http_source *hs = calloc(1, sizeof(*hs));
 	if (!hs)
@@ -693,13 +696,21 @@ static int http_open(inbox_source **out, const char *url,
 	pthread_cond_init(&hs->wd_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	int rc = inbox__http_conf_parse(&hs->conf, &hs->base, url, opts);
-	if (rc == INBOX_OK) {
+	if (rc == INBOX_OK)
 		inbox__http_cache_init(
 		    &hs->cache,
 		    hs->conf.mode == HTTP_MODE_API ? hs->conf.replay_cache : 0,
 		    hs->conf.replay_ttl_ms);
+	return rc;
+}
+
+static int http_open(inbox_source **out, const char *url,
+                     const inbox_source_options *opts)
+{
+	int rc = http_check(out, url, opts);
+	http_source *hs = (http_source *)*out;
+	if (rc == INBOX_OK)
 		rc = join_listener(hs);
-	}
 	if (rc < 0)
 		return rc;
 	hs->watching = 1;
@@ -1009,5 +1020,5 @@ const inbox_source_vtable inbox__http_source = {
     NULL, /* lag: requests wait in no queue of their own */
     .client_version = http_client_version,
     .alias = "https", /* http_open reads the scheme again */
-    .check = inbox__http_check,
+    .check = http_check,
 };

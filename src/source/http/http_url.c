@@ -402,15 +402,6 @@ const char *inbox__http_listener_differs(const http_conf *a, const http_conf *b)
 	return NULL;
 }
 
-int inbox__http_check(inbox_source *err, const char *url,
-                      const inbox_source_options *opts)
-{
-	http_conf c;
-	int rc = inbox__http_conf_parse(&c, err, url, opts);
-	inbox__http_conf_free(&c);
-	return rc;
-}
-
 int inbox__http_routes_check(const char *url_a, const char *name_a,
                              const char *url_b, const char *name_b, char *why,
                              size_t len)

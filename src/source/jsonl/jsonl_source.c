@@ -122,8 +122,9 @@ static int open_input(jl_source *s)
 	return resume(s, st.st_size);
 }
 
-static int jl_open(inbox_source **out, const char *url,
-                   const inbox_source_options *opts)
+/* The check slot, and open's first half: the handle, its URL parsed. */
+static int jl_check(inbox_source **out, const char *url,
+                    const inbox_source_options *opts)
 {
 	jl_source *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -141,27 +142,20 @@ static int jl_open(inbox_source **out, const char *url,
 	s->consumer = strdup(opts->consumer);
 	if (!s->consumer)
 		return INBOX_ERR_NOMEM;
-	int rc = inbox__jl_parse_url(s, url, opts->consumer);
+	return inbox__jl_parse_url(s, url, opts->consumer);
+}
+
+static int jl_open(inbox_source **out, const char *url,
+                   const inbox_source_options *opts)
+{
+	int rc = jl_check(out, url, opts);
 	if (rc < 0)
 		return rc;
+	jl_source *s = (jl_source *)*out;
 	s->rbuf = malloc(JL_READ_BUF);
 	if (!s->rbuf)
 		return INBOX_ERR_NOMEM;
 	return open_input(s);
-}
-
-static int jl_check(inbox_source *err, const char *url,
-                    const inbox_source_options *opts)
-{
-	jl_source *s = calloc(1, sizeof(*s));
-	if (!s)
-		return INBOX_ERR_NOMEM;
-	inbox__src_check_begin(&s->base, err);
-	int rc = inbox__jl_parse_url(s, url, opts->consumer);
-	inbox__src_check_end(&s->base, err);
-	inbox__jl_url_clear(s);
-	free(s);
-	return rc;
 }
 
 /* Hand out the first k queued lines. */

@@ -111,35 +111,15 @@ static int subscribe(kafka_source *ks)
 	return INBOX_OK;
 }
 
-/* The URL and every rdkafka.* property in it (librdkafka checks each
- * name and value as it is set); no client is made. */
-static int kafka_check(inbox_source *err, const char *url,
-                       const inbox_source_options *opts)
+/* Open's first half: the handle, its URL parsed into *conf (the URL's
+ * rdkafka.* properties each checked by librdkafka as it is set), no
+ * client made. *conf is the caller's on success. */
+static int prepare(inbox_source **out, const char *url,
+                   const inbox_source_options *opts, rd_kafka_conf_t **conf,
+                   int *open_timeout_ms)
 {
 	kafka_source *ks = calloc(1, sizeof(*ks));
-	rd_kafka_conf_t *conf = NULL;
-	int open_timeout_ms = 0;
-	if (!ks)
-		return INBOX_ERR_NOMEM;
-	ks->member_name_fd = -1;
-	inbox__src_check_begin(&ks->base, err);
-	int rc = inbox__kafka_parse_url(ks, url, opts, &conf, &open_timeout_ms);
-	inbox__src_check_end(&ks->base, err);
-	if (conf)
-		rd_kafka_conf_destroy(conf);
-	inbox__kafka_member_release(ks);
-	inbox__kafka_url_clear(ks);
-	free(ks);
-	return rc;
-}
-
-static int kafka_open(inbox_source **out, const char *url,
-                      const inbox_source_options *opts)
-{
-	kafka_source *ks = calloc(1, sizeof(*ks));
-	rd_kafka_conf_t *conf = NULL;
-	int open_timeout_ms = 0;
-	char err[512];
+	*conf = NULL;
 	if (!ks)
 		return INBOX_ERR_NOMEM;
 	*out = &ks->base;
@@ -154,9 +134,30 @@ static int kafka_open(inbox_source **out, const char *url,
 	ks->log_consumer = opts->consumer;
 	if (inbox__secrets_add_url(&ks->log_secrets, url) < 0)
 		return INBOX_ERR_NOMEM;
-	int rc = inbox__kafka_parse_url(ks, url, opts, &conf, &open_timeout_ms);
+	return inbox__kafka_parse_url(ks, url, opts, conf, open_timeout_ms);
+}
+
+static int kafka_check(inbox_source **out, const char *url,
+                       const inbox_source_options *opts)
+{
+	rd_kafka_conf_t *conf;
+	int open_timeout_ms;
+	int rc = prepare(out, url, opts, &conf, &open_timeout_ms);
+	if (conf)
+		rd_kafka_conf_destroy(conf);
+	return rc;
+}
+
+static int kafka_open(inbox_source **out, const char *url,
+                      const inbox_source_options *opts)
+{
+	rd_kafka_conf_t *conf;
+	int open_timeout_ms = 0;
+	char err[512];
+	int rc = prepare(out, url, opts, &conf, &open_timeout_ms);
 	if (rc < 0)
 		return rc;
+	kafka_source *ks = (kafka_source *)*out;
 	if ((rc = inbox__kafka_member_setup(ks, conf, opts->consumer)) < 0) {
 		rd_kafka_conf_destroy(conf);
 		return rc;

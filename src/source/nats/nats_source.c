@@ -229,42 +229,29 @@ static int grow_slots(nats_source *ns, size_t want)
 	return INBOX_OK;
 }
 
-/* What the URL may change, before it is parsed. */
-static void ns_defaults(nats_source *ns, const inbox_source_options *opts)
-{
-	ns->ack_wait_ms = 30000;
-	ns->ack_timeout_ms = 5000;
-	ns->max_deliver = -1;
-	ns->max_payload = opts->max_payload;
-	ns->retry_delay_ms = opts->retry_delay_ms;
-}
-
-static int ns_check(inbox_source *err, const char *url,
+/* The check slot, and open's first half: the handle, its URL parsed. */
+static int ns_check(inbox_source **out, const char *url,
                     const inbox_source_options *opts)
 {
 	nats_source *ns = calloc(1, sizeof(*ns));
 	if (!ns)
 		return INBOX_ERR_NOMEM;
-	inbox__src_check_begin(&ns->base, err);
-	ns_defaults(ns, opts);
-	int rc = inbox__nats_parse_url(ns, url, opts);
-	inbox__src_check_end(&ns->base, err);
-	inbox__nats_url_clear(ns);
-	free(ns);
-	return rc;
+	*out = &ns->base;
+	ns->ack_wait_ms = 30000;
+	ns->ack_timeout_ms = 5000;
+	ns->max_deliver = -1;
+	ns->max_payload = opts->max_payload;
+	ns->retry_delay_ms = opts->retry_delay_ms;
+	return inbox__nats_parse_url(ns, url, opts);
 }
 
 static int ns_open(inbox_source **out, const char *url,
                    const inbox_source_options *opts)
 {
-	nats_source *ns = calloc(1, sizeof(*ns));
-	if (!ns)
-		return INBOX_ERR_NOMEM;
-	*out = &ns->base;
-	ns_defaults(ns, opts);
-	int rc = inbox__nats_parse_url(ns, url, opts);
+	int rc = ns_check(out, url, opts);
 	if (rc < 0)
 		return rc;
+	nats_source *ns = (nats_source *)*out;
 	size_t want = opts->max_batch < INT_MAX ? opts->max_batch : INT_MAX;
 	rc = grow_slots(ns, want);
 	if (rc < 0)

@@ -45,44 +45,31 @@ static void rs_close(inbox_source *src)
 	free(rs);
 }
 
-/* What the URL may change, before it is parsed. */
-static void rs_defaults(redis_source *rs, const inbox_source_options *opts)
+/* The check slot, and open's first half: the handle, its URL parsed. */
+static int rs_check(inbox_source **out, const char *url,
+                    const inbox_source_options *opts)
 {
+	redis_source *rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return INBOX_ERR_NOMEM;
+	*out = &rs->base;
 	rs->db = -1;
 	rs->claim_idle_ms = 30000;
 	rs->timeout_ms = 5000;
 	rs->max_payload = opts->max_payload;
 	rs->retry_delay_ms =
 	    opts->retry_delay_ms > 0 ? opts->retry_delay_ms : 0;
-}
-
-static int rs_check(inbox_source *err, const char *url,
-                    const inbox_source_options *opts)
-{
-	redis_source *rs = calloc(1, sizeof(*rs));
-	if (!rs)
-		return INBOX_ERR_NOMEM;
-	inbox__src_check_begin(&rs->base, err);
-	rs_defaults(rs, opts);
-	int rc = inbox__redis_parse_url(rs, url, opts->consumer);
-	inbox__src_check_end(&rs->base, err);
-	inbox__redis_url_clear(rs);
-	free(rs);
-	return rc;
+	snprintf(rs->autoclaim_cursor, sizeof(rs->autoclaim_cursor), "0-0");
+	return inbox__redis_parse_url(rs, url, opts->consumer);
 }
 
 static int rs_open(inbox_source **out, const char *url,
                    const inbox_source_options *opts)
 {
-	redis_source *rs = calloc(1, sizeof(*rs));
-	if (!rs)
-		return INBOX_ERR_NOMEM;
-	*out = &rs->base;
-	rs_defaults(rs, opts);
-	snprintf(rs->autoclaim_cursor, sizeof(rs->autoclaim_cursor), "0-0");
-	int rc = inbox__redis_parse_url(rs, url, opts->consumer);
+	int rc = rs_check(out, url, opts);
 	if (rc < 0)
 		return rc;
+	redis_source *rs = (redis_source *)*out;
 	rc = inbox__redis_connect(rs);
 	if (rc < 0)
 		return rc;

@@ -64,7 +64,9 @@ bad_src() { # NAME SOURCE EXPECT-IN-OUTPUT
 	run_rc "$dir/out" "$BIN" check "$dir/src.yaml"
 	expect_eq "$1: exit 3" "$rc" 3
 	check "$1: the reason" grep -qF "$3" "$dir/out"
-	check "$1: no password shown" sh -c "! grep -q Sup3rS3cret '$dir/out'"
+	case "$2" in *Sup3rS3cret*)
+		check "$1: no password shown" sh -c "! grep -q Sup3rS3cret '$dir/out'" ;;
+	esac
 }
 bad_src "kafka, a misspelt parameter" "kafka://127.0.0.1:1/orders?grup=billing" \
 	'kafka: unknown URL parameter "grup"'
