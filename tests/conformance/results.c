@@ -109,6 +109,51 @@ TEST(result_on_a_duplicate_in_the_same_batch)
 	rcase_close(&k);
 }
 
+/* A batch's results are stored together (on PostgreSQL, one statement
+ * over arrays): each record keeps its own, whatever its key, its bytes
+ * and its type hold of what quotes or separates array elements. */
+TEST(results_of_a_batch_each_its_own)
+{
+	rcase k;
+	const char *type = "text/plain; charset=\"utf-8\" {x,\\y}";
+	ASSERT_OK(rcase_open(&k, (rctx){.type = type}, 0));
+	/* each key (also the order) as JSON text and as the record has it */
+	static const char *const ids[][2] = {
+	    {"q\\\"1", "q\"1"},       {"b\\\\2", "b\\2"}, {"c,3", "c,3"},
+	    {"{d}", "{d}"},           {"NULL", "NULL"},   {" e ", " e "},
+	    {"f\\u00e9", "f\xc3\xa9"}};
+	enum { N = sizeof(ids) / sizeof(ids[0]) };
+	char js[N][256], inv[N][64];
+	inbox_delivery d[N];
+	for (int i = 0; i < N; i++) {
+		order_json(js[i], sizeof(js[i]), ids[i][0], ids[i][0], 10);
+		d[i] = delivery(js[i]);
+		snprintf(inv[i], sizeof(inv[i]), "inv-%s", ids[i][1]);
+	}
+	for (int round = 0; round < 2; round++) {
+		inbox_result r[N];
+		TEST_RESULTS_INIT(r, N);
+		ASSERT_OK(inbox_consumer_process_batch(k.c, d, N, r));
+		for (int i = 0; i < N; i++) {
+			ASSERT_STREQ(r[i].key, ids[i][1]);
+			ASSERT_EQ(r[i].outcome,
+			          round ? INBOX_DUPLICATE : INBOX_APPLIED);
+			ASSERT_TRUE(
+			    has_result(&r[i], inv[i], strlen(inv[i]), type));
+		}
+	}
+	ASSERT_EQ(k.x.calls, N);
+	inbox_admin_record *rec = NULL;
+	ASSERT_OK(
+	    inbox_admin_inspect(k.e.st, "billing.results.v1", "q\"1", &rec));
+	int same = rec->result && rec->result_len == strlen(inv[0]) &&
+	           !memcmp(rec->result, inv[0], rec->result_len) &&
+	           rec->result_type && !strcmp(rec->result_type, type);
+	inbox_admin_record_free(rec);
+	ASSERT_TRUE(same);
+	rcase_close(&k);
+}
+
 TEST(result_after_a_restart)
 {
 	rcase k;
@@ -389,6 +434,7 @@ static void run_result_cases(void)
 {
 	RUN(result_returned_on_a_duplicate);
 	RUN(result_on_a_duplicate_in_the_same_batch);
+	RUN(results_of_a_batch_each_its_own);
 	RUN(result_after_a_restart);
 	RUN(result_after_a_seal);
 	RUN(handler_that_sets_no_result);

@@ -60,8 +60,9 @@ static int put_str(inbox__buf *b, const char *v)
 	return inbox__buf_append(b, v, strlen(v) + 1);
 }
 
-int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
-                         const char *const *params)
+/* Queue a statement, prepared (cached) or not. */
+static int queue(pg_store *s, const char *sql, int nparams,
+                 const char *const *params, int cached)
 {
 	size_t bytes = strlen(sql) + 1;
 	for (int i = 0; i < nparams; i++)
@@ -69,7 +70,7 @@ int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
 	int rc = make_room(s, bytes);
 	if (rc < 0)
 		return rc;
-	int hs = inbox__pg_hstmt(s, sql);
+	int hs = cached ? inbox__pg_hstmt(s, sql) : -1;
 	size_t mark = s->args.len;
 	pg_pending *e = push(s);
 	if (!e)
@@ -92,6 +93,91 @@ int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
 	}
 	s->pending_stmts++;
 	return INBOX_OK;
+}
+
+int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
+                         const char *const *params)
+{
+	return queue(s, sql, nparams, params, 1);
+}
+
+/* Never prepared: planned for the arrays it has, against the table as
+ * it is now. A generic plan, made once while the inbox is still small
+ * (a hash join over a scan of every row), would be kept as the inbox
+ * grows, and the statement would cost a scan of the table per batch;
+ * planned at every execution, it is an index probe per record, for
+ * about a tenth of a millisecond of planning per batch. */
+int inbox__pg_queue_result(pg_store *s, const char *const *params)
+{
+	int rc = queue(s, s->sql[PGQ_SET_RESULT], PG_RESULT_PARAMS, params, 0);
+	if (rc == INBOX_OK)
+		s->pending[s->npending - 1].result = 1;
+	return rc;
+}
+
+/* Parameter j of a queued statement (the queue holds none NULL for a
+ * stored result). */
+static const char *param_at(const pg_store *s, const pg_pending *e, int j)
+{
+	const char *p = s->args.data + e->params;
+	for (int i = 0; i < j; i++)
+		p += *p ? strlen(p + 1) + 2 : 1;
+	return *p ? p + 1 : "{}";
+}
+
+/* A batch stores a result per message: sent one by one, each is an
+ * UPDATE the server binds, plans and runs on its own, and it stands
+ * between the handlers' INSERTs, so that those are never consecutive
+ * and never merged (pg_merge.c). Folded, the batch's results are one
+ * UPDATE over arrays, after every statement that was queued before the
+ * last of them. A record's result may so be written after statements
+ * queued later than it: none of ours touches the record again in the
+ * transaction, and a handler's own statement that read the inbox table
+ * would see it at the commit, not before. */
+int inbox__pg_queue_fold(pg_store *s)
+{
+	int n = 0, last = -1;
+	for (int i = 0; i < s->npending; i++)
+		if (s->pending[i].result) {
+			n++;
+			last = i;
+		}
+	if (n < 2)
+		return 0;
+	/* Each array: the elements of every one-element literal "{e}". */
+	inbox__buf *b = &s->fold;
+	inbox__buf_reset(b);
+	int bad = 0;
+	for (int j = 0; j < PG_RESULT_PARAMS && !bad; j++) {
+		bad |= inbox__buf_putc(b, 1) | inbox__buf_putc(b, '{');
+		int first = 1;
+		for (int i = 0; i <= last && !bad; i++) {
+			if (!s->pending[i].result)
+				continue;
+			const char *v = param_at(s, &s->pending[i], j);
+			size_t len = strlen(v);
+			if (len <= 2)
+				continue;
+			if (!first)
+				bad |= inbox__buf_putc(b, ',');
+			bad |= inbox__buf_append(b, v + 1, len - 2);
+			first = 0;
+		}
+		bad |= inbox__buf_putc(b, '}') | inbox__buf_putc(b, '\0');
+	}
+	size_t at = s->args.len;
+	if (bad || inbox__buf_append(&s->args, b->data, b->len) < 0) {
+		s->args.len = at;
+		return -2;
+	}
+	s->pending[last].params = at;
+	int w = 0;
+	for (int i = 0; i < s->npending; i++)
+		if (!s->pending[i].result || i == last)
+			s->pending[w++] = s->pending[i];
+	s->npending = w;
+	s->pending_stmts -= n - 1;
+	return 0;
 }
 
 /* ---- the handler statement cache ------------------------------------- */
@@ -212,4 +298,5 @@ void inbox__pg_hcache_free(pg_store *s)
 	s->sent = NULL;
 	s->nsent = s->sent_cap = 0;
 	inbox__buf_free(&s->mtext);
+	inbox__buf_free(&s->fold);
 }

@@ -408,6 +408,8 @@ static int send_pipeline(pg_store *s, final_stmt *f)
 	memset(s->msent, 0, sizeof(s->msent));
 	memset(s->mguard, 0, sizeof(s->mguard));
 	s->nsent = 0;
+	if (inbox__pg_queue_fold(s) < 0)
+		return -2;
 	for (int i = 0; i < s->npending;) {
 		int merged = send_merged(s, i);
 		if (merged < 0)

@@ -413,6 +413,22 @@ int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 	return rc;
 }
 
+/* An array literal of one text element (NULL: the SQL NULL), quoted
+ * and escaped as array_in reads it. */
+static int one_element(inbox__buf *b, const char *v)
+{
+	inbox__buf_reset(b);
+	if (!v)
+		return inbox__buf_puts(b, "{NULL}");
+	int bad = inbox__buf_puts(b, "{\"");
+	for (; *v && !bad; v++) {
+		if (*v == '"' || *v == '\\')
+			bad |= inbox__buf_putc(b, '\\');
+		bad |= inbox__buf_putc(b, *v);
+	}
+	return bad | inbox__buf_puts(b, "\"}");
+}
+
 int inbox__pg_set_result(inbox_store *st, const char *consumer, const char *key,
                          inbox_outcome outcome, const char *content_type,
                          const void *data, size_t len)
@@ -422,27 +438,48 @@ int inbox__pg_set_result(inbox_store *st, const char *consumer, const char *key,
 		inbox__store_seterr(st, "", "set_result: invalid arguments");
 		return INBOX_ERR_INVALID;
 	}
-	/* Hex text, so that the statement may wait in the batch's queue
-	 * (whose parameters are strings) and go with the commit. */
-	char *hex = NULL;
+	/* The bytes as hex text, so that the statement may wait in the
+	 * batch's queue (whose parameters are strings), and each value as
+	 * a one-element array: the queue's results go as one statement
+	 * (inbox__pg_queue_fold). */
+	inbox__buf hex = {0}, lit[PG_RESULT_PARAMS] = {{0}};
+	int bad = 0;
 	if (data) {
 		static const char digits[] = "0123456789abcdef";
-		hex = malloc(len * 2 + 1);
-		if (!hex) {
-			inbox__store_seterr(st, "",
-			                    "set_result: out of memory");
-			return INBOX_ERR_NOMEM;
-		}
 		const unsigned char *p = data;
-		for (size_t i = 0; i < len; i++) {
-			hex[2 * i] = digits[p[i] >> 4];
-			hex[2 * i + 1] = digits[p[i] & 15];
+		bad |= inbox__buf_reserve(&hex, len * 2 + 1);
+		for (size_t i = 0; i < len && !bad; i++) {
+			hex.data[2 * i] = digits[p[i] >> 4];
+			hex.data[2 * i + 1] = digits[p[i] & 15];
 		}
-		hex[len * 2] = '\0';
+		if (!bad) {
+			hex.len = len * 2;
+			hex.data[hex.len] = '\0';
+		}
 	}
-	const char *params[5] = {consumer, key, hex, data ? content_type : NULL,
-	                         inbox_outcome_name(outcome)};
-	int rc = inbox__pg_exec(st, s->sql[PGQ_SET_RESULT], 5, params, NULL);
-	free(hex);
+	const char *v[PG_RESULT_PARAMS] = {
+	    consumer, key, data ? hex.data : NULL, data ? content_type : NULL,
+	    inbox_outcome_name(outcome)};
+	const char *params[PG_RESULT_PARAMS];
+	for (int i = 0; i < PG_RESULT_PARAMS; i++) {
+		bad |= one_element(&lit[i], v[i]);
+		params[i] = lit[i].data;
+	}
+	int rc;
+	if (bad) {
+		inbox__store_seterr(st, "", "set_result: out of memory");
+		rc = INBOX_ERR_NOMEM;
+	} else if (inbox__pg_defers(s)) {
+		rc = s->defer_failed ? s->defer_failed
+		                     : inbox__pg_queue_result(s, params);
+	} else {
+		/* unprepared, as in the queue (inbox__pg_queue_result) */
+		rc = inbox__pg_run_cmd(s, -1, s->sql[PGQ_SET_RESULT],
+		                       PG_RESULT_PARAMS, params, "set_result",
+		                       NULL);
+	}
+	inbox__buf_free(&hex);
+	for (int i = 0; i < PG_RESULT_PARAMS; i++)
+		inbox__buf_free(&lit[i]);
 	return rc;
 }

@@ -188,14 +188,22 @@ static const char *const templates[PGQ_COUNT] = {
 	[PGQ_OUTBOX_CLAIM] = inbox__pg_outbox_claim_sql,
 	[PGQ_OUTBOX_FINISH] = inbox__pg_outbox_finish_sql,
 
-	/* The outcome and result of a record's first processing (schema
-	 * v5), the bytes as hex text: it travels as a handler statement,
-	 * deferred with the batch's others. In the record's generation,
-	 * sealed or not (the seal refuses inserts only). */
+	/* The outcomes and results of records' first processing (schema
+	 * v5), the bytes as hex text, one record per element of the
+	 * arrays: consumer, key, result, type, outcome. It travels as a
+	 * handler statement, deferred with the batch's others, and a
+	 * batch's are folded into one execution (pg_defer.c); should a
+	 * record come twice, the later element is the one stored, as it
+	 * would be one statement later. In the record's generation, sealed
+	 * or not (the seal refuses inserts only). */
 	[PGQ_SET_RESULT] =
-	"UPDATE {T} SET result = decode($3::text, 'hex'),"
-	" result_type = $4::text, outcome = $5::text, updated_at = now()"
-	" WHERE consumer = $1::text AND key = $2::text",
+	"UPDATE {T} AS y SET result = decode(r.h, 'hex'),"
+	" result_type = r.t, outcome = r.o, updated_at = now()"
+	" FROM (SELECT DISTINCT ON (u.c, u.k) u.c, u.k, u.h, u.t, u.o"
+	"  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
+	"  $5::text[]) WITH ORDINALITY AS u(c, k, h, t, o, n)"
+	"  ORDER BY u.c, u.k, u.n DESC) r"
+	" WHERE y.consumer = r.c AND y.key = r.k",
 };
 /* clang-format on */
 

@@ -63,7 +63,8 @@ enum pg_query {
 	PGQ_OUTBOX_ADD, /* SQL in pg_outbox.c */
 	PGQ_OUTBOX_CLAIM,
 	PGQ_OUTBOX_FINISH,
-	PGQ_SET_RESULT, /* run as a handler statement (deferred in a batch) */
+	PGQ_SET_RESULT, /* run as a handler statement; in a batch, the
+	                   queue's are folded into one (pg_defer.c) */
 	PGQ_COUNT
 };
 
@@ -80,10 +81,12 @@ enum pg_op {
 /* One queued command: a transaction-control op, or a handler statement
  * with its SQL (unless cached) and parameters copied into s->args. */
 typedef struct pg_pending {
-	unsigned char stmt;  /* 0: op, 1: handler statement */
-	unsigned char op;    /* enum pg_op */
-	unsigned char parse; /* set while sending: a Parse precedes it */
-	int hs;              /* handler statement cache slot, -1: unnamed */
+	unsigned char stmt;   /* 0: op, 1: handler statement */
+	unsigned char op;     /* enum pg_op */
+	unsigned char parse;  /* set while sending: a Parse precedes it */
+	unsigned char result; /* a stored result (PGQ_SET_RESULT): folded
+	                         with the queue's others when sent */
+	int hs;               /* handler statement cache slot, -1: unnamed */
 	int nparams;
 	size_t sql;    /* offset in s->args of the SQL when unnamed */
 	size_t params; /* offset in s->args of the parameters (and of
@@ -94,6 +97,10 @@ typedef struct pg_pending {
  * committing) before more is added, so memory stays bounded. */
 #define PG_MAX_PENDING 1024
 #define PG_MAX_ARGS    (1024 * 1024)
+
+/* PGQ_SET_RESULT's parameters: consumer, key, result (hex), type and
+ * outcome, each an array. */
+#define PG_RESULT_PARAMS 5
 
 /* Cached handler statements, prepared as "inbox__h<id>"; ids are never
  * reused, so a statement whose DEALLOCATE was lost cannot collide. */
@@ -172,6 +179,7 @@ typedef struct pg_store {
 	uint16_t msent[PG_HCACHE];       /* bit per merge slot: Parse sent */
 	unsigned char mguard[PG_HCACHE]; /* LOCK and guard sent */
 	inbox__buf mtext; /* scratch: a merged statement's text */
+	inbox__buf fold;  /* scratch: the folded results' arrays */
 	/* Scratch for the claim's binary arrays; reused: memory stays flat. */
 	inbox__buf arr[4];
 	/* Qualified table names, for migrate. */
@@ -302,6 +310,16 @@ int inbox__pg_queue_op(pg_store *s, enum pg_op op);
 /* Queue a handler statement (SQL and parameters copied). */
 int inbox__pg_queue_stmt(pg_store *s, const char *sql, int nparams,
                          const char *const *params);
+/* A handler statement of this transaction may be queued (unless it
+ * needs an answer): the transaction claimed keys and defers. */
+int inbox__pg_defers(const pg_store *s);
+/* Queue the stored result of one record: PGQ_SET_RESULT with its five
+ * one-element arrays (array literals). */
+int inbox__pg_queue_result(pg_store *s, const char *const *params);
+/* Before the queue is sent: its stored results become one execution of
+ * PGQ_SET_RESULT whose arrays hold them all, where the last of them was
+ * queued. 0, or -2 (out of memory: nothing changed). */
+int inbox__pg_queue_fold(pg_store *s);
 /* The handler statement cache slot for `sql` (added if absent; the least
  * recently used slot without queued uses is recycled), or -1 when every
  * slot is in use by the queue. */

@@ -198,6 +198,11 @@ int inbox__pg_rollback_to(inbox_store *st)
 	return inbox__pg_queue_op(s, PGOP_ROLLBACK_TO);
 }
 
+int inbox__pg_defers(const pg_store *s)
+{
+	return s->base.in_txn && s->claimed && s->defer_ok;
+}
+
 int inbox__pg_exec(inbox_store *st, const char *sql, int nparams,
                    const char *const *params, int64_t *rows)
 {
@@ -207,7 +212,7 @@ int inbox__pg_exec(inbox_store *st, const char *sql, int nparams,
 		return INBOX_ERR_INVALID;
 	}
 	/* A batch's statement whose count nobody needs: travel later. */
-	if (!rows && st->in_txn && s->claimed && s->defer_ok) {
+	if (!rows && inbox__pg_defers(s)) {
 		if (s->defer_failed)
 			return s->defer_failed;
 		return inbox__pg_queue_stmt(s, sql, nparams, params);
