@@ -154,6 +154,44 @@ TEST(results_of_a_batch_each_its_own)
 	rcase_close(&k);
 }
 
+/* A statement of the batch that fails on the server (deferred on
+ * PostgreSQL: the transaction is lost, and the batch runs again without
+ * deferring, each result on its own): the others keep their results,
+ * the failed one stores none. */
+TEST(results_of_a_batch_run_again)
+{
+	rcase k;
+	ASSERT_OK(rcase_open(&k, (rctx){.type = "text/plain"}, 0));
+	ASSERT_OK(sql(k.e.st,
+	              "CREATE UNIQUE INDEX \"%sinv_u\" ON %s (order_id)",
+	              k.e.prefix, k.e.invoices));
+	char js[3][256];
+	order_json(js[0], sizeof(js[0]), "a-1", "o-1", 10);
+	order_json(js[1], sizeof(js[1]), "a-2", "o-1", 10); /* same order */
+	order_json(js[2], sizeof(js[2]), "a-3", "o-3", 10);
+	inbox_delivery d[3];
+	for (int i = 0; i < 3; i++)
+		d[i] = delivery(js[i]);
+	inbox_result r[3];
+	TEST_RESULTS_INIT(r, 3);
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 3, r));
+	ASSERT_EQ(r[0].outcome, INBOX_APPLIED);
+	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
+	ASSERT_EQ(r[1].outcome, INBOX_RETRY);
+	ASSERT_TRUE(no_result(&r[1]));
+	ASSERT_EQ(r[2].outcome, INBOX_APPLIED);
+	ASSERT_TRUE(has_result(&r[2], "inv-o-3", 7, "text/plain"));
+	TEST_RESULTS_INIT(r, 3);
+	ASSERT_OK(inbox_consumer_process_batch(k.c, d, 3, r));
+	ASSERT_EQ(r[0].outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r[0], "inv-o-1", 7, "text/plain"));
+	ASSERT_EQ(r[1].outcome, INBOX_RETRY);
+	ASSERT_EQ(r[2].outcome, INBOX_DUPLICATE);
+	ASSERT_TRUE(has_result(&r[2], "inv-o-3", 7, "text/plain"));
+	ASSERT_EQ(count(k.e.st, k.e.invoices, NULL), 2);
+	rcase_close(&k);
+}
+
 TEST(result_after_a_restart)
 {
 	rcase k;
@@ -435,6 +473,7 @@ static void run_result_cases(void)
 	RUN(result_returned_on_a_duplicate);
 	RUN(result_on_a_duplicate_in_the_same_batch);
 	RUN(results_of_a_batch_each_its_own);
+	RUN(results_of_a_batch_run_again);
 	RUN(result_after_a_restart);
 	RUN(result_after_a_seal);
 	RUN(handler_that_sets_no_result);
