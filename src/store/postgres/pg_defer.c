@@ -115,14 +115,14 @@ int inbox__pg_queue_result(pg_store *s, const char *const *params)
 	return rc;
 }
 
-/* Parameter j of a queued statement (the queue holds none NULL for a
- * stored result). */
+/* Parameter j of a queued stored result: a one-element array literal
+ * (inbox__pg_set_result makes every one; a NULL would be the SQL NULL). */
 static const char *param_at(const pg_store *s, const pg_pending *e, int j)
 {
 	const char *p = s->args.data + e->params;
 	for (int i = 0; i < j; i++)
 		p += *p ? strlen(p + 1) + 2 : 1;
-	return *p ? p + 1 : "{}";
+	return *p ? p + 1 : "{NULL}";
 }
 
 /* A batch stores a result per message: sent one by one, each is an
@@ -156,8 +156,10 @@ int inbox__pg_queue_fold(pg_store *s)
 				continue;
 			const char *v = param_at(s, &s->pending[i], j);
 			size_t len = strlen(v);
-			if (len <= 2)
-				continue;
+			if (len <= 2) { /* "{}": keep the arrays aligned */
+				v = "{NULL}";
+				len = 6;
+			}
 			if (!first)
 				bad |= inbox__buf_putc(b, ',');
 			bad |= inbox__buf_append(b, v + 1, len - 2);
