@@ -33,9 +33,11 @@ rows() { count "SELECT COUNT(*) FROM $T WHERE id = '$1'"; }
 if [ "$MODE" = pg ]; then
 	psql "$INBOX_TEST_PG_URL" -X -q -c "BEGIN; LOCK TABLE $T; SELECT pg_sleep(7); COMMIT" >/dev/null 2>&1 &
 else
-	# with a busy timeout: without one, a BEGIN EXCLUSIVE that meets the
-	# daemon's own short write fails at once, and the locker sleeps
-	# holding nothing (seen once: "the locker holds its lock" failed)
+	# with a busy timeout: without one, a BEGIN EXCLUSIVE that meets
+	# another writer — locked()'s own BEGIN IMMEDIATE below, probing
+	# while the locker starts, or the daemon — fails at once, and the
+	# locker sleeps holding nothing (seen once: "the locker holds its
+	# lock" failed, and every check after it)
 	sqlite3 "$dir/t.db" ".timeout 5000" "BEGIN EXCLUSIVE;" ".shell sleep 7" "COMMIT;" >/dev/null 2>&1 &
 fi
 locker=$!
