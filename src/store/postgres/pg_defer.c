@@ -156,10 +156,6 @@ int inbox__pg_queue_fold(pg_store *s)
 				continue;
 			const char *v = param_at(s, &s->pending[i], j);
 			size_t len = strlen(v);
-			if (len <= 2) { /* "{}": keep the arrays aligned */
-				v = "{NULL}";
-				len = 6;
-			}
 			if (!first)
 				bad |= inbox__buf_putc(b, ',');
 			bad |= inbox__buf_append(b, v + 1, len - 2);
@@ -301,4 +297,5 @@ void inbox__pg_hcache_free(pg_store *s)
 	s->nsent = s->sent_cap = 0;
 	inbox__buf_free(&s->mtext);
 	inbox__buf_free(&s->fold);
+	inbox__buf_free(&s->lit);
 }

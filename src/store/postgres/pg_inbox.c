@@ -413,20 +413,33 @@ int inbox__pg_dead_letter(inbox_store *st, const inbox_dead_letter *dl,
 	return rc;
 }
 
-/* An array literal of one text element (NULL: the SQL NULL), quoted
- * and escaped as array_in reads it. */
+/* Append to b an array literal of one text element (NULL: the SQL
+ * NULL), quoted and escaped as array_in reads it, and its NUL. */
 static int one_element(inbox__buf *b, const char *v)
 {
-	inbox__buf_reset(b);
 	if (!v)
-		return inbox__buf_puts(b, "{NULL}");
+		return inbox__buf_append(b, "{NULL}", 7);
 	int bad = inbox__buf_puts(b, "{\"");
 	for (; *v && !bad; v++) {
 		if (*v == '"' || *v == '\\')
 			bad |= inbox__buf_putc(b, '\\');
 		bad |= inbox__buf_putc(b, *v);
 	}
-	return bad | inbox__buf_puts(b, "\"}");
+	return bad | inbox__buf_append(b, "\"}", 3);
+}
+
+/* The same for bytes, as their hex text (no character to escape). */
+static int one_hex_element(inbox__buf *b, const unsigned char *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	if (inbox__buf_reserve(b, n * 2 + 5) < 0)
+		return -1;
+	inbox__buf_puts(b, "{\"");
+	for (size_t i = 0; i < n; i++) {
+		b->data[b->len++] = digits[p[i] >> 4];
+		b->data[b->len++] = digits[p[i] & 15];
+	}
+	return inbox__buf_append(b, "\"}", 3);
 }
 
 int inbox__pg_set_result(inbox_store *st, const char *consumer, const char *key,
@@ -438,48 +451,35 @@ int inbox__pg_set_result(inbox_store *st, const char *consumer, const char *key,
 		inbox__store_seterr(st, "", "set_result: invalid arguments");
 		return INBOX_ERR_INVALID;
 	}
-	/* The bytes as hex text, so that the statement may wait in the
-	 * batch's queue (whose parameters are strings), and each value as
-	 * a one-element array: the queue's results go as one statement
-	 * (inbox__pg_queue_fold). */
-	inbox__buf hex = {0}, lit[PG_RESULT_PARAMS] = {{0}};
+	/* Each value as a one-element array literal (the queue's results go
+	 * as one statement: inbox__pg_queue_fold), the bytes as hex text
+	 * (the queue's parameters are strings), all five in s->lit one
+	 * after another: no allocation once it has grown. */
+	inbox__buf *b = &s->lit;
+	inbox__buf_reset(b);
+	size_t at[PG_RESULT_PARAMS];
 	int bad = 0;
-	if (data) {
-		static const char digits[] = "0123456789abcdef";
-		const unsigned char *p = data;
-		bad |= inbox__buf_reserve(&hex, len * 2 + 1);
-		for (size_t i = 0; i < len && !bad; i++) {
-			hex.data[2 * i] = digits[p[i] >> 4];
-			hex.data[2 * i + 1] = digits[p[i] & 15];
-		}
-		if (!bad) {
-			hex.len = len * 2;
-			hex.data[hex.len] = '\0';
-		}
-	}
-	const char *v[PG_RESULT_PARAMS] = {
-	    consumer, key, data ? hex.data : NULL, data ? content_type : NULL,
-	    inbox_outcome_name(outcome)};
-	const char *params[PG_RESULT_PARAMS];
-	for (int i = 0; i < PG_RESULT_PARAMS; i++) {
-		bad |= one_element(&lit[i], v[i]);
-		params[i] = lit[i].data;
-	}
-	int rc;
+	at[0] = b->len;
+	bad |= one_element(b, consumer);
+	at[1] = b->len;
+	bad |= one_element(b, key);
+	at[2] = b->len;
+	bad |= data ? one_hex_element(b, data, len) : one_element(b, NULL);
+	at[3] = b->len;
+	bad |= one_element(b, data ? content_type : NULL);
+	at[4] = b->len;
+	bad |= one_element(b, inbox_outcome_name(outcome));
 	if (bad) {
 		inbox__store_seterr(st, "", "set_result: out of memory");
-		rc = INBOX_ERR_NOMEM;
-	} else if (inbox__pg_defers(s)) {
-		rc = s->defer_failed ? s->defer_failed
-		                     : inbox__pg_queue_result(s, params);
-	} else {
-		/* unprepared, as in the queue (inbox__pg_queue_result) */
-		rc = inbox__pg_run_cmd(s, -1, s->sql[PGQ_SET_RESULT],
-		                       PG_RESULT_PARAMS, params, "set_result",
-		                       NULL);
+		return INBOX_ERR_NOMEM;
 	}
-	inbox__buf_free(&hex);
+	const char *params[PG_RESULT_PARAMS];
 	for (int i = 0; i < PG_RESULT_PARAMS; i++)
-		inbox__buf_free(&lit[i]);
-	return rc;
+		params[i] = b->data + at[i];
+	if (inbox__pg_defers(s))
+		return s->defer_failed ? s->defer_failed
+		                       : inbox__pg_queue_result(s, params);
+	/* unprepared, as in the queue (inbox__pg_queue_result) */
+	return inbox__pg_run_cmd(s, -1, s->sql[PGQ_SET_RESULT],
+	                         PG_RESULT_PARAMS, params, "set_result", NULL);
 }

@@ -180,6 +180,7 @@ typedef struct pg_store {
 	unsigned char mguard[PG_HCACHE]; /* LOCK and guard sent */
 	inbox__buf mtext; /* scratch: a merged statement's text */
 	inbox__buf fold;  /* scratch: the folded results' arrays */
+	inbox__buf lit;   /* scratch: one result's array literals */
 	/* Scratch for the claim's binary arrays; reused: memory stays flat. */
 	inbox__buf arr[4];
 	/* Qualified table names, for migrate. */
